@@ -1,0 +1,1 @@
+"""Layer 10 — the ``shelly`` command."""

@@ -1,0 +1,187 @@
+"""Every exception shelly-dist raises, under one root.
+
+The tree, so one ``except ShellyError`` catches everything the library means to raise::
+
+    ShellyError
+    ├── UsageError              a caller's mistake in using the library
+    ├── ConfigError             engine: invalid config; the message names the field (exit 2)
+    ├── ModelError              models/providers: .provider, .model
+    │   ├── ModelHTTPError      .status_code, .body, .retry_after, .kind
+    │   └── ContextTooLong
+    ├── ToolError               tools: .tool (the loop turns it into an is_error result)
+    │   └── MCPError            .server
+    ├── AgentError              agent: .agent
+    │   ├── MaxIterationsExceeded
+    │   └── DelegationRejected
+    ├── StoreError              state/tasks: .key or .task_id
+    └── RunError                runtime: .run_id
+        ├── RunCancelled        (exit 130)
+        └── StepTimeout
+
+Each error names its origin twice: in attributes and in the first words of its message
+(``delegate: self-delegation is not allowed``). Texts that Shelly fixes are contracts and are kept
+word for word. Errors that cross a process boundary travel as JSON via :func:`error_to_json`,
+never pickled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ShellyError(Exception):
+    """Root of every error shelly-dist raises on purpose."""
+
+
+class UsageError(ShellyError):
+    """The library was used wrongly by the calling code."""
+
+
+class ConfigError(ShellyError):
+    """The configuration is invalid. ``field`` is the dotted path of the offending field."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ModelError(ShellyError):
+    """A model call failed. ``provider`` names the configured provider."""
+
+    def __init__(self, message: str, *, provider: str = "", model: str = "") -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.model = model
+
+
+class ModelHTTPError(ModelError):
+    """The provider answered with an error status, or could not be reached.
+
+    ``kind`` is the classification used by retry and fallback: one of ``rate_limit``,
+    ``overloaded``, ``server``, ``timeout``, ``network``, ``auth``, ``billing``, ``bad_request``,
+    ``context_overflow``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        model: str = "",
+        kind: str = "server",
+        status_code: int | None = None,
+        body: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, provider=provider, model=model)
+        self.kind = kind
+        self.status_code = status_code
+        self.body = body
+        self.retry_after = retry_after
+
+
+class ContextTooLong(ModelError):
+    """The request does not fit the model's context window."""
+
+
+class ToolError(ShellyError):
+    """A tool failed; the agent loop turns it into an ``is_error`` tool result."""
+
+    def __init__(self, message: str, *, tool: str = "") -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+class MCPError(ToolError):
+    """An MCP server failed to start, or a call to it failed."""
+
+    def __init__(self, message: str, *, server: str = "", tool: str = "") -> None:
+        super().__init__(message, tool=tool)
+        self.server = server
+
+
+class AgentError(ShellyError):
+    """An agent's run failed. ``agent`` is the instance name."""
+
+    def __init__(self, message: str, *, agent: str = "") -> None:
+        super().__init__(message)
+        self.agent = agent
+
+
+class MaxIterationsExceeded(AgentError):
+    """The ReAct loop ran ``max_iterations`` model calls without finishing."""
+
+    def __init__(self, message: str = "agent: max iterations reached", *, agent: str = "") -> None:
+        super().__init__(message, agent=agent)
+
+
+class DelegationRejected(AgentError):
+    """A whole ``delegate`` call was refused (self-delegation, depth)."""
+
+
+class StoreError(ShellyError):
+    """A blackboard or task-board operation failed."""
+
+    def __init__(self, message: str, *, key: str | None = None, task_id: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        self.task_id = task_id
+
+
+class RunError(ShellyError):
+    """A run failed in the runtime. ``run_id`` names the run."""
+
+    def __init__(self, message: str, *, run_id: str = "") -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+class RunCancelled(RunError):
+    """The run (or its whole tree) was cancelled."""
+
+
+class StepTimeout(RunError):
+    """A step exceeded its time limit."""
+
+
+_BY_NAME: dict[str, type[ShellyError]] = {
+    cls.__name__: cls
+    for cls in (
+        ShellyError,
+        UsageError,
+        ConfigError,
+        ModelError,
+        ModelHTTPError,
+        ContextTooLong,
+        ToolError,
+        MCPError,
+        AgentError,
+        MaxIterationsExceeded,
+        DelegationRejected,
+        StoreError,
+        RunError,
+        RunCancelled,
+        StepTimeout,
+    )
+}
+
+
+def error_to_json(exc: BaseException) -> dict[str, Any]:
+    """Describe ``exc`` as plain JSON: type name, message and its origin attributes."""
+    data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    for attr in ("provider", "model", "kind", "status_code", "tool", "server", "agent", "run_id", "field"):
+        value = getattr(exc, attr, None)
+        if value not in (None, ""):
+            data[attr] = value
+    return data
+
+
+def error_from_json(data: dict[str, Any]) -> ShellyError:
+    """Rebuild an error described by :func:`error_to_json` (unknown types become ``ShellyError``)."""
+    cls = _BY_NAME.get(str(data.get("type")), ShellyError)
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, data.get("message", ""))
+    for key, value in data.items():
+        if key not in ("type", "message"):
+            setattr(exc, key, value)
+    return exc

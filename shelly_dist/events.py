@@ -1,0 +1,49 @@
+"""Event records: what every layer reports about a run, and the sink they report it to.
+
+Events are plain JSON-able records so the same value can go to an in-process bus, a Redis stream
+read by another machine, or ``shelly events --json``. The kind strings are a public contract
+(Shelly's names, plus the distributed runtime's): never derive them from code names.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+AGENT_START = "agent_start"
+AGENT_END = "agent_end"
+MESSAGE_ADDED = "message_added"
+TOOL_CALL_START = "tool_call_start"
+TOOL_CALL_END = "tool_call_end"
+DELEGATION_PROGRESS = "delegation_progress"
+ERROR = "error"
+PROVIDER_RETRY = "provider_retry"
+PROVIDER_FALLBACK = "provider_fallback"
+RUN_QUEUED = "run_queued"
+RUN_STARTED = "run_started"
+RUN_WAITING = "run_waiting"
+RUN_RESUMED = "run_resumed"
+RUN_FINISHED = "run_finished"
+USAGE = "usage"
+
+
+class Event(BaseModel):
+    """One thing that happened. ``agent`` is the instance name; ``data`` depends on ``kind``."""
+
+    kind: str
+    agent: str = ""
+    session_id: str = ""
+    run_id: str = ""
+    timestamp: float = Field(default_factory=time.time)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+EventSink = Callable[[Event], None]
+"""Receives events. It must not block: sinks run inline in the agent loop."""
+
+
+def discard(_event: Event) -> None:
+    """The sink used when nobody listens."""

@@ -1,0 +1,50 @@
+"""Who is running: the agent, run and session of the current task, carried by contextvars.
+
+Tools attribute their work through these (``created_by`` of a task, the assignee of a claim, the
+author of a blackboard write) without being handed the agent: the loop sets them around every
+model and tool call. Like Shelly's ``agentctx``, this module depends on nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+_agent: ContextVar[str] = ContextVar("shelly_agent", default="")
+_run: ContextVar[str] = ContextVar("shelly_run", default="")
+_session: ContextVar[str] = ContextVar("shelly_session", default="")
+
+
+def agent_name() -> str:
+    """The instance name of the agent running in this context ("" outside any agent)."""
+    return _agent.get()
+
+
+def run_id() -> str:
+    """The id of the run in this context ("" when none)."""
+    return _run.get()
+
+
+def session_id() -> str:
+    """The session of this context ("" when none)."""
+    return _session.get()
+
+
+@contextmanager
+def acting_as(agent: str | None = None, *, run: str | None = None, session: str | None = None) -> Iterator[None]:
+    """Set the identity for the body of the ``with``; arguments left ``None`` are inherited."""
+    tokens = []
+    for var, value in ((_agent, agent), (_run, run), (_session, session)):
+        if value is not None:
+            tokens.append((var, var.set(value)))
+    try:
+        yield
+    finally:
+        for var, token in reversed(tokens):
+            var.reset(token)
+
+
+def sanitize_filename(name: str) -> str:
+    """Every character outside ``[A-Za-z0-9_-]`` becomes ``-`` (Shelly's ``SanitizeFilename``)."""
+    return "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "-" for c in name)

@@ -1,0 +1,11 @@
+"""Layer 4 — tools the model can call: ``Tool``, ``ToolBox`` and schemas from pydantic models.
+
+A tool's handler takes the raw JSON arguments and returns text; raising means an error result.
+Built-in toolboxes, MCP client and server, permissions and policy live in submodules.
+"""
+
+from shelly_dist.tools.schema import schema_for
+from shelly_dist.tools.tool import Handler, Tool, tool_from_model
+from shelly_dist.tools.toolbox import ToolBox
+
+__all__ = ["Handler", "Tool", "ToolBox", "schema_for", "tool_from_model"]

@@ -1,0 +1,55 @@
+"""Shared fixtures: a real Redis with a key prefix per test, and a guard against real model calls."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+REDIS_URL = os.environ.get("SHELLY_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _redis_answers(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=2).ping())
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The real Redis for integration tests; fails (never passes silently) when none answers."""
+    if not _redis_answers(REDIS_URL):
+        pytest.fail(
+            f"no Redis answers at {REDIS_URL}: start one with "
+            "`redis-server --daemonize yes --port 6379 --save ''` or set SHELLY_TEST_REDIS_URL"
+        )
+    return REDIS_URL
+
+
+@pytest.fixture
+def key_prefix(redis_url: str) -> Iterator[str]:
+    """A Redis key prefix unique to this test; its keys are deleted afterwards (never FLUSHALL)."""
+    import redis
+
+    prefix = f"shelly-test:{uuid.uuid4().hex[:12]}:"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    try:
+        keys = list(client.scan_iter(match=prefix + "*", count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
