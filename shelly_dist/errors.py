@@ -12,7 +12,8 @@ The tree, so one ``except ShellyError`` catches everything the library means to 
     │   └── MCPError            .server
     ├── AgentError              agent: .agent
     │   ├── MaxIterationsExceeded
-    │   └── DelegationRejected
+    │   ├── DelegationRejected
+    │   └── LoopDetected        a tool hook stopped the run
     ├── StoreError              state/tasks: .key or .task_id
     └── RunError                runtime: .run_id
         ├── RunCancelled        (exit 130)
@@ -119,6 +120,10 @@ class DelegationRejected(AgentError):
     """A whole ``delegate`` call was refused (self-delegation, depth)."""
 
 
+class LoopDetected(AgentError):
+    """A tool hook saw the same call repeat past its threshold and stopped the run."""
+
+
 class StoreError(ShellyError):
     """A blackboard or task-board operation failed."""
 
@@ -158,6 +163,7 @@ _BY_NAME: dict[str, type[ShellyError]] = {
         AgentError,
         MaxIterationsExceeded,
         DelegationRejected,
+        LoopDetected,
         StoreError,
         RunError,
         RunCancelled,
