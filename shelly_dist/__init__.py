@@ -1,3 +1,95 @@
-"""shelly-dist: teams of LLM agents, run in one process or across a Celery worker pool."""
+"""shelly-dist: teams of LLM agents, run in one process or across a Celery worker pool.
+
+Everything a user script needs is importable from here; anything not listed in ``__all__`` may
+change without notice.
+"""
+
+from shelly_dist.agent import (
+    Agent,
+    AgentOptions,
+    CompletionResult,
+    DelegateEntry,
+    Entry,
+    Registry,
+    Run,
+    RunState,
+    logger,
+    output_guardrail,
+    recovery,
+    timeout,
+)
+from shelly_dist.chats import Chat, Document, Image, Message, Role, Text, ToolCall, ToolResult
+from shelly_dist.errors import (
+    AgentError,
+    ConfigError,
+    ContextTooLong,
+    DelegationRejected,
+    LoopDetected,
+    MaxIterationsExceeded,
+    MCPError,
+    ModelError,
+    ModelHTTPError,
+    RunCancelled,
+    RunError,
+    ShellyError,
+    StepTimeout,
+    StoreError,
+    ToolError,
+    UsageError,
+)
+from shelly_dist.events import Event
+from shelly_dist.models import Completer, Usage, UsageTracker
+from shelly_dist.providers import FunctionCompleter, ScriptedCompleter
+from shelly_dist.tools import Tool, ToolBox, schema_for, tool_from_model
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "AgentError",
+    "AgentOptions",
+    "Chat",
+    "Completer",
+    "CompletionResult",
+    "ConfigError",
+    "ContextTooLong",
+    "DelegateEntry",
+    "DelegationRejected",
+    "Document",
+    "Entry",
+    "Event",
+    "FunctionCompleter",
+    "Image",
+    "LoopDetected",
+    "MCPError",
+    "MaxIterationsExceeded",
+    "Message",
+    "ModelError",
+    "ModelHTTPError",
+    "Registry",
+    "Role",
+    "Run",
+    "RunCancelled",
+    "RunError",
+    "RunState",
+    "ScriptedCompleter",
+    "ShellyError",
+    "StepTimeout",
+    "StoreError",
+    "Text",
+    "Tool",
+    "ToolBox",
+    "ToolCall",
+    "ToolError",
+    "ToolResult",
+    "Usage",
+    "UsageError",
+    "UsageTracker",
+    "__version__",
+    "logger",
+    "output_guardrail",
+    "recovery",
+    "schema_for",
+    "timeout",
+    "tool_from_model",
+]

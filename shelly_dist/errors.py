@@ -82,7 +82,27 @@ class ModelHTTPError(ModelError):
 
 
 class ContextTooLong(ModelError):
-    """The request does not fit the model's context window."""
+    """The request does not fit the model's context window (never retried, never falls back).
+
+    Like :class:`ModelHTTPError` it carries ``kind`` (always ``context_overflow``),
+    ``status_code`` and a ``body`` excerpt when it came from an HTTP answer.
+    """
+
+    kind = "context_overflow"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        model: str = "",
+        status_code: int | None = None,
+        body: str = "",
+    ) -> None:
+        super().__init__(message, provider=provider, model=model)
+        self.status_code = status_code
+        self.body = body
+        self.retry_after: float | None = None
 
 
 class ToolError(ShellyError):

@@ -4,3 +4,47 @@ registry, the orchestration tools (``list_agents``, ``delegate``, ``task_complet
 The agent never knows which runtime runs it: a step can stop at a delegation as *suspended*, and
 whoever runs the step decides how the children run.
 """
+
+from shelly_dist.agent.agent import Agent
+from shelly_dist.agent.board import TaskBoardHook
+from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
+from shelly_dist.agent.inline import InlineDelegator, progress_sink
+from shelly_dist.agent.middleware import Middleware, Runner, logger, output_guardrail, recovery, timeout
+from shelly_dist.agent.naming import instance_name, task_slug
+from shelly_dist.agent.options import AgentOptions
+from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEntry, Phase, RunState
+from shelly_dist.agent.registry import Entry, Factory, Registry
+from shelly_dist.agent.run import Continue, Delegator, Finished, Run, StepOutcome, Suspended
+
+__all__ = [
+    "Agent",
+    "AgentOptions",
+    "ChildRequest",
+    "CompletionResult",
+    "Continue",
+    "DelegateEntry",
+    "Delegator",
+    "Entry",
+    "Factory",
+    "Finished",
+    "InlineDelegator",
+    "Middleware",
+    "Phase",
+    "Registry",
+    "Run",
+    "RunState",
+    "Runner",
+    "StepOutcome",
+    "Suspended",
+    "TaskBoardHook",
+    "board_status",
+    "child_messages",
+    "entry_from_outcome",
+    "instance_name",
+    "logger",
+    "output_guardrail",
+    "progress_sink",
+    "recovery",
+    "task_slug",
+    "timeout",
+]

@@ -1,0 +1,114 @@
+"""The agent: identity, completer, toolboxes and options — and nothing about where it runs.
+
+An agent has two names: ``name`` is the instance (``coder-refactor-1`` for a spawned child) and
+``config_name`` is the registry key used for self-exclusion and the self-delegation check, always
+compared case-insensitively. The loop itself lives in :mod:`shelly_dist.agent.run`; ``run()`` here
+is the in-process convenience that runs it to the end with children as asyncio tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from shelly_dist.agent.middleware import compose
+from shelly_dist.agent.options import AgentOptions
+from shelly_dist.agent.prompt import PromptInputs, build_system_prompt
+from shelly_dist.chats import Chat, Message, Role
+from shelly_dist.models import Completer, UsageTracker
+from shelly_dist.tools import ToolBox
+
+if TYPE_CHECKING:
+    from shelly_dist.agent.registry import Registry
+    from shelly_dist.agent.run import Delegator
+
+
+class Agent:
+    """An LLM agent. Build it directly, or through a :class:`Registry` factory."""
+
+    def __init__(
+        self,
+        name: str,
+        description: str = "",
+        instructions: str = "",
+        completer: Completer | None = None,
+        options: AgentOptions | None = None,
+    ) -> None:
+        if completer is None:
+            from shelly_dist.errors import UsageError
+
+            raise UsageError(f"agent {name!r}: a completer is required")
+        self.name = name
+        self.config_name = name
+        self.description = description
+        self.instructions = instructions
+        self.completer = completer
+        self.options = options or AgentOptions()
+        self.depth = 0
+        self.chat = Chat()
+        self.registry: Registry | None = None
+        self.usage = UsageTracker()
+        self._toolboxes: list[ToolBox] = []
+
+    @property
+    def toolboxes(self) -> list[ToolBox]:
+        return list(self._toolboxes)
+
+    def add_toolboxes(self, *toolboxes: ToolBox) -> None:
+        """Add toolboxes; the same toolbox object is only ever added once."""
+        for box in toolboxes:
+            if not any(box is have for have in self._toolboxes):
+                self._toolboxes.append(box)
+
+    def set_registry(self, registry: Registry) -> None:
+        self.registry = registry
+
+    def can_delegate(self) -> bool:
+        """True while a registry is set and the depth is below ``max_delegation_depth``."""
+        depth_limit = self.options.max_delegation_depth
+        return self.registry is not None and depth_limit > 0 and self.depth < depth_limit
+
+    def system_prompt(self, *, extra_sections: list[str] | None = None, has_notes: bool = False) -> str:
+        """The system prompt as it would be sent now."""
+        can = self.can_delegate()
+        return build_system_prompt(
+            PromptInputs(
+                name=self.name,
+                config_name=self.config_name,
+                description=self.description,
+                instructions=self.instructions,
+                depth=self.depth,
+                can_delegate=can,
+                agents=self.registry.list() if (can and self.registry is not None) else (),
+                skills=self.options.skills,
+                context=self.options.context,
+                has_notes=has_notes,
+                behavioral_hints=self.options.behavioral_hints,
+                extra_sections=extra_sections or [],
+            )
+        )
+
+    async def run(self, prompt: str | None = None, *, delegator: Delegator | None = None) -> Message:
+        """Run the loop to its end in this process and return the final reply.
+
+        ``prompt`` (when given) is appended as a user message first. Children of ``delegate`` run
+        as asyncio tasks unless another ``delegator`` is given. Middleware wraps the whole run.
+        """
+        from shelly_dist.agent.inline import InlineDelegator
+        from shelly_dist.agent.run import Run
+
+        if prompt is not None:
+            self.chat.append(Message.text("user", Role.USER, prompt))
+        run = Run.start(self, delegator=delegator or InlineDelegator())
+        return await self.execute(run)
+
+    async def execute(self, run: object) -> Message:
+        """Run ``run`` (a :class:`Run` of this agent) to its end inside this agent's middleware."""
+        return await compose(self.options.middleware, run.until_done)()  # type: ignore[attr-defined]
+
+    def run_sync(self, prompt: str | None = None) -> Message:
+        """``asyncio.run(self.run(prompt))``. Not usable inside a running event loop or a tool."""
+        return asyncio.run(self.run(prompt))
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, config_name={self.config_name!r}, depth={self.depth})"

@@ -1,0 +1,44 @@
+"""An agent's options: the knobs of its loop, kept apart from its collaborators."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from shelly_dist.agent.board import TaskBoardHook
+from shelly_dist.agent.middleware import Middleware
+from shelly_dist.agent.prompt import SkillLike
+from shelly_dist.events import EventSink
+from shelly_dist.tools import Tool
+from shelly_dist.tools.hooks import ToolHook
+
+
+class ToolFilter(Protocol):
+    """Decides which tools an agent sees at a depth (``shelly_dist.tools.policy.ToolPolicy``)."""
+
+    def apply(self, tools: list[Tool], depth: int) -> list[Tool]: ...
+
+
+@dataclass
+class AgentOptions:
+    """Options of one agent. ``0`` means unlimited for ``max_iterations``."""
+
+    max_iterations: int = 0
+    warn_iterations: int = 0
+    """At iteration index ≥ this (when > 0), tell the model once that its budget is running out."""
+    max_delegation_depth: int = 0
+    """The agent may delegate while its depth is below this."""
+    skills: Sequence[SkillLike] = ()
+    middleware: list[Middleware] = field(default_factory=list)
+    context: str = ""
+    """Project context for the ``<project_context>`` section."""
+    delegate_fail_fast: bool = False
+    """Cancel sibling children on the first failed entry (each says ``canceled: sibling failed``)."""
+    behavioral_hints: bool = True
+    tool_policy: ToolFilter | None = None
+    tool_hooks: list[ToolHook] = field(default_factory=list)
+    prompt_sections: Callable[[], Awaitable[list[str]]] | None = None
+    """Extra prompt sections computed at the start of each run (the blackboard snapshot)."""
+    task_board: TaskBoardHook | None = None
+    on_event: EventSink | None = None

@@ -1,0 +1,111 @@
+"""The system prompt: XML-tagged sections in Shelly's fixed order, each only when it applies.
+
+Order: identity, completion_protocol (depth > 0), notes_protocol (a ``list_notes`` tool),
+instructions, behavioral_constraints (default on), project_context, extra sections (the
+blackboard snapshot), skills (inline), available_skills (on demand), available_agents (only when
+the agent may still delegate; never itself, compared case-insensitively on the config name).
+The prompt is rebuilt on every run, so a changed registry or blackboard shows up on the next turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from shelly_dist.agent.registry import Entry
+
+
+class SkillLike(Protocol):
+    """What the prompt needs of a skill (``shelly_dist.skills.Skill`` satisfies it)."""
+
+    name: str
+    description: str
+    content: str
+
+
+COMPLETION_PROTOCOL = """You are working on a task delegated to you by another agent.
+When you have finished, call the task_complete tool with status "completed" and a summary of what you did
+(and files_modified, tests_run, caveats when relevant). If you cannot finish, call task_complete with
+status "failed" and explain why in the summary and caveats. Calling task_complete ends your work."""
+
+NOTES_PROTOCOL = """You have a notes toolbox (write_note, read_note, list_notes). Use notes to keep durable
+progress records: check list_notes before starting, and write a note when you learn something other agents
+or your future self will need."""
+
+BEHAVIORAL_CONSTRAINTS = """- Do not repeat the same action more than twice; if it did not work, change your approach.
+- Read files before editing them.
+- Prefer small, verifiable steps over large speculative changes.
+- Verify your work (run tests, re-read output) before reporting success.
+- When a tool returns an error, read it and adapt instead of retrying blindly.
+- Stay within the scope of your task; do not make unrelated changes.
+- Delegate only work that another agent is better suited for, and give it full context.
+- Report failures honestly, with what you tried and what is left.
+- Keep your final answer concise and specific."""
+
+CONTEXT_PREAMBLE = (
+    "Treat this as your own knowledge of the project. It was curated for you; rely on it before "
+    "exploring."
+)
+
+
+def _section(tag: str, body: str) -> str:
+    return f"<{tag}>\n{body.strip()}\n</{tag}>"
+
+
+def _agent_line(e: Entry) -> str:
+    line = f"- **{e.name}**: {e.description}"
+    if e.skills:
+        line += f" [skills: {', '.join(e.skills)}]"
+    if e.estimated_cost:
+        line += f" [cost: {e.estimated_cost}]"
+    return line
+
+
+@dataclass
+class PromptInputs:
+    """Everything the system prompt is made from."""
+
+    name: str
+    config_name: str
+    description: str = ""
+    instructions: str = ""
+    depth: int = 0
+    can_delegate: bool = False
+    agents: Sequence[Entry] = ()
+    skills: Sequence[SkillLike] = ()
+    context: str = ""
+    has_notes: bool = False
+    behavioral_hints: bool = True
+    extra_sections: Sequence[str] = field(default_factory=list)
+
+
+def build_system_prompt(p: PromptInputs) -> str:
+    """Assemble the prompt; see the module docstring for the order."""
+    sections = [_section("identity", f"You are {p.name}. {p.description}".strip())]
+    if p.depth > 0:
+        sections.append(_section("completion_protocol", COMPLETION_PROTOCOL))
+    if p.has_notes:
+        sections.append(_section("notes_protocol", NOTES_PROTOCOL))
+    if p.instructions.strip():
+        sections.append(_section("instructions", p.instructions))
+    if p.behavioral_hints:
+        sections.append(_section("behavioral_constraints", BEHAVIORAL_CONSTRAINTS))
+    if p.context.strip():
+        sections.append(_section("project_context", f"{CONTEXT_PREAMBLE}\n\n{p.context.strip()}"))
+    sections.extend(s for s in p.extra_sections if s)
+    inline = [s for s in p.skills if not s.description]
+    on_demand = [s for s in p.skills if s.description]
+    if inline:
+        sections.append(_section("skills", "\n\n".join(f"### {s.name}\n{s.content.strip()}" for s in inline)))
+    if on_demand:
+        lines = [f"- **{s.name}**: {s.description}" for s in on_demand]
+        lines.append("\nWhen a skill is relevant, call the load_skill tool with its name to read it.")
+        sections.append(_section("available_skills", "\n".join(lines)))
+    if p.can_delegate:
+        others = [e for e in p.agents if e.name.lower() != p.config_name.lower()]
+        if others:
+            body = "\n".join(_agent_line(e) for e in others)
+            body += "\n\nUse the delegate tool to hand tasks to these agents; they run in parallel."
+            sections.append(_section("available_agents", body))
+    return "\n\n".join(sections)

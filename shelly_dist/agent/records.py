@@ -1,0 +1,115 @@
+"""The serialisable records of a run: its state, its child requests and delegation entries.
+
+Everything a run needs to continue on another machine is here, as pydantic models that dump to
+JSON: the Celery runtime journals them in Redis, the in-process runtime keeps them in memory, and
+the agent never knows which. The JSON shapes of :class:`DelegateEntry` and
+:class:`CompletionResult` are Shelly's tool contract; keep their field names.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from shelly_dist.chats import Message, ToolResult
+from shelly_dist.models import Usage
+
+
+class CompletionResult(BaseModel):
+    """What a child reports with ``task_complete``."""
+
+    status: Literal["completed", "failed"]
+    summary: str
+    files_modified: list[str] | None = None
+    tests_run: list[str] | None = None
+    caveats: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class DelegateEntry(BaseModel):
+    """One element of ``delegate``'s output array; every field but ``agent`` is omitted when empty."""
+
+    agent: str
+    result: str | None = None
+    completion: CompletionResult | None = None
+    error: str | None = None
+    warning: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"agent": self.agent}
+        if self.result:
+            data["result"] = self.result
+        if self.completion is not None:
+            data["completion"] = self.completion.to_json()
+        if self.error:
+            data["error"] = self.error
+        if self.warning:
+            data["warning"] = self.warning
+        return data
+
+
+class ChildRequest(BaseModel):
+    """A child run the parent waits for: one task of one ``delegate`` call.
+
+    ``key`` (``<tool_call_id>:<index>``) is stable across redeliveries, so a runtime can derive an
+    idempotent child run id from it.
+    """
+
+    key: str
+    tool_call_id: str
+    index: int
+    agent: str
+    task: str
+    context: str = ""
+    task_id: str | None = None
+    depth: int
+    visited: list[str]
+    parent_run_id: str
+    parent_agent: str
+
+
+class PendingDelegation(BaseModel):
+    """A ``delegate`` call waiting on its children; ``entries`` fill in input order."""
+
+    tool_call_id: str
+    entries: list[DelegateEntry | None]
+    requests: list[ChildRequest]
+
+    def missing(self) -> list[ChildRequest]:
+        return [r for r in self.requests if self.entries[r.index] is None]
+
+
+class Phase(StrEnum):
+    """Where a run stands: next is a model call, or tool calls, or it waits, or it has ended."""
+
+    MODEL = "model"
+    TOOLS = "tools"
+    SUSPENDED = "suspended"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class RunState(BaseModel):
+    """The whole state of one run of one agent on one task.
+
+    ``messages`` is filled only in snapshots (:meth:`Run.snapshot`); while a run is live, its
+    agent's chat holds the messages.
+    """
+
+    run_id: str
+    config_name: str
+    instance_name: str
+    depth: int = 0
+    visited: list[str] = Field(default_factory=list)
+    iteration: int = 0
+    phase: Phase = Phase.MODEL
+    warned: bool = False
+    tool_results: dict[str, ToolResult] = Field(default_factory=dict)
+    pending: list[PendingDelegation] = Field(default_factory=list)
+    completion: CompletionResult | None = None
+    usage: Usage = Field(default_factory=Usage)
+    messages: list[Message] = Field(default_factory=list)

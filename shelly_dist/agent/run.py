@@ -1,0 +1,431 @@
+"""One run of one agent on one task, as a step machine.
+
+A step is one model call and the tool calls of its reply. ``step()`` advances exactly one phase
+and says what happened: :class:`Continue` (call ``step`` again), :class:`Suspended` (children must
+run before the tool results can be appended) or :class:`Finished`. All of the run's state is in
+:class:`RunState`, so a runtime can snapshot it to JSON between any two steps — or at the
+checkpoints inside one (after the reply, after each tool result) — and continue it elsewhere:
+
+* a reply already in the chat is never asked of the model again (phase ``tools`` skips the call);
+* a tool whose result is in ``tool_results`` is never run again;
+* a ``delegate`` call becomes :class:`ChildRequest` records. With a delegator that answers at once
+  (in-process), the children run concurrently with the other tools of the reply, as in Shelly;
+  with none, or one that returns ``None``, the run suspends until :meth:`deliver` fills every entry.
+
+The loop's contract is Shelly's: the completer never appends; tool calls run concurrently and
+their results are appended in call order, one tool message each; unknown tools and handler errors
+become ``is_error`` results; results over 32,000 characters are cut; the iteration limit is a
+distinct error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from shelly_dist import events
+from shelly_dist.agent.completion import task_complete_tool
+from shelly_dist.agent.delegation import format_entries, plan_children
+from shelly_dist.agent.orchestration import orchestration_toolbox
+from shelly_dist.agent.records import (
+    ChildRequest,
+    CompletionResult,
+    DelegateEntry,
+    PendingDelegation,
+    Phase,
+    RunState,
+)
+from shelly_dist.chats import Message, Role, ToolCall, ToolResult
+from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
+from shelly_dist.events import Event
+from shelly_dist.identity import acting_as
+from shelly_dist.models import Usage
+from shelly_dist.tools import Tool, ToolBox
+
+if TYPE_CHECKING:
+    from shelly_dist.agent.agent import Agent
+    from shelly_dist.agent.registry import Registry
+
+RESULT_CAP = 32_000
+CAP_MARKER = "\n… [output capped — use targeted reads for remaining content]"
+WARNING_TEXT = "You are approaching your iteration limit. Complete your current task and call task_complete."
+EVENT_TEXT_LIMIT = 2_000
+
+
+class Delegator(Protocol):
+    """Runs the children of a ``delegate`` call.
+
+    Return one entry per request, in order, when the children ran to the end; return ``None``
+    when they were only dispatched (the run suspends and is fed with :meth:`Run.deliver`).
+    """
+
+    async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry] | None: ...
+
+
+Checkpoint = Callable[["Run", str], Awaitable[None]]
+"""Called after the reply is appended (``"reply"``), after each tool result (``"tool"``), when the
+run suspends (``"suspended"``) and after the tool results are appended (``"tools"``)."""
+
+
+@dataclass(frozen=True)
+class Continue:
+    """The step finished; call ``step`` again."""
+
+
+@dataclass(frozen=True)
+class Suspended:
+    """The run waits for these children."""
+
+    requests: list[ChildRequest]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The run is over: ``reply`` is the final assistant message."""
+
+    reply: Message
+    completion: CompletionResult | None = None
+
+
+StepOutcome = Continue | Suspended | Finished
+
+
+def cap_result(content: str) -> str:
+    """Cut a success result longer than 32,000 characters and mark it."""
+    return content if len(content) <= RESULT_CAP else content[:RESULT_CAP] + CAP_MARKER
+
+
+class Run:
+    """Drives one agent's loop over its chat. Not safe for two tasks to step at once."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        state: RunState,
+        *,
+        delegator: Delegator | None = None,
+        checkpoint: Checkpoint | None = None,
+        before_model: Callable[[Run], Awaitable[None]] | None = None,
+    ) -> None:
+        self.agent = agent
+        self.state = state
+        self.delegator = delegator
+        self.checkpoint = checkpoint
+        self.before_model = before_model
+        self._prepared = False
+        self._tools: list[Tool] = []
+        self._by_name: dict[str, Tool] = {}
+        self._delegate: Tool | None = None
+
+    # -- construction -------------------------------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        agent: Agent,
+        messages: list[Message] | None = None,
+        *,
+        run_id: str | None = None,
+        visited: list[str] | None = None,
+        **kwargs: object,
+    ) -> Run:
+        """A fresh run of ``agent`` over its chat, after appending ``messages``."""
+        if messages:
+            agent.chat.append(*messages)
+        state = RunState(
+            run_id=run_id or uuid.uuid4().hex[:12],
+            config_name=agent.config_name,
+            instance_name=agent.name,
+            depth=agent.depth,
+            visited=visited or [agent.config_name],
+        )
+        return cls(agent, state, **kwargs)  # type: ignore[arg-type]
+
+    @classmethod
+    def restore(cls, agent: Agent, snapshot: RunState, **kwargs: object) -> Run:
+        """Continue a run from a snapshot on a freshly spawned ``agent`` of the same config.
+
+        The snapshot's messages replace the agent's chat; its instance name and depth are restored.
+        """
+        if agent.config_name != snapshot.config_name:
+            raise UsageError(
+                f"run {snapshot.run_id}: snapshot is of agent {snapshot.config_name!r}, not {agent.config_name!r}"
+            )
+        agent.name = snapshot.instance_name
+        agent.depth = snapshot.depth
+        agent.chat.clear()
+        agent.chat.append(*snapshot.messages)
+        state = snapshot.model_copy(deep=True, update={"messages": []})
+        return cls(agent, state, **kwargs)  # type: ignore[arg-type]
+
+    @classmethod
+    def rebuild(cls, registry: Registry, snapshot: RunState, **kwargs: object) -> Run:
+        """Spawn the snapshot's agent from ``registry`` and continue its run (any process)."""
+        return cls.restore(registry.spawn(snapshot.config_name, snapshot.depth), snapshot, **kwargs)
+
+    def snapshot(self) -> RunState:
+        """The whole state with its messages: a deep copy, safe to serialise."""
+        return self.state.model_copy(deep=True, update={"messages": self.agent.chat.messages()})
+
+    # -- tools and prompt ---------------------------------------------------------------------
+
+    async def _prepare(self) -> None:
+        """Collect the tools and rebuild the system prompt (on every run, as Shelly's ``Init``)."""
+        agent = self.agent
+        boxes: list[ToolBox] = list(agent.toolboxes)
+        if agent.can_delegate() and agent.registry is not None:
+            orch = orchestration_toolbox(agent.registry, agent.config_name)
+            self._delegate = orch.get("delegate")
+            boxes.append(orch)
+        if agent.depth > 0:
+            boxes.append(ToolBox([task_complete_tool(self._get_completion, self._set_completion)], name="completion"))
+        seen: dict[str, Tool] = {}
+        for box in boxes:
+            for tool in box:
+                seen.setdefault(tool.name, tool)
+        tools = list(seen.values())
+        if agent.options.tool_policy is not None:
+            tools = agent.options.tool_policy.apply(tools, agent.depth)
+        self._tools = tools
+        self._by_name = {t.name: t for t in tools}
+        extra = await agent.options.prompt_sections() if agent.options.prompt_sections else []
+        prompt = agent.system_prompt(extra_sections=extra, has_notes="list_notes" in self._by_name)
+        system = Message.text(agent.name, Role.SYSTEM, prompt)
+        if len(agent.chat) and agent.chat.at(0).role == Role.SYSTEM:
+            agent.chat.replace(0, system)
+        else:
+            agent.chat.insert(0, system)
+        self._prepared = True
+
+    @property
+    def tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    def _get_completion(self) -> CompletionResult | None:
+        return self.state.completion
+
+    def _set_completion(self, result: CompletionResult) -> None:
+        self.state.completion = result
+
+    # -- events -------------------------------------------------------------------------------
+
+    def emit(self, kind: str, **data: object) -> None:
+        sink = self.agent.options.on_event
+        if sink is not None:
+            sink(Event(kind=kind, agent=self.agent.name, run_id=self.state.run_id, data=dict(data)))
+
+    async def _checkpoint(self, reason: str) -> None:
+        if self.checkpoint is not None:
+            await self.checkpoint(self, reason)
+
+    # -- the step machine ---------------------------------------------------------------------
+
+    async def step(self) -> StepOutcome:
+        """Advance one phase. Raises the model's error, ``MaxIterationsExceeded``, or a hook's
+        ``AgentError``; cancellation propagates."""
+        if not self._prepared:
+            await self._prepare()
+        with acting_as(self.agent.name, run=self.state.run_id):
+            phase = self.state.phase
+            if phase == Phase.MODEL:
+                return await self._model_step()
+            if phase == Phase.TOOLS:
+                return await self._tools_step()
+            if phase == Phase.SUSPENDED:
+                if self.missing():
+                    raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.missing())} children")
+                return await self._finish_tools()
+            raise UsageError(f"run {self.state.run_id}: already {phase.value}")
+
+    async def until_done(self) -> Message:
+        """Step until the run finishes; a suspension with no delegator is a ``UsageError``."""
+        while True:
+            outcome = await self.step()
+            if isinstance(outcome, Finished):
+                return outcome.reply
+            if isinstance(outcome, Suspended):
+                raise UsageError(
+                    f"run {self.state.run_id}: suspended on {len(outcome.requests)} children and nobody runs them"
+                )
+
+    async def _model_step(self) -> StepOutcome:
+        agent, state, opts = self.agent, self.state, self.agent.options
+        if opts.max_iterations > 0 and state.iteration >= opts.max_iterations:
+            state.phase = Phase.FAILED
+            raise MaxIterationsExceeded(agent=agent.name)
+        if opts.warn_iterations > 0 and state.iteration >= opts.warn_iterations and not state.warned:
+            agent.chat.append(Message.text("shelly", Role.USER, WARNING_TEXT))
+            state.warned = True
+        if self.before_model is not None:
+            await self.before_model(self)
+        reply = await agent.completer.complete(agent.chat, list(self._tools))
+        reply.sender = agent.name
+        reply.role = Role.ASSISTANT
+        agent.chat.append(reply)
+        state.iteration += 1
+        usage = Usage.of(reply)
+        state.usage = state.usage + usage
+        agent.usage.add(usage)
+        calls = reply.tool_calls()
+        self.emit(
+            events.MESSAGE_ADDED,
+            role="assistant",
+            text=reply.text_content()[:EVENT_TEXT_LIMIT],
+            tool_calls=[c.name for c in calls],
+            usage=usage.model_dump(),
+        )
+        if not calls:
+            state.phase = Phase.DONE
+            await self._checkpoint("reply")
+            return Finished(reply, state.completion)
+        state.phase = Phase.TOOLS
+        await self._checkpoint("reply")
+        return await self._tools_step()
+
+    def _reply(self) -> Message:
+        for m in reversed(self.agent.chat.messages()):
+            if m.role == Role.ASSISTANT:
+                return m
+        raise UsageError(f"run {self.state.run_id}: no assistant reply to run tools for")
+
+    def missing(self) -> list[ChildRequest]:
+        """Children whose entries have not been delivered yet."""
+        return [r for p in self.state.pending for r in p.missing()]
+
+    async def _tools_step(self) -> StepOutcome:
+        calls = self._reply().tool_calls()
+        waiting = {p.tool_call_id for p in self.state.pending}
+        todo = [c for c in calls if c.id not in self.state.tool_results and c.id not in waiting]
+        jobs = []
+        for call in todo:
+            tool = self._by_name.get(call.name)
+            if tool is not None and tool is self._delegate:
+                jobs.append(self._delegate_call(call))
+            else:
+                jobs.append(self._tool_call(call, tool))
+        await asyncio.gather(*jobs)
+        missing = self.missing()
+        if missing:
+            self.state.phase = Phase.SUSPENDED
+            await self._checkpoint("suspended")
+            return Suspended(missing)
+        return await self._finish_tools()
+
+    async def _tool_call(self, call: ToolCall, tool: Tool | None) -> None:
+        started = time.monotonic()
+        self.emit(events.TOOL_CALL_START, tool=call.name, call_id=call.id, arguments=call.arguments[:500])
+        result: ToolResult | None = None
+        hooks = self.agent.options.tool_hooks
+        for hook in hooks:
+            result = await hook.before_tool(call)
+            if result is not None:
+                break
+        if result is None:
+            result = await self._invoke(call, tool)
+        for hook in hooks:
+            try:
+                result = await hook.after_tool(call, result)
+            except AgentError:
+                raise
+            except Exception as exc:
+                result = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)
+        self.state.tool_results[call.id] = result
+        self.emit(
+            events.TOOL_CALL_END,
+            tool=call.name,
+            call_id=call.id,
+            is_error=result.is_error,
+            duration=round(time.monotonic() - started, 4),
+        )
+        await self._checkpoint("tool")
+
+    async def _invoke(self, call: ToolCall, tool: Tool | None) -> ToolResult:
+        if tool is None:
+            return ToolResult(tool_call_id=call.id, content=f"tool not found: {call.name}", is_error=True)
+        try:
+            content = await tool.handler(call.arguments)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return ToolResult(tool_call_id=call.id, content=str(exc) or type(exc).__name__, is_error=True)
+        return ToolResult(tool_call_id=call.id, content=cap_result(content))
+
+    async def _delegate_call(self, call: ToolCall) -> None:
+        agent, state = self.agent, self.state
+        self.emit(events.TOOL_CALL_START, tool=call.name, call_id=call.id, arguments=call.arguments[:500])
+        try:
+            entries, requests = plan_children(
+                call_id=call.id,
+                arguments=call.arguments,
+                registry=agent.registry,
+                config_name=agent.config_name,
+                instance_name=agent.name,
+                depth=agent.depth,
+                max_depth=agent.options.max_delegation_depth,
+                visited=state.visited,
+                run_id=state.run_id,
+            )
+        except DelegationRejected as exc:
+            state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)
+            self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=True)
+            await self._checkpoint("tool")
+            return
+        if not requests:
+            done = [e for e in entries if e is not None]
+            state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=format_entries(done))
+            self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
+            await self._checkpoint("tool")
+            return
+        pending = PendingDelegation(tool_call_id=call.id, entries=entries, requests=requests)
+        state.pending.append(pending)
+        if self.delegator is None:
+            return
+        results = await self.delegator.delegate(self, requests)
+        if results is not None:
+            for request, entry in zip(requests, results, strict=True):
+                pending.entries[request.index] = entry
+            self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
+
+    def deliver(self, key: str, entry: DelegateEntry) -> bool:
+        """Record a child's entry by its request key. Idempotent: a second delivery is ignored.
+
+        Returns True when no child is missing any more.
+        """
+        for pending in self.state.pending:
+            for request in pending.requests:
+                if request.key == key and pending.entries[request.index] is None:
+                    pending.entries[request.index] = entry
+        return not self.missing()
+
+    async def _finish_tools(self) -> StepOutcome:
+        """Append every result of the reply in call order, then continue or finish."""
+        agent, state = self.agent, self.state
+        reply = self._reply()
+        by_call = {p.tool_call_id: p for p in state.pending}
+        messages = []
+        for call in reply.tool_calls():
+            if call.id in by_call:
+                entries = [e for e in by_call[call.id].entries if e is not None]
+                result = ToolResult(tool_call_id=call.id, content=format_entries(entries))
+            else:
+                result = state.tool_results.get(call.id) or ToolResult(
+                    tool_call_id=call.id, content=f"tool not found: {call.name}", is_error=True
+                )
+            messages.append(Message(sender=agent.name, role=Role.TOOL, parts=[result]))
+        agent.chat.append(*messages)
+        for m in messages:
+            r = m.parts[0]
+            self.emit(events.MESSAGE_ADDED, role="tool", text=getattr(r, "content", "")[:EVENT_TEXT_LIMIT])
+        state.tool_results = {}
+        state.pending = []
+        if state.completion is not None:
+            state.phase = Phase.DONE
+            await self._checkpoint("tools")
+            return Finished(reply, state.completion)
+        state.phase = Phase.MODEL
+        await self._checkpoint("tools")
+        return Continue()
