@@ -1,2 +1,66 @@
 """Layer 9 — the composition root: config, ``.shelly/``, project context, sessions, the event bus,
 and the wiring of providers, toolboxes, agents and runtime."""
+
+from shelly_dist.engine.config import (
+    config_from_data,
+    expand_env,
+    find_config,
+    fingerprint,
+    load_config,
+    parse_config,
+)
+from shelly_dist.engine.config_models import (
+    AgentConfig,
+    AgentOptions,
+    Config,
+    DistributedConfig,
+    EffectConfig,
+    MCPServerConfig,
+    ProviderConfig,
+    ScriptStep,
+    ToolboxSpec,
+    ToolPolicy,
+)
+from shelly_dist.engine.eventbus import EventBus, Subscription
+from shelly_dist.engine.project_context import is_knowledge_stale, load_project_context
+from shelly_dist.engine.sessions import SessionInfo, SessionStore, new_session_id
+from shelly_dist.engine.shellydir import (
+    ShellyDir,
+    bootstrap,
+    ensure_structure,
+    list_templates,
+    migrate_permissions,
+    template_config,
+)
+
+__all__ = [
+    "AgentConfig",
+    "AgentOptions",
+    "Config",
+    "DistributedConfig",
+    "EffectConfig",
+    "EventBus",
+    "MCPServerConfig",
+    "ProviderConfig",
+    "ScriptStep",
+    "SessionInfo",
+    "SessionStore",
+    "ShellyDir",
+    "Subscription",
+    "ToolPolicy",
+    "ToolboxSpec",
+    "bootstrap",
+    "config_from_data",
+    "ensure_structure",
+    "expand_env",
+    "find_config",
+    "fingerprint",
+    "is_knowledge_stale",
+    "list_templates",
+    "load_config",
+    "load_project_context",
+    "migrate_permissions",
+    "new_session_id",
+    "parse_config",
+    "template_config",
+]

@@ -1,0 +1,329 @@
+"""The config file's schema: Shelly's ``config.yaml`` keys plus shelly-dist's additions.
+
+Shelly's keys and their meanings are kept exactly (§1.12), so an existing ``config.yaml`` loads.
+One deliberate difference: Shelly ignores unknown keys, we reject them (with a "did you mean"),
+because a typo such as ``toolbox:`` for ``toolboxes:`` would otherwise silently give an agent no
+tools. Only ``effects[].params`` is free-form. Cross-field rules (names that must exist, ranges
+that depend on each other) live in :mod:`shelly_dist.engine.config_rules`; type and shape checks
+are here. Durations accept Go syntax (``"1m30s"``, ``"500ms"``) or a number of seconds and are
+stored as float seconds.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
+
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from a Go duration string (``"5m"``, ``"1h30m"``, ``"0"``) or a number."""
+    if isinstance(value, bool):
+        raise ValueError(f"invalid duration {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError(f"invalid duration {value!r}")
+    text = value.strip()
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    if body == "0":
+        return 0.0
+    pos, total = 0, 0.0
+    while pos < len(body):
+        m = _GO_PART.match(body, pos)
+        if not m:
+            raise ValueError(f'invalid duration "{value}" (use Go syntax such as "30s", "5m", "1h30m")')
+        total += float(m.group(1)) * _GO_UNITS[m.group(2)]
+        pos = m.end()
+    if not body:
+        raise ValueError(f'invalid duration "{value}"')
+    return sign * total
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+"""Float seconds, parsed from a Go duration string or a number."""
+
+BUILTIN_TOOLBOXES = ("state", "tasks", "ask", "filesystem", "exec", "search", "git", "http", "notes")
+EFFECT_KINDS = (
+    "compact",
+    "trim_tool_results",
+    "observation_mask",
+    "sliding_window",
+    "loop_detect",
+    "reflection",
+    "progress",
+    "tool_scope",
+    "offload",
+    "token_budget",
+    "time_budget",
+    "stall_detect",
+)
+PROVIDER_KINDS = ("anthropic", "openai", "grok", "gemini", "scripted")
+INTERACTION_MODES = ("", "auto", "interactive", "blocking")
+ESTIMATED_COSTS = ("", "cheap", "medium", "expensive")
+DEFAULT_CONTEXT_WINDOWS = {"anthropic": 200_000, "openai": 128_000, "grok": 131_072, "gemini": 1_048_576}
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- providers ------------------------------------------------------------------------------
+
+
+class RateLimit(Section):
+    input_tpm: int = Field(0, ge=0)
+    output_tpm: int = Field(0, ge=0)
+    rpm: int = Field(0, ge=0)
+    max_retries: int | None = Field(None, ge=0)
+    base_delay: Duration | None = None
+
+
+class Batch(Section):
+    enabled: bool = False
+    collect_window: Duration | None = None
+    poll_interval: Duration | None = None
+    timeout: Duration | None = None
+    max_batch_size: int | None = Field(None, ge=1)
+
+
+class ScriptToolCall(Section):
+    """A tool call a scripted model makes; ``arguments`` is an object or raw JSON text."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    id: str = ""
+
+
+class ScriptStep(Section):
+    """One scripted reply in mapping form (see ``shelly_dist.providers.scripted``)."""
+
+    text: str = ""
+    tool_calls: list[ScriptToolCall] = Field(default_factory=list)
+    delay: float = Field(0.0, ge=0)
+    error: str = ""
+
+
+def _str_or_obj(value: Any) -> str:
+    """Discriminates the "string or mapping" unions; ``~`` tags are dropped from error paths."""
+    return "~str" if isinstance(value, str) else "~obj"
+
+
+ScriptReply = Annotated[
+    Annotated[str, Tag("~str")] | Annotated[ScriptStep, Tag("~obj")],
+    Discriminator(_str_or_obj),
+]
+
+
+class ProviderConfig(Section):
+    name: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+    base_url: str = ""
+    api_key: str = ""
+    api_keys: list[str] = Field(default_factory=list)
+    """Extra keys rotated on rate limits (ours)."""
+    model: str = ""
+    context_window: int | None = None
+    """``None`` = the kind's default; 0 = no compaction."""
+    max_tokens: int | None = None
+    rate_limit: RateLimit | None = None
+    batch: Batch | None = None
+    fallback: list[str] = Field(default_factory=list)
+    """Names of providers tried in order when this one fails (ours)."""
+    timeout: Duration | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    script: dict[str, list[ScriptReply]] = Field(default_factory=dict)
+    """``kind: scripted`` only: replies per agent config name; key ``"*"`` serves any other agent."""
+
+    def keys(self) -> list[str]:
+        """``api_key`` then ``api_keys``, empty and repeated ones dropped."""
+        return list(dict.fromkeys(k for k in [self.api_key, *self.api_keys] if k))
+
+    def script_for(self, agent: str) -> list[str | ScriptStep] | None:
+        """The scripted replies for ``agent`` (falling back to ``"*"``), or ``None``."""
+        return self.script.get(agent, self.script.get("*"))
+
+
+class MCPServerConfig(Section):
+    name: str = Field(min_length=1)
+    command: str = ""
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str = ""
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+# --- agents ---------------------------------------------------------------------------------
+
+
+class ToolboxSpec(Section):
+    """``{name, tools}``: a toolbox restricted to some of its tools."""
+
+    name: str = Field(min_length=1)
+    tools: list[str] | None = None
+
+
+ToolboxRef = Annotated[
+    Annotated[str, Tag("~str")] | Annotated[ToolboxSpec, Tag("~obj")],
+    Discriminator(_str_or_obj),
+]
+"""A toolbox reference: a name, or ``{name, tools}``. Dumps back in the form it was given."""
+
+
+class EffectConfig(Section):
+    kind: str = Field(min_length=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class AgentOptions(Section):
+    max_iterations: int | None = Field(None, ge=0)
+    warn_iterations: int | None = Field(None, ge=0)
+    max_delegation_depth: int | None = Field(None, ge=0)
+    max_handoffs: int | None = Field(None, ge=0)
+    context_threshold: float = 0.0
+    """0 = the default (0.8); otherwise strictly between 0 and 1."""
+    interaction_mode: str = ""
+    question_timeout: Duration | None = None
+    """Seconds to wait for an answer to ``ask_user``; must not be negative."""
+    delegate_fail_fast: bool = False
+
+
+class ToolPolicy(Section):
+    """Which tools an agent may call (ours). ``allow`` ``None`` = everything not denied.
+
+    Entries are tool names or ``group:<name>``. ``deny_at_depth`` maps a depth to tools denied
+    when the agent runs at that depth or deeper (``{1: [delegate]}``: no delegating as a child).
+    """
+
+    allow: list[str] | None = None
+    deny: list[str] = Field(default_factory=list)
+    deny_at_depth: dict[int, list[str]] = Field(default_factory=dict)
+
+
+class AgentConfig(Section):
+    name: str = Field(min_length=1)
+    description: str = ""
+    instructions: str = ""
+    provider: str = ""
+    """Provider name; "" = the first provider."""
+    prefix: str = ""
+    toolboxes: list[ToolboxRef] = Field(default_factory=list)
+    skills: list[str] = Field(default_factory=list)
+    """A filter over ``.shelly/skills``; empty = all skills."""
+    effects: list[EffectConfig] = Field(default_factory=list)
+    skills_tags: list[str] = Field(default_factory=list)
+    estimated_cost: str = ""
+    max_concurrency: int = 0
+    options: AgentOptions = Field(default_factory=AgentOptions)
+    blackboard_in_prompt: bool = False
+    """Show the blackboard's keys in the system prompt (ours)."""
+    tools: ToolPolicy = Field(default_factory=ToolPolicy)
+
+    def toolbox_refs(self) -> list[tuple[str, list[str] | None]]:
+        """Each toolbox as (name, tool filter or ``None`` for all tools), in config order."""
+        return [(t, None) if isinstance(t, str) else (t.name, t.tools) for t in self.toolboxes]
+
+    def toolbox_names(self) -> list[str]:
+        return [name for name, _ in self.toolbox_refs()]
+
+
+# --- top level ------------------------------------------------------------------------------
+
+
+class FilesystemConfig(Section):
+    permissions_file: str = ""
+
+
+class ContextConfig(Section):
+    max_external_file_size: int = Field(512 * 1024, ge=0)
+
+
+class GitConfig(Section):
+    work_dir: str = ""
+
+
+class PermissionsConfig(Section):
+    """Pre-approved permissions (ours), merged with ``.shelly/local/permissions.json``."""
+
+    fs_directories: list[str] = Field(default_factory=list)
+    trusted_commands: list[str] = Field(default_factory=list)
+    trusted_domains: list[str] = Field(default_factory=list)
+
+
+class LoopDetectionConfig(Section):
+    warn_after: int | None = Field(None, ge=1)
+    stop_after: int | None = Field(None, ge=1)
+
+
+class DistributedConfig(Section):
+    """Where the distributed runtime finds its broker and Redis. No ``broker_url`` = embedded."""
+
+    broker_url: str = ""
+    result_backend: str = ""
+    redis_url: str = ""
+    """State, journals and events; defaults to ``broker_url`` when that is a Redis URL."""
+    queue: str = Field("shelly", min_length=1)
+    step_time_limit: Duration = Field(600.0, gt=0)
+    visibility_timeout: Duration | None = None
+    """Must exceed ``step_time_limit`` (a redelivery must not race a running step)."""
+    retention: Duration = Field(7 * 24 * 3600.0, gt=0)
+    key_prefix: str = "shelly:"
+    max_deliveries: int | None = Field(None, ge=1)
+
+    def effective_redis_url(self) -> str:
+        if self.redis_url:
+            return self.redis_url
+        return self.broker_url if self.broker_url.startswith(("redis://", "rediss://", "unix://")) else ""
+
+    def effective_visibility_timeout(self) -> float:
+        """``visibility_timeout``, or the step limit plus five minutes."""
+        return self.visibility_timeout if self.visibility_timeout is not None else self.step_time_limit + 300
+
+
+class Config(Section):
+    """A whole validated config. Build it with :func:`shelly_dist.engine.config.load_config`."""
+
+    providers: list[ProviderConfig] = Field(default_factory=list)
+    mcp_servers: list[MCPServerConfig] = Field(default_factory=list)
+    agents: list[AgentConfig] = Field(default_factory=list)
+    entry_agent: str = ""
+    filesystem: FilesystemConfig = Field(default_factory=FilesystemConfig)
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    git: GitConfig = Field(default_factory=GitConfig)
+    default_context_windows: dict[str, int] = Field(default_factory=dict)
+    permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
+    loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
+    distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+
+    def agent(self, name: str) -> AgentConfig | None:
+        return next((a for a in self.agents if a.name == name), None)
+
+    def provider(self, name: str) -> ProviderConfig | None:
+        return next((p for p in self.providers if p.name == name), None)
+
+    def entry(self) -> AgentConfig:
+        """The ``entry_agent``, else the first agent (a validated config always has one)."""
+        return (self.agent(self.entry_agent) if self.entry_agent else None) or self.agents[0]
+
+    def provider_for(self, agent: AgentConfig) -> ProviderConfig:
+        """The agent's provider, else the first provider."""
+        return (self.provider(agent.provider) if agent.provider else None) or self.providers[0]
+
+    def context_window(self, provider: ProviderConfig) -> int:
+        """The provider's window: its own, else ``default_context_windows[kind]``, else the kind's."""
+        if provider.context_window is not None:
+            return provider.context_window
+        if provider.kind in self.default_context_windows:
+            return self.default_context_windows[provider.kind]
+        return DEFAULT_CONTEXT_WINDOWS.get(provider.kind, 0)
+
+    def uses_toolbox(self, name: str) -> bool:
+        """Whether any agent references toolbox ``name`` (builtins are built only then)."""
+        return any(name in a.toolbox_names() for a in self.agents)

@@ -1,0 +1,125 @@
+"""Cross-field rules of a config: the checks of Shelly's ``Validate`` plus ours.
+
+Each rule yields ``(field path, problem)``; the loader turns them into one
+:class:`~shelly_dist.errors.ConfigError` with one ``config: <path>: <problem>`` line each, so a
+user fixes every mistake in one pass. Paths use the YAML's shape: ``agents[1].provider``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from shelly_dist.engine.config_models import (
+    BUILTIN_TOOLBOXES,
+    EFFECT_KINDS,
+    ESTIMATED_COSTS,
+    INTERACTION_MODES,
+    PROVIDER_KINDS,
+    AgentConfig,
+    Config,
+)
+
+Problem = tuple[str, str]
+
+
+def _duplicates(kind: str, section: str, names: list[str]) -> Iterator[Problem]:
+    seen: set[str] = set()
+    for i, name in enumerate(names):
+        if name in seen:
+            yield f"{section}[{i}].name", f'duplicate {kind} name "{name}"'
+        seen.add(name)
+
+
+def _one_of(values: tuple[str, ...]) -> str:
+    return ", ".join(f'"{v}"' for v in values if v)
+
+
+def _provider_problems(cfg: Config) -> Iterator[Problem]:
+    if not cfg.providers:
+        yield "providers", "at least one provider is required"
+    names = {p.name for p in cfg.providers}
+    agents = {a.name for a in cfg.agents}
+    yield from _duplicates("provider", "providers", [p.name for p in cfg.providers])
+    for i, p in enumerate(cfg.providers):
+        at = f"providers[{i}]"
+        if p.kind not in PROVIDER_KINDS:
+            yield f"{at}.kind", f'unknown provider kind "{p.kind}" (one of {_one_of(PROVIDER_KINDS)})'
+        if p.context_window is not None and p.context_window < 0:
+            yield f"{at}.context_window", "must not be negative"
+        if p.max_tokens is not None and p.max_tokens <= 0:
+            yield f"{at}.max_tokens", "must be greater than 0"
+        for j, fb in enumerate(p.fallback):
+            if fb == p.name:
+                yield f"{at}.fallback[{j}]", "a provider cannot fall back to itself"
+            elif fb not in names:
+                yield f"{at}.fallback[{j}]", f'unknown provider "{fb}"'
+        if p.script and p.kind != "scripted":
+            yield f"{at}.script", 'only a provider of kind "scripted" takes a script'
+        for agent in p.script:
+            if agent != "*" and agent not in agents:
+                yield f"{at}.script.{agent}", f'unknown agent "{agent}"'
+    for kind, window in cfg.default_context_windows.items():
+        if window < 0:
+            yield f"default_context_windows.{kind}", "must not be negative"
+
+
+def _mcp_problems(cfg: Config) -> Iterator[Problem]:
+    yield from _duplicates("MCP server", "mcp_servers", [m.name for m in cfg.mcp_servers])
+    for i, m in enumerate(cfg.mcp_servers):
+        at = f"mcp_servers[{i}]"
+        if bool(m.command) == bool(m.url):
+            yield at, "exactly one of command or url is required"
+        if m.name in BUILTIN_TOOLBOXES:
+            yield f"{at}.name", f'"{m.name}" is a built-in toolbox name'
+
+
+def _agent_problems(cfg: Config, i: int, a: AgentConfig) -> Iterator[Problem]:
+    at = f"agents[{i}]"
+    if a.provider and cfg.provider(a.provider) is None:
+        yield f"{at}.provider", f'unknown provider "{a.provider}"'
+    toolboxes = set(BUILTIN_TOOLBOXES) | {m.name for m in cfg.mcp_servers}
+    for j, name in enumerate(a.toolbox_names()):
+        if name not in toolboxes:
+            yield f"{at}.toolboxes[{j}]", f'unknown toolbox "{name}" (a built-in or an MCP server name)'
+    for j, effect in enumerate(a.effects):
+        if effect.kind not in EFFECT_KINDS:
+            yield f"{at}.effects[{j}].kind", f'unknown effect kind "{effect.kind}"'
+    if a.estimated_cost not in ESTIMATED_COSTS:
+        yield f"{at}.estimated_cost", f"must be one of {_one_of(ESTIMATED_COSTS)}"
+    if a.max_concurrency < 0:
+        yield f"{at}.max_concurrency", "must not be negative"
+    o = a.options
+    if o.context_threshold != 0 and not 0 < o.context_threshold < 1:
+        yield f"{at}.options.context_threshold", "must be 0 (default) or strictly between 0 and 1"
+    if o.interaction_mode not in INTERACTION_MODES:
+        yield f"{at}.options.interaction_mode", (
+            f'invalid interaction_mode "{o.interaction_mode}" (one of {_one_of(INTERACTION_MODES)})'
+        )
+    if o.question_timeout is not None and o.question_timeout < 0:
+        yield f"{at}.options.question_timeout", "invalid question_timeout: must not be negative"
+
+
+def _distributed_problems(cfg: Config) -> Iterator[Problem]:
+    d = cfg.distributed
+    if d.visibility_timeout is not None and d.visibility_timeout <= d.step_time_limit:
+        yield "distributed.visibility_timeout", (
+            f"must exceed step_time_limit ({d.step_time_limit:g}s), or a running step is redelivered"
+        )
+    lo = cfg.loop_detection
+    if lo.warn_after is not None and lo.stop_after is not None and lo.warn_after >= lo.stop_after:
+        yield "loop_detection.warn_after", "must be less than stop_after"
+
+
+def problems(cfg: Config) -> list[Problem]:
+    """Every rule violation of ``cfg``, in file order. Empty means valid."""
+    out = list(_provider_problems(cfg))
+    out += _mcp_problems(cfg)
+    if not cfg.agents:
+        out.append(("agents", "at least one agent is required"))
+    out += _duplicates("agent", "agents", [a.name for a in cfg.agents])
+    for i, a in enumerate(cfg.agents):
+        out += _agent_problems(cfg, i, a)
+    if cfg.entry_agent and cfg.agent(cfg.entry_agent) is None:
+        out.append(("entry_agent", f'unknown agent "{cfg.entry_agent}"'))
+    out += _distributed_problems(cfg)
+    return out

@@ -1,0 +1,199 @@
+"""The ``.shelly/`` directory: where each file lives, and how a new one is bootstrapped.
+
+The layout is Shelly's (§1.10) so existing projects keep working: ``config.yaml``, every
+``*.md`` (auto-loaded into prompts), ``skills/``, ``knowledge/``, and the git-ignored ``local/``
+for runtime state (permissions, notes, reflections, sessions). Bootstrapping never overwrites a
+file the user has (files are opened with ``O_EXCL``) unless ``force`` is given. Templates ship as
+package data under ``engine/templates/<name>/`` (``config.yaml`` whose first comment line is the
+description, plus optional ``skills/`` and ``context.md``). All I/O here is blocking: call it from
+the CLI or through ``asyncio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+from shelly_dist.errors import UsageError
+
+DEFAULT_TEMPLATE = "simple-assistant"
+GITIGNORE = "local/\n"
+CONTEXT_STUB = """\
+# Project context
+
+Describe the project here: what it does, how it is built and tested, and the conventions agents
+should follow. Every .md file in .shelly/ is loaded into the agents' prompts; put longer
+documents in .shelly/knowledge/ and let agents read them on demand.
+"""
+
+
+@dataclass(frozen=True)
+class ShellyDir:
+    """The paths of one ``.shelly/`` directory (nothing is created by building this)."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def project_root(self) -> Path:
+        """The project the directory belongs to: the parent of ``.shelly``."""
+        return self.root.resolve().parent
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def context(self) -> Path:
+        return self.root / "context.md"
+
+    @property
+    def skills(self) -> Path:
+        return self.root / "skills"
+
+    @property
+    def knowledge(self) -> Path:
+        return self.root / "knowledge"
+
+    @property
+    def gitignore(self) -> Path:
+        return self.root / ".gitignore"
+
+    @property
+    def local(self) -> Path:
+        return self.root / "local"
+
+    @property
+    def permissions(self) -> Path:
+        return self.local / "permissions.json"
+
+    @property
+    def legacy_permissions(self) -> Path:
+        return self.root / "permissions.json"
+
+    @property
+    def notes(self) -> Path:
+        return self.local / "notes"
+
+    @property
+    def reflections(self) -> Path:
+        return self.local / "reflections"
+
+    @property
+    def sessions(self) -> Path:
+        return self.local / "sessions"
+
+    @property
+    def history(self) -> Path:
+        return self.local / "history"
+
+    @property
+    def pricing(self) -> Path:
+        return self.local / "pricing.yaml"
+
+    def offload(self, agent: str) -> Path:
+        """Offload storage of ``agent`` (outside ``local/``, as in Shelly)."""
+        return self.root / "offload" / agent
+
+    def exists(self) -> bool:
+        return self.root.is_dir()
+
+
+def _templates() -> Traversable:
+    return resources.files("shelly_dist.engine").joinpath("templates")
+
+
+def _template(name: str) -> Traversable:
+    node = _templates().joinpath(name)
+    if not node.joinpath("config.yaml").is_file():
+        known = ", ".join(n for n, _ in list_templates())
+        raise UsageError(f'init: unknown template "{name}" (available: {known})')
+    return node
+
+
+def list_templates() -> list[tuple[str, str]]:
+    """Every bundled template as (name, description), sorted by name."""
+    out = []
+    for node in _templates().iterdir():
+        cfg = node.joinpath("config.yaml")
+        if node.is_dir() and cfg.is_file():
+            first = cfg.read_text(encoding="utf-8").splitlines()[:1]
+            desc = first[0].lstrip("#").strip() if first and first[0].startswith("#") else ""
+            out.append((node.name, desc))
+    return sorted(out)
+
+
+def template_config(name: str = DEFAULT_TEMPLATE) -> str:
+    """The ``config.yaml`` text of template ``name``."""
+    return _template(name).joinpath("config.yaml").read_text(encoding="utf-8")
+
+
+def _write(path: Path, content: str, force: bool, written: list[Path]) -> None:
+    """Create ``path`` exclusively (or overwrite with ``force``); record it when written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with open(path, "w" if force else "x", encoding="utf-8") as f:
+            f.write(content)
+    except FileExistsError:
+        return
+    written.append(path)
+
+
+def _template_files(node: Traversable, prefix: Path) -> list[tuple[Path, str]]:
+    out: list[tuple[Path, str]] = []
+    for child in node.iterdir():
+        if child.is_dir():
+            out += _template_files(child, prefix / child.name)
+        elif child.is_file():
+            out.append((prefix / child.name, child.read_text(encoding="utf-8")))
+    return out
+
+
+def ensure_structure(shelly_dir: str | os.PathLike[str]) -> list[Path]:
+    """Create ``local/``, ``local/sessions/`` and ``.gitignore`` if missing. Idempotent."""
+    d = ShellyDir(Path(shelly_dir))
+    d.sessions.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    _write(d.gitignore, GITIGNORE, False, written)
+    return written
+
+
+def bootstrap(
+    shelly_dir: str | os.PathLike[str], template: str = DEFAULT_TEMPLATE, force: bool = False
+) -> list[Path]:
+    """Create a ``.shelly/`` from ``template``; return the files written.
+
+    Existing files are kept unless ``force`` (then the template's files replace them). Creates
+    ``skills/``, ``knowledge/``, ``local/sessions/``, ``.gitignore``, ``config.yaml``,
+    ``context.md`` and the template's skills. An unknown template is a ``UsageError``.
+    """
+    node = _template(template)
+    d = ShellyDir(Path(shelly_dir))
+    for folder in (d.root, d.skills, d.knowledge, d.sessions):
+        folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    _write(d.gitignore, GITIGNORE, force, written)
+    files = dict(_template_files(node, Path()))
+    files.setdefault(Path("context.md"), CONTEXT_STUB)
+    for rel, content in sorted(files.items()):
+        _write(d.root / rel, content, force, written)
+    return written
+
+
+def migrate_permissions(shelly_dir: str | os.PathLike[str]) -> bool:
+    """Move a legacy ``.shelly/permissions.json`` into ``local/``; True when it moved.
+
+    Does nothing when the old file is missing or the new one exists.
+    """
+    d = ShellyDir(Path(shelly_dir))
+    if not d.legacy_permissions.is_file() or d.permissions.exists():
+        return False
+    d.local.mkdir(parents=True, exist_ok=True)
+    os.replace(d.legacy_permissions, d.permissions)
+    return True
+
