@@ -1,0 +1,86 @@
+"""Every Redis key and pub/sub channel name shelly-dist uses, in one place.
+
+The key layout of DESIGN.md §3 has exactly one mirror in code: this class. Names that leave the
+process are literal templates, never derived from module paths, so moving code never orphans data
+already in Redis. Everything per session lives under ``{prefix}s:{session}:`` and everything per
+run under ``{prefix}run:{id}``; both carry a retention TTL set by their writers (DESIGN.md §3,
+rule 10). Channels are named after the key they announce, with a ``:changed`` suffix.
+"""
+
+from __future__ import annotations
+
+from shelly_dist.errors import UsageError
+
+DEFAULT_PREFIX = "shelly:"
+
+DEFAULT_RETENTION = 7 * 24 * 3600
+"""Seconds a session's keys outlive their last write: a week, long enough to inspect a finished
+batch with ``shelly state``/``shelly tasks``, short enough that Redis does not fill up."""
+
+
+def _name(kind: str, value: str) -> str:
+    if not value or any(c.isspace() for c in value):
+        raise UsageError(f"keys: invalid {kind} {value!r}: must be non-empty without whitespace")
+    return value
+
+
+class Keys:
+    """Key and channel templates under one prefix (default ``shelly:``; a missing ``:`` is added)."""
+
+    def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
+        if prefix and not prefix.endswith(":"):
+            prefix += ":"
+        self.prefix = prefix
+
+    def __repr__(self) -> str:
+        return f"Keys({self.prefix!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Keys) and other.prefix == self.prefix
+
+    def __hash__(self) -> int:
+        return hash(self.prefix)
+
+    # -- per session -------------------------------------------------------------------------
+
+    def session(self, session: str) -> str:
+        """The common prefix of one session's keys (``shelly:s:{session}``)."""
+        return f"{self.prefix}s:{_name('session', session)}"
+
+    def state(self, session: str) -> str:
+        """Blackboard hash: field = key, value = entry JSON."""
+        return f"{self.session(session)}:state"
+
+    def state_changed(self, session: str) -> str:
+        """Channel announcing blackboard writes; the message is the key written."""
+        return f"{self.state(session)}:changed"
+
+    def tasks(self, session: str) -> str:
+        """Task board hash: field = task id, value = task JSON."""
+        return f"{self.session(session)}:tasks"
+
+    def tasks_changed(self, session: str) -> str:
+        """Channel announcing task board writes; the message is the task id."""
+        return f"{self.tasks(session)}:changed"
+
+    def events(self, session: str) -> str:
+        """Event stream of the session (XADD/XREAD)."""
+        return f"{self.session(session)}:events"
+
+    # -- per run -----------------------------------------------------------------------------
+
+    def run(self, run_id: str) -> str:
+        """Run record hash (agent, depth, parent, root, session, status, step)."""
+        return f"{self.prefix}run:{_name('run id', run_id)}"
+
+    def run_msgs(self, run_id: str) -> str:
+        """The run's message journal (append-only list)."""
+        return f"{self.run(run_id)}:msgs"
+
+    def run_children(self, run_id: str) -> str:
+        """The run's children results (join)."""
+        return f"{self.run(run_id)}:children"
+
+    def run_changed(self, run_id: str) -> str:
+        """Channel announcing changes to the run (finished, cancelled)."""
+        return f"{self.run(run_id)}:changed"
