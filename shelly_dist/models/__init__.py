@@ -4,7 +4,27 @@ Retry, error classification and fallback chains also live here (see ``retry``, `
 ``fallback``): they wrap any completer, whatever the provider.
 """
 
+from shelly_dist.models.backoff import Backoff
 from shelly_dist.models.completer import Completer, ToolSpec
+from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
+from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
+from shelly_dist.models.ratelimit import RateLimiter, RateLimitSettings, ThrottledCompleter
+from shelly_dist.models.retry import RetryingCompleter
 from shelly_dist.models.usage import Usage, UsageTracker
 
-__all__ = ["Completer", "ToolSpec", "Usage", "UsageTracker"]
+__all__ = [
+    "Backoff",
+    "Candidate",
+    "Completer",
+    "CooldownStore",
+    "FallbackCompleter",
+    "MemoryCooldownStore",
+    "RateLimitSettings",
+    "RateLimiter",
+    "RetryingCompleter",
+    "ThrottledCompleter",
+    "ToolSpec",
+    "Usage",
+    "UsageTracker",
+    "with_fallback",
+]

@@ -7,8 +7,8 @@ and every instance of an agent replays its script from the start.
 
 A reply is a string (text), a :class:`Message`, or a mapping::
 
-    {"text": "…", "tool_calls": [{"name": "delegate", "arguments": {…}}], "delay": 0.5,
-     "error": "simulated outage"}
+    {"text": "…", "tool_calls": [{"name": "delegate", "arguments": {…}, "id"?: "…", "metadata"?: {…}}],
+     "delay": 0.5, "error": "simulated outage"}
 
 ``{task}`` in a text or in string arguments is replaced by the latest user message's text, so
 one script can answer many different tasks (batches, benchmarks).
@@ -76,6 +76,7 @@ def build_reply(spec: ScriptedReply, *, index: int, task: str = "") -> tuple[Mes
                 id=str(call.get("id") or f"call_{index}_{j}"),
                 name=str(call["name"]),
                 arguments=args if isinstance(args, str) else json.dumps(args),
+                metadata={str(k): str(v) for k, v in (call.get("metadata") or {}).items()},
             )
         )
     return (

@@ -4,8 +4,23 @@ A tool's handler takes the raw JSON arguments and returns text; raising means an
 Built-in toolboxes, MCP client and server, permissions and policy live in submodules.
 """
 
+from shelly_dist.tools.loopdetect import LoopDetector
+from shelly_dist.tools.permissions import Approver, HeadlessApprover, InteractiveApprover, Permissions
+from shelly_dist.tools.policy import ToolPolicy
 from shelly_dist.tools.schema import schema_for
 from shelly_dist.tools.tool import Handler, Tool, tool_from_model
 from shelly_dist.tools.toolbox import ToolBox
 
-__all__ = ["Handler", "Tool", "ToolBox", "schema_for", "tool_from_model"]
+__all__ = [
+    "Approver",
+    "Handler",
+    "HeadlessApprover",
+    "InteractiveApprover",
+    "LoopDetector",
+    "Permissions",
+    "Tool",
+    "ToolBox",
+    "ToolPolicy",
+    "schema_for",
+    "tool_from_model",
+]

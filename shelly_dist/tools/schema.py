@@ -2,7 +2,8 @@
 
 A field is required unless it has a default (Shelly: unless ``omitempty``); descriptions come from
 ``Field(description=...)``. Nested models are inlined so that every provider, including those that
-reject ``$ref``, can read the schema.
+reject ``$ref``, can read the schema; a model that contains itself is cut to ``{"type": "object"}``
+at its second appearance.
 """
 
 from __future__ import annotations
@@ -11,27 +12,45 @@ from typing import Any
 
 from pydantic import BaseModel
 
+_DATA_KEYS = frozenset({"default", "examples", "const", "enum"})
+"""Keys whose values are JSON data, not schema: never rewritten."""
 
-def _inline(node: Any, defs: dict[str, Any]) -> Any:
+RECURSIVE_STUB: dict[str, Any] = {"type": "object"}
+"""What a self-referencing model becomes at its second appearance: inlining it would never end."""
+
+
+def _inline(node: Any, defs: dict[str, Any], expanding: tuple[str, ...] = ()) -> Any:
     if isinstance(node, dict):
         ref = node.get("$ref")
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
-            target = defs[ref.removeprefix("#/$defs/")]
-            merged = {**_inline(target, defs), **{k: v for k, v in node.items() if k != "$ref"}}
-            return merged
-        return {k: _inline(v, defs) for k, v in node.items() if k != "$defs"}
+            name = ref.removeprefix("#/$defs/")
+            rest = {k: v for k, v in node.items() if k not in ("$ref", "$defs")}
+            if name in expanding:
+                return {**RECURSIVE_STUB, **rest}
+            return {**_inline(defs[name], defs, (*expanding, name)), **rest}
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            if k == "$defs":
+                continue
+            if k == "properties" and isinstance(v, dict):
+                out[k] = {name: _inline(sub, defs, expanding) for name, sub in v.items()}
+            else:
+                out[k] = v if k in _DATA_KEYS else _inline(v, defs, expanding)
+        return out
     if isinstance(node, list):
-        return [_inline(v, defs) for v in node]
+        return [_inline(v, defs, expanding) for v in node]
     return node
 
 
 def _strip_titles(node: Any) -> Any:
     if isinstance(node, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for k, v in node.items():
             if k == "title" and isinstance(v, str):
                 continue
-            if k == "properties" and isinstance(v, dict):
+            if k in _DATA_KEYS:
+                out[k] = v
+            elif k == "properties" and isinstance(v, dict):
                 out[k] = {name: _strip_titles(sub) for name, sub in v.items()}
             else:
                 out[k] = _strip_titles(v)

@@ -1,0 +1,133 @@
+"""Anthropic Messages API (``POST /v1/messages``), mapped exactly as Shelly maps it.
+
+- The system prompt (the chat's first system message) is sent as ``system: [{type: text, text,
+  cache_control: {type: ephemeral}}]``; system-role messages never appear in ``messages``.
+- Tool-role messages become ``user`` messages of ``tool_result`` blocks, and consecutive messages
+  of the same role are merged into one message with several blocks (the API requires
+  alternation, and results of one turn belong together).
+- ``is_error`` is sent on a ``tool_result`` only when true; ``tool_use.input`` defaults to ``{}``.
+- The last tool carries ``cache_control: ephemeral`` so the tool list is cached with the prompt.
+- Images and documents are base64 ``source`` blocks (an image with only a URL uses a URL source).
+- ``temperature`` is omitted when unset or 0. Usage records input, output, cache-creation and
+  cache-read tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from shelly_dist.chats import Document, Image, Message, Role, Text, ToolCall, ToolResult
+from shelly_dist.models.completer import ToolSpec
+from shelly_dist.models.usage import Usage
+from shelly_dist.providers.http import HTTPCompleter, assistant_reply, call_arguments, system_text
+
+EPHEMERAL = {"type": "ephemeral"}
+
+
+def _block(part: Any) -> dict[str, Any] | None:
+    if isinstance(part, Text):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, Image):
+        if part.data:
+            return {
+                "type": "image",
+                "source": {"type": "base64", "media_type": part.media_type or "image/png", "data": part.data},
+            }
+        return {"type": "image", "source": {"type": "url", "url": part.url}}
+    if isinstance(part, Document):
+        return {
+            "type": "document",
+            "source": {
+                "type": "base64",
+                "media_type": part.media_type or "application/pdf",
+                "data": part.data,
+            },
+        }
+    if isinstance(part, ToolCall):
+        return {"type": "tool_use", "id": part.id, "name": part.name, "input": call_arguments(part)}
+    if isinstance(part, ToolResult):
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": part.tool_call_id,
+            "content": part.content,
+        }
+        if part.is_error:
+            block["is_error"] = True
+        return block
+    return None
+
+
+def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Shelly's message mapping: no system messages, tool → user, same-role neighbours merged."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == Role.SYSTEM:
+            continue
+        role = "assistant" if m.role == Role.ASSISTANT else "user"
+        blocks = [b for b in (_block(p) for p in m.parts) if b is not None]
+        if not blocks:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def encode_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool definitions; the last one carries ``cache_control``."""
+    out: list[dict[str, Any]] = [
+        {"name": t.name, "description": t.description, "input_schema": t.input_schema or {"type": "object"}}
+        for t in tools
+    ]
+    if out:
+        out[-1]["cache_control"] = dict(EPHEMERAL)
+    return out
+
+
+def decode_content(content: list[dict[str, Any]]) -> list[Any]:
+    """Response blocks → parts: ``text`` → Text, ``tool_use`` → ToolCall (same id and name)."""
+    parts: list[Any] = []
+    for block in content:
+        if block.get("type") == "text":
+            parts.append(Text(text=block.get("text", "")))
+        elif block.get("type") == "tool_use":
+            parts.append(ToolCall(id=block["id"], name=block["name"], arguments=json.dumps(block.get("input") or {})))
+    return parts
+
+
+class AnthropicCompleter(HTTPCompleter):
+    """Claude over the Messages API."""
+
+    kind: ClassVar[str] = "anthropic"
+    default_base_url: ClassVar[str] = "https://api.anthropic.com"
+    auth_header: ClassVar[str] = "x-api-key"
+    auth_scheme: ClassVar[str] = ""
+    extra_headers: ClassVar[dict[str, str]] = {"anthropic-version": "2023-06-01"}
+
+    def endpoint(self) -> str:
+        return "/messages"
+
+    def encode(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens}
+        system = system_text(messages)
+        if system:
+            body["system"] = [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}]
+        body["messages"] = encode_messages(messages)
+        if tools:
+            body["tools"] = encode_tools(tools)
+        if self.temperature:
+            body["temperature"] = self.temperature
+        return body
+
+    def decode(self, data: Any) -> tuple[Message, Usage]:
+        reply = assistant_reply(decode_content(data.get("content") or []), data.get("stop_reason"))
+        u = data.get("usage") or {}
+        usage = Usage(
+            input_tokens=int(u.get("input_tokens") or 0),
+            output_tokens=int(u.get("output_tokens") or 0),
+            cache_creation_tokens=int(u.get("cache_creation_input_tokens") or 0),
+            cache_read_tokens=int(u.get("cache_read_input_tokens") or 0),
+        )
+        return reply, usage

@@ -1,0 +1,148 @@
+"""Building a provider's completer from its config: the one entry point the engine calls.
+
+``create_completer`` stacks the layers in a fixed order, innermost first::
+
+    vendor completer (one per API key)
+    → key rotation          only with several ``api_keys``: round-robin, per-key cooldown
+    → throttle              only when ``rate_limit`` sets rpm / input_tpm / output_tpm
+    → retry                 always: transient errors, ``rate_limit.max_retries`` (default 3)
+
+Retry is outermost so that every attempt is throttled again and may land on another key. Retry is
+on for every provider, not only when ``rate_limit`` is set as in Shelly: a 529 from a healthy
+provider is routine and should not fail a whole delegation tree. Fallback between providers is
+built separately with :func:`~shelly_dist.models.fallback.with_fallback`, because it needs the
+other providers by name, which only the engine knows.
+
+Custom kinds plug in with :func:`register_provider` (Shelly's ``engine.RegisterProvider``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from shelly_dist.errors import ConfigError
+from shelly_dist.events import EventSink, discard
+from shelly_dist.models.backoff import Backoff
+from shelly_dist.models.completer import Completer
+from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore, key_id
+from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
+from shelly_dist.models.ratelimit import RateLimiter, RateLimitSettings, ThrottledCompleter
+from shelly_dist.models.retry import RetryingCompleter
+from shelly_dist.models.usage import UsageTracker
+from shelly_dist.providers.anthropic import AnthropicCompleter
+from shelly_dist.providers.gemini import GeminiCompleter
+from shelly_dist.providers.grok import GrokCompleter
+from shelly_dist.providers.openai import OpenAICompleter
+
+__all__ = ["ProviderFactory", "create_completer", "provider_kinds", "register_provider", "with_fallback"]
+
+
+class ProviderFactory(Protocol):
+    """Builds the bare completer of one API key; keyword arguments as :class:`HTTPCompleter`'s."""
+
+    def __call__(
+        self,
+        *,
+        name: str,
+        model: str,
+        base_url: str | None,
+        api_key: str,
+        max_tokens: int | None,
+        timeout: float | None,
+        headers: dict[str, str] | None,
+        temperature: float | None,
+        usage: UsageTracker,
+    ) -> Completer: ...
+
+
+_FACTORIES: dict[str, ProviderFactory] = {
+    "anthropic": AnthropicCompleter,
+    "openai": OpenAICompleter,
+    "grok": GrokCompleter,
+    "gemini": GeminiCompleter,
+}
+
+_shared_cooldowns = MemoryCooldownStore()
+
+
+def register_provider(kind: str, factory: ProviderFactory) -> None:
+    """Make ``kind`` usable in config; registering an existing kind replaces it."""
+    _FACTORIES[kind] = factory
+
+
+def provider_kinds() -> list[str]:
+    """The kinds ``create_completer`` accepts, sorted."""
+    return sorted(_FACTORIES)
+
+
+def create_completer(
+    kind: str,
+    *,
+    name: str,
+    model: str,
+    base_url: str | None = None,
+    api_key: str = "",
+    api_keys: list[str] | None = None,
+    max_tokens: int | None = None,
+    timeout: float | None = None,
+    headers: dict[str, str] | None = None,
+    rate_limit: RateLimitSettings | None = None,
+    temperature: float | None = None,
+    cooldowns: CooldownStore | None = None,
+    on_event: EventSink = discard,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.time,
+) -> RetryingCompleter:
+    """The completer for one configured provider, with its retry (and throttle, key rotation).
+
+    ``cooldowns`` holds per-key cooldowns (default: one in-process store); pass the runtime's
+    Redis store when distributed. ``sleep`` and ``clock`` are for tests. The result's ``usage``
+    is the provider's running total. An unknown kind raises ``ConfigError``.
+    """
+    factory = _FACTORIES.get(kind)
+    if factory is None:
+        raise ConfigError(
+            f'provider "{name}": unknown kind {kind!r} (known: {", ".join(provider_kinds())})',
+            field=f"providers.{name}.kind",
+        )
+    settings = rate_limit or RateLimitSettings()
+    usage = UsageTracker()
+    keys = [k for k in (api_keys or []) if k] or [api_key]
+    common: dict[str, Any] = {
+        "name": name,
+        "model": model,
+        "base_url": base_url,
+        "max_tokens": max_tokens,
+        "timeout": timeout,
+        "headers": headers,
+        "temperature": temperature,
+        "usage": usage,
+    }
+    members = [factory(api_key=k, **common) for k in keys]
+    core: Completer = members[0]
+    if len(members) > 1:
+        core = FallbackCompleter(
+            [
+                Candidate(f"{name}[key {i + 1}]", m, key_id(name, k))
+                for i, (m, k) in enumerate(zip(members, keys, strict=True))
+            ],
+            cooldowns=cooldowns or _shared_cooldowns,
+            on_event=on_event,
+            clock=clock,
+            rotate=True,
+            provider=name,
+            usage=usage,
+        )
+    if settings.throttles:
+        core = ThrottledCompleter(core, RateLimiter(settings, clock=clock, sleep=sleep))
+    return RetryingCompleter(
+        core,
+        provider=name,
+        max_retries=settings.max_retries,
+        backoff=Backoff(base=settings.base_delay),
+        sleep=sleep,
+        on_event=on_event,
+    )

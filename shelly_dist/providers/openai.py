@@ -1,0 +1,134 @@
+"""OpenAI chat completions (``POST /v1/chat/completions``) — and every server that speaks it.
+
+Grok, Ollama, vLLM, llama.cpp and LM Studio all answer this format; point ``base_url`` at them.
+The mapping is Shelly's ``openaicompat``:
+
+- system and user messages carry string content, unless they hold an image or a document; then
+  content is an array of parts (``text``, ``image_url`` with a data URI, ``file`` with
+  ``filename`` — default ``"document"`` — and ``file_data``);
+- assistant messages have ``content: null`` when they hold no text, plus ``tool_calls``;
+- every tool result becomes its own ``{role: tool, tool_call_id, content}`` message (the format
+  has no error flag, so ``is_error`` is lost, as in Shelly);
+- tools are ``{type: function, function: {name, description, parameters}}``, a missing schema
+  becoming ``{"type": "object"}``;
+- usage: ``prompt_tokens``, ``completion_tokens``, and ``prompt_tokens_details.cached_tokens``
+  as cache-read; an answer with no choices is an error ("empty choices").
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+from shelly_dist.chats import Document, Image, Message, Role, Text, ToolCall
+from shelly_dist.models.completer import ToolSpec
+from shelly_dist.models.usage import Usage
+from shelly_dist.providers.http import HTTPCompleter, assistant_reply
+
+
+def _data_uri(media_type: str, data: str) -> str:
+    return f"data:{media_type};base64,{data}"
+
+
+def _content_part(part: Any) -> dict[str, Any] | None:
+    if isinstance(part, Text):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, Image):
+        url = _data_uri(part.media_type or "image/png", part.data) if part.data else part.url
+        return {"type": "image_url", "image_url": {"url": url}}
+    if isinstance(part, Document):
+        return {
+            "type": "file",
+            "file": {
+                "filename": os.path.basename(part.path) or "document",
+                "file_data": _data_uri(part.media_type or "application/pdf", part.data),
+            },
+        }
+    return None
+
+
+def _content(m: Message) -> str | list[dict[str, Any]]:
+    if any(isinstance(p, Image | Document) for p in m.parts):
+        return [c for c in (_content_part(p) for p in m.parts) if c is not None]
+    return m.text_content()
+
+
+def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """All roles in order; one ``tool`` message per tool result."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        results = m.tool_results()
+        if m.role == Role.TOOL or results:
+            out.extend({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content} for r in results)
+            continue
+        if m.role == Role.ASSISTANT:
+            msg: dict[str, Any] = {"role": "assistant", "content": m.text_content() or None}
+            calls = m.tool_calls()
+            if calls:
+                msg["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments or "{}"},
+                    }
+                    for c in calls
+                ]
+            out.append(msg)
+            continue
+        out.append({"role": str(m.role), "content": _content(m)})
+    return out
+
+
+def encode_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.input_schema or {"type": "object"},
+            },
+        }
+        for t in tools
+    ]
+
+
+class OpenAICompleter(HTTPCompleter):
+    """OpenAI, or any OpenAI-compatible server reached through ``base_url``."""
+
+    kind: ClassVar[str] = "openai"
+    default_base_url: ClassVar[str] = "https://api.openai.com"
+    empty_error: ClassVar[str] = "empty choices in response"
+
+    def endpoint(self) -> str:
+        return "/chat/completions"
+
+    def encode(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": encode_messages(messages)}
+        if self.max_tokens:
+            body["max_tokens"] = self.max_tokens
+        if tools:
+            body["tools"] = encode_tools(tools)
+        if self.temperature:
+            body["temperature"] = self.temperature
+        return body
+
+    def decode(self, data: Any) -> tuple[Message, Usage]:
+        choices = data.get("choices") or []
+        if not choices:
+            raise self.error(self.empty_error)
+        msg = choices[0].get("message") or {}
+        parts: list[Any] = []
+        if msg.get("content"):
+            parts.append(Text(text=msg["content"]))
+        for call in msg.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            parts.append(ToolCall(id=call.get("id") or "", name=fn["name"], arguments=fn.get("arguments") or "{}"))
+        reply = assistant_reply(parts, choices[0].get("finish_reason"))
+        u = data.get("usage") or {}
+        usage = Usage(
+            input_tokens=int(u.get("prompt_tokens") or 0),
+            output_tokens=int(u.get("completion_tokens") or 0),
+            cache_read_tokens=int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
+        )
+        return reply, usage

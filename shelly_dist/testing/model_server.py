@@ -1,0 +1,396 @@
+"""A mock model server on loopback that speaks the vendors' real wire formats.
+
+It answers ``POST …/chat/completions`` (OpenAI and every compatible server), ``POST …/messages``
+(Anthropic) and ``POST …/models/{model}:generateContent`` (Gemini) in each vendor's JSON, chosen by
+the request path, records every request, and replies from a script. It runs in a background
+thread (a ``ThreadingHTTPServer``, so concurrent requests are served concurrently), or as a
+separate process for CLI tests and benchmarks.
+
+In a test::
+
+    with ModelServer() as server:                       # 127.0.0.1, a free port
+        server.push(Reply.error(429, retry_after="2"),  # first call: rate-limited
+                    Reply(tool_calls=[{"name": "fs_read", "arguments": {"path": "a"}}]),
+                    Reply(text="done", usage={"input": 30, "output": 7}))
+        completer = create_completer("openai", name="p", model="m", base_url=server.url)
+        ...
+        server.requests[0].path, server.requests[0].headers["authorization"], server.requests[0].body
+
+- ``server.url`` is the API root to use as ``base_url`` (the client appends ``/v1/…``).
+- ``push(*replies)`` queues replies, used one per request in order; when the queue is empty the
+  ``default`` reply answers (text ``"ok"`` unless set).
+- :class:`Reply` fields: ``text``, ``tool_calls`` (``{"name", "arguments", "id"?,
+  "thought_signature"?}``), ``usage`` (``input``, ``output``, ``cache_creation``, ``cache_read``),
+  ``status`` + ``body`` + ``retry_after`` for errors (the body defaults to the vendor's error
+  JSON), ``malformed`` (a 200 whose body is not JSON), ``raw`` (a JSON answer sent as is),
+  ``delay`` (seconds before answering), ``hold_until`` (hold the answer until that many requests
+  have arrived in total — proves concurrency without timing).
+- ``requests`` lists :class:`RecordedRequest` (method, path, lower-cased headers, JSON body,
+  ``arrived`` and ``answered`` monotonic times); ``wait_for_requests(n)`` waits with a deadline.
+
+As a process (prints ``listening on http://127.0.0.1:PORT`` once ready; stops on SIGTERM)::
+
+    python -m shelly_dist.testing.model_server --port 8765 --latency 0.05 --format openai --text ok
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+FORMATS = ("openai", "anthropic", "gemini")
+
+_ANTHROPIC_ERRORS = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass
+class Reply:
+    """One scripted answer. A ``status`` other than 200 makes it an error answer."""
+
+    text: str = "ok"
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    status: int = 200
+    body: str | None = None
+    retry_after: str | None = None
+    malformed: bool = False
+    raw: dict[str, Any] | None = None
+    delay: float = 0.0
+    hold_until: int = 0
+
+    @classmethod
+    def error(cls, status: int, body: str | None = None, *, retry_after: str | None = None) -> Reply:
+        """An error answer; ``body`` defaults to the vendor's error JSON for ``status``."""
+        return cls(text="", status=status, body=body, retry_after=retry_after)
+
+    def _usage(self, key: str, default: int) -> int:
+        return int(self.usage.get(key, default))
+
+
+@dataclass
+class RecordedRequest:
+    """What the server received. ``arrived``/``answered`` are ``time.monotonic()`` values."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    arrived: float
+    answered: float = 0.0
+
+
+def _format_of(path: str, fallback: str | None) -> str | None:
+    if path.endswith("/chat/completions"):
+        return "openai"
+    if path.endswith("/messages"):
+        return "anthropic"
+    if ":generateContent" in path:
+        return "gemini"
+    return fallback
+
+
+def _openai(reply: Reply, model: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": c.get("id") or f"call_{i}",
+                "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))},
+            }
+            for i, c in enumerate(reply.tool_calls)
+        ]
+    inp, out = reply._usage("input", 10), reply._usage("output", 5)
+    return {
+        "id": "chatcmpl-mock",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+        ],
+        "usage": {
+            "prompt_tokens": inp,
+            "completion_tokens": out,
+            "total_tokens": inp + out,
+            "prompt_tokens_details": {"cached_tokens": reply._usage("cache_read", 0)},
+        },
+    }
+
+
+def _anthropic(reply: Reply, model: str) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
+    content += [
+        {
+            "type": "tool_use",
+            "id": c.get("id") or f"toolu_{i}",
+            "name": c["name"],
+            "input": c.get("arguments", {}),
+        }
+        for i, c in enumerate(reply.tool_calls)
+    ]
+    return {
+        "id": "msg_mock",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+        "usage": {
+            "input_tokens": reply._usage("input", 10),
+            "output_tokens": reply._usage("output", 5),
+            "cache_creation_input_tokens": reply._usage("cache_creation", 0),
+            "cache_read_input_tokens": reply._usage("cache_read", 0),
+        },
+    }
+
+
+def _gemini(reply: Reply, model: str) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = [{"text": reply.text}] if reply.text else []
+    for c in reply.tool_calls:
+        part: dict[str, Any] = {"functionCall": {"name": c["name"], "args": c.get("arguments", {})}}
+        if c.get("thought_signature"):
+            part["thoughtSignature"] = c["thought_signature"]
+        parts.append(part)
+    inp, out = reply._usage("input", 10), reply._usage("output", 5)
+    return {
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+        "usageMetadata": {
+            "promptTokenCount": inp,
+            "candidatesTokenCount": out,
+            "totalTokenCount": inp + out,
+            "cachedContentTokenCount": reply._usage("cache_read", 0),
+        },
+        "modelVersion": model,
+    }
+
+
+_ANSWERS = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini}
+
+
+def _error_body(fmt: str, status: int) -> dict[str, Any]:
+    message = f"mock error {status}"
+    if fmt == "anthropic":
+        return {
+            "type": "error",
+            "error": {"type": _ANTHROPIC_ERRORS.get(status, "api_error"), "message": message},
+        }
+    if fmt == "gemini":
+        return {
+            "error": {
+                "code": status,
+                "message": message,
+                "status": "UNAVAILABLE" if status >= 500 else "ERROR",
+            }
+        }
+    return {
+        "error": {
+            "message": message,
+            "type": "rate_limit_exceeded" if status == 429 else "error",
+            "code": status,
+        }
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silent: tests read ``requests`` instead of logs."""
+
+    def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(payload)
+        self.wfile.flush()
+
+    def do_GET(self) -> None:
+        self._send(200, b'{"status": "ok"}')
+
+    def do_POST(self) -> None:
+        owner = self.server.owner
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        record = RecordedRequest(
+            method="POST",
+            path=self.path,
+            headers={k.lower(): v for k, v in self.headers.items()},
+            body=body,
+            arrived=time.monotonic(),
+        )
+        reply = owner._arrive(record)
+        fmt = _format_of(self.path.split("?")[0], owner.format)
+        owner._pause(reply)
+        try:
+            if fmt is None:
+                self._send(404, json.dumps({"error": f"mock: unknown path {self.path}"}).encode())
+            elif reply.malformed:
+                self._send(200, b'{"choices": [ this is not json')
+            elif reply.status != 200:
+                text = reply.body if reply.body is not None else json.dumps(_error_body(fmt, reply.status))
+                self._send(
+                    reply.status,
+                    text.encode(),
+                    {"Retry-After": reply.retry_after} if reply.retry_after else None,
+                )
+            else:
+                model = str((body or {}).get("model") or "mock") if isinstance(body, dict) else "mock"
+                payload = reply.raw if reply.raw is not None else _ANSWERS[fmt](reply, model)
+                self._send(200, json.dumps(payload).encode())
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test); nothing to answer
+        finally:
+            record.answered = time.monotonic()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    owner: ModelServer
+
+
+class ModelServer:
+    """The mock server (see the module docstring). Use as a context manager, or ``start``/``stop``."""
+
+    def __init__(
+        self,
+        *,
+        default: Reply | None = None,
+        format: str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency: float = 0.0,
+    ) -> None:
+        if format is not None and format not in FORMATS:
+            raise ValueError(f"model_server: unknown format {format!r} (one of {', '.join(FORMATS)})")
+        self.default = default or Reply()
+        self.format = format
+        self.latency = latency
+        self._host, self._port = host, port
+        self._queue: deque[Reply] = deque()
+        self._requests: list[RecordedRequest] = []
+        self._cond = threading.Condition()
+        self._stopping = threading.Event()
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The API root (``http://127.0.0.1:PORT``), to use as a provider's ``base_url``."""
+        if self._httpd is None:
+            raise RuntimeError("model_server: not started")
+        return f"http://{self._host}:{self._httpd.server_address[1]}"
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def push(self, *replies: Reply) -> None:
+        """Queue replies, answered one per request in order before the default reply."""
+        with self._cond:
+            self._queue.extend(replies)
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A copy of the requests received so far, in arrival order."""
+        with self._cond:
+            return list(self._requests)
+
+    def wait_for_requests(self, n: int, timeout: float = 10.0) -> list[RecordedRequest]:
+        """Block until ``n`` requests have arrived (``TimeoutError`` after ``timeout`` seconds)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._requests) >= n, timeout):
+                raise TimeoutError(f"model_server: {len(self._requests)} of {n} requests after {timeout}s")
+            return list(self._requests)
+
+    def _arrive(self, record: RecordedRequest) -> Reply:
+        with self._cond:
+            self._requests.append(record)
+            self._cond.notify_all()
+            return self._queue.popleft() if self._queue else self.default
+
+    def _pause(self, reply: Reply) -> None:
+        if reply.hold_until:
+            with self._cond:
+                self._cond.wait_for(
+                    lambda: len(self._requests) >= reply.hold_until or self._stopping.is_set(), 10.0
+                )
+        wait = self.latency + reply.delay
+        if wait > 0:
+            self._stopping.wait(wait)
+
+    def start(self) -> ModelServer:
+        self._httpd = _Server((self._host, self._port), _Handler)
+        self._httpd.owner = self
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.05,), name="model-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; requests still waiting on a delay are released at once."""
+        self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> ModelServer:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until SIGTERM/SIGINT, answering every request with ``--text`` after ``--latency``."""
+    parser = argparse.ArgumentParser(prog="python -m shelly_dist.testing.model_server")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
+    parser.add_argument("--format", choices=FORMATS, default=None, help="format for unrecognised paths")
+    parser.add_argument("--text", default="ok", help="the text of every answer")
+    args = parser.parse_args(argv)
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    server = ModelServer(
+        default=Reply(text=args.text),
+        format=args.format,
+        host=args.host,
+        port=args.port,
+        latency=args.latency,
+    )
+    with server:
+        print(f"listening on {server.url}", flush=True)
+        done.wait()
+
+
+if __name__ == "__main__":
+    main()

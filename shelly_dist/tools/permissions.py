@@ -1,0 +1,332 @@
+"""Who may touch what: directory approvals, trusted commands and trusted domains.
+
+Workers cannot ask anyone, so the default :class:`HeadlessApprover` refuses everything that config
+(``permissions: {fs_directories, trusted_commands, trusted_domains}``) and the persisted store
+(``.shelly/local/permissions.json``) have not already granted; the project root is always allowed.
+An interactive ``shelly run`` passes an :class:`InteractiveApprover` and gets Shelly's prompts:
+
+- a directory approval covers every descendant, matched separator-aware (``/tmp`` never covers
+  ``/tmpfoo``); the checked directory is the target's parent (or the target if it is a directory),
+  and a target whose symlink-resolved path lies elsewhere needs that directory approved too, so
+  neither ``..`` nor a symlink can leave an allowed directory;
+- commands (and ``git``) and domains are trusted by exact name: "trust" persists, a one-time "yes"
+  allows one call;
+- concurrent prompts for the same key collapse into one; a one-time "yes" is not shared, so the
+  other waiters are asked again;
+- MCP roots set with :func:`using_roots` replace directory approval entirely (``None`` roots:
+  unconstrained; an empty list denies everything).
+
+Only grants made through the approver are written back to the store, in the object form; the
+legacy flat array of directories is still read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from shelly_dist.errors import ConfigError, ToolError
+
+logger = logging.getLogger(__name__)
+
+_roots: ContextVar[tuple[str, ...] | None] = ContextVar("shelly_mcp_roots", default=None)
+
+
+@contextmanager
+def using_roots(roots: Iterable[str | Path] | None) -> Iterator[None]:
+    """Constrain filesystem access to ``roots`` (MCP roots) for the body of the ``with``."""
+    value = None if roots is None else tuple(_norm(r) for r in roots)
+    token = _roots.set(value)
+    try:
+        yield
+    finally:
+        _roots.reset(token)
+
+
+def _norm(path: str | Path) -> str:
+    return os.path.normpath(os.path.abspath(os.fspath(path)))
+
+
+def path_within(path: str | Path, directory: str | Path) -> bool:
+    """Whether ``path`` is ``directory`` or below it, comparing whole path segments."""
+    p, d = _norm(path), _norm(directory)
+    return p == d or p.startswith(d.rstrip(os.sep) + os.sep)
+
+
+@runtime_checkable
+class Approver(Protocol):
+    """Decides what nobody granted in advance. ``interactive`` is False when no one can answer."""
+
+    interactive: bool
+
+    async def ask(self, question: str, options: Sequence[str]) -> str:
+        """Return one of ``options`` (anything else counts as "no")."""
+        ...
+
+
+class HeadlessApprover:
+    """The worker's approver: nobody is there, so every question is answered "no"."""
+
+    interactive = False
+
+    async def ask(self, question: str, options: Sequence[str]) -> str:
+        return "no"
+
+
+AskFn = Callable[[str, Sequence[str]], Awaitable[str]]
+
+
+class InteractiveApprover:
+    """Asks a person through ``ask_fn`` (a terminal prompt, a UI); used by ``shelly run`` on a tty."""
+
+    interactive = True
+
+    def __init__(self, ask_fn: AskFn) -> None:
+        self._ask_fn = ask_fn
+
+    async def ask(self, question: str, options: Sequence[str]) -> str:
+        return (await self._ask_fn(question, options)).strip().lower()
+
+    @classmethod
+    def terminal(cls) -> InteractiveApprover:
+        """Prompt on stderr and read stdin, in a thread so the event loop keeps running."""
+
+        def blocking(question: str, options: Sequence[str]) -> str:
+            import sys
+
+            sys.stderr.write(f"{question} [{'/'.join(options)}] ")
+            sys.stderr.flush()
+            return sys.stdin.readline()
+
+        async def ask_fn(question: str, options: Sequence[str]) -> str:
+            return await asyncio.to_thread(blocking, question, options)
+
+        return cls(ask_fn)
+
+
+_KINDS = ("fs_directories", "trusted_commands", "trusted_domains")
+
+
+def _read_store(path: Path) -> dict[str, list[str]]:
+    """The persisted grants; a missing file is empty, a legacy array is a list of directories."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {k: [] for k in _KINDS}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"permissions: cannot read {path}: {exc}", field="permissions") from exc
+    if isinstance(raw, list):
+        raw = {"fs_directories": raw}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"permissions: {path}: expected an object or an array", field="permissions")
+    return {k: [str(v) for v in raw.get(k) or []] for k in _KINDS}
+
+
+class Permissions:
+    """The permission store and its gates; one per process, shared by every built-in toolbox.
+
+    Gates are coroutines that return normally when allowed and raise :class:`ToolError` naming
+    the tool when refused. They never block the event loop: prompts and file writes are awaited.
+    """
+
+    def __init__(
+        self,
+        *,
+        root: str | Path,
+        fs_directories: Iterable[str | Path] = (),
+        trusted_commands: Iterable[str] = (),
+        trusted_domains: Iterable[str] = (),
+        store_path: str | Path | None = None,
+        approver: Approver | None = None,
+        persisted: dict[str, list[str]] | None = None,
+    ) -> None:
+        self.root = Path(_norm(root))
+        self.store_path = Path(store_path) if store_path is not None else None
+        self.approver: Approver = approver or HeadlessApprover()
+        self.session_trusted = False
+        """Set when the user answered "trust this session" to a change confirmation."""
+        saved = persisted or {k: [] for k in _KINDS}
+        self._saved = {k: list(dict.fromkeys(saved.get(k, []))) for k in _KINDS}
+        self._dirs: list[str] = []
+        for d in [self.root, *fs_directories, *self._saved["fs_directories"]]:
+            self._add_dir(d)
+        self._commands = set(trusted_commands) | set(self._saved["trusted_commands"])
+        self._domains = {d.lower() for d in trusted_domains} | {d.lower() for d in self._saved["trusted_domains"]}
+        self._pending: dict[tuple[str, str], asyncio.Future[str]] = {}
+
+    @classmethod
+    def load(
+        cls,
+        store_path: str | Path,
+        *,
+        root: str | Path,
+        fs_directories: Iterable[str | Path] = (),
+        trusted_commands: Iterable[str] = (),
+        trusted_domains: Iterable[str] = (),
+        approver: Approver | None = None,
+    ) -> Permissions:
+        """Read ``store_path`` (blocking; call at start-up) and merge it with the config lists."""
+        return cls(
+            root=root,
+            fs_directories=fs_directories,
+            trusted_commands=trusted_commands,
+            trusted_domains=trusted_domains,
+            store_path=store_path,
+            approver=approver,
+            persisted=_read_store(Path(store_path)),
+        )
+
+    # --- queries ---
+
+    def _add_dir(self, directory: str | Path) -> None:
+        # Keep both the lexical and the symlink-resolved form, so a root reached through a
+        # symlink (macOS /tmp) matches paths written either way.
+        p = Path(directory)
+        if not p.is_absolute():
+            p = self.root / p
+        for form in (_norm(p), os.path.realpath(p)):
+            if form not in self._dirs:
+                self._dirs.append(form)
+
+    def allowed_directories(self) -> list[str]:
+        return list(self._dirs)
+
+    def is_dir_approved(self, directory: str | Path) -> bool:
+        return any(path_within(directory, d) for d in self._dirs)
+
+    def is_command_trusted(self, command: str) -> bool:
+        return command in self._commands
+
+    def is_domain_trusted(self, domain: str) -> bool:
+        return domain.lower() in self._domains
+
+    def resolve(self, raw: str) -> Path:
+        """``raw`` made absolute against the project root and normalised (``..`` folded)."""
+        return Path(_norm(self.root / raw if not os.path.isabs(raw) else raw))
+
+    # --- gates ---
+
+    async def check_path(self, tool: str, raw: str) -> Path:
+        """Allow access to ``raw`` or raise; returns the absolute (lexical) path to operate on."""
+        path = self.resolve(raw)
+        real = Path(await asyncio.to_thread(os.path.realpath, path))
+        for target in dict.fromkeys((path, real)):
+            await self._check_dir(tool, await asyncio.to_thread(_gated_dir, target), path)
+        return path
+
+    async def _check_dir(self, tool: str, directory: str, shown: Path) -> None:
+        roots = _roots.get()
+        if roots is not None:
+            if not any(path_within(directory, r) for r in roots):
+                raise ToolError(f"{tool}: path outside MCP roots: {shown}", tool=tool)
+            return
+        if self.is_dir_approved(directory):
+            return
+        answer = await self._decide(
+            ("dir", directory),
+            f"Allow filesystem access to {directory}?",
+            ("yes", "no"),
+            granted=lambda: self.is_dir_approved(directory),
+        )
+        if answer == "granted":
+            return
+        if answer != "yes":
+            allowed = ", ".join(self._dirs[:6])
+            raise ToolError(
+                f"{tool}: path outside allowed directories: {shown} (allowed: {allowed}; "
+                "add the directory to permissions.fs_directories)",
+                tool=tool,
+            )
+        self._add_dir(directory)
+        await self._persist("fs_directories", directory)
+
+    async def check_command(self, tool: str, command: str, *, shown: str | None = None) -> None:
+        """Allow running ``command`` (exact program name) or raise ``<tool>: permission denied``."""
+        await self._check_trust(tool, "trusted_commands", command, f"Allow running {shown or command}?")
+
+    async def check_domain(self, tool: str, domain: str) -> None:
+        """Allow a request to ``domain`` (exact host name) or raise ``<tool>: permission denied``."""
+        await self._check_trust(tool, "trusted_domains", domain.lower(), f"Allow HTTP requests to {domain}?")
+
+    async def _check_trust(self, tool: str, kind: str, key: str, question: str) -> None:
+        trusted = self._commands if kind == "trusted_commands" else self._domains
+        if key in trusted:
+            return
+        answer = await self._decide((kind, key), question, ("yes", "trust", "no"), granted=lambda: key in trusted)
+        if answer in ("granted", "yes"):
+            return
+        if answer != "trust":
+            raise ToolError(f"{tool}: permission denied for {key}", tool=tool)
+        trusted.add(key)
+        await self._persist(kind, key)
+
+    async def confirm_change(self, tool: str, path: Path, diff: str) -> None:
+        """Ask before a mutating filesystem op, unless nobody can answer or the session is trusted.
+
+        Headless, the directory approval already decided; interactive, the user sees the diff.
+        """
+        if not diff or not self.approver.interactive or self.session_trusted:
+            return
+        answer = await self.approver.ask(f"Apply changes to {path}?\n\n{diff}", ("yes", "no", "trust this session"))
+        if answer == "trust this session":
+            self.session_trusted = True
+        elif answer != "yes":
+            raise ToolError(f"{tool}: changes to {path} were rejected by the user", tool=tool)
+
+    async def _decide(
+        self, key: tuple[str, str], question: str, options: Sequence[str], *, granted: Callable[[], bool]
+    ) -> str:
+        """One prompt per key at a time; waiters share its answer unless it was a one-time "yes".
+
+        Returns "granted" when another prompt granted the key while this one waited.
+        """
+        while True:
+            if granted():
+                return "granted"
+            pending = self._pending.get(key)
+            if pending is None:
+                break
+            answer = await asyncio.shield(pending)
+            if answer != "yes" or key[0] == "dir":
+                return answer if not granted() else "granted"
+            # A one-time "yes" for a command or domain belonged to that call: ask again.
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._pending[key] = future
+        try:
+            answer = (await self.approver.ask(question, options)).strip().lower()
+        except BaseException:
+            answer = "no"
+            raise
+        finally:
+            del self._pending[key]
+            future.set_result(answer)
+        return answer
+
+    async def _persist(self, kind: str, value: str) -> None:
+        if value in self._saved[kind]:
+            return
+        self._saved[kind].append(value)
+        if self.store_path is None:
+            return
+        snapshot = {k: list(v) for k, v in self._saved.items()}
+        await asyncio.to_thread(_write_store, self.store_path, snapshot)
+        logger.info("permissions: persisted %s %s to %s", kind, value, self.store_path)
+
+
+def _gated_dir(target: Path) -> str:
+    """The directory whose approval covers ``target``: itself if a directory, else its parent."""
+    return str(target) if target.is_dir() else str(target.parent)
+
+
+def _write_store(path: Path, data: dict[str, list[str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

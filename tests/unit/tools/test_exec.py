@@ -1,0 +1,73 @@
+"""exec_run: trust gate, no shell, capped output, exit status and timeout."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from shelly_dist.errors import ToolError
+from shelly_dist.tools.builtin import exec_toolbox
+from shelly_dist.tools.permissions import Permissions
+from tests.unit.tools.conftest import ScriptedApprover, call
+
+PY = sys.executable
+
+
+def trusting(project: Path, *commands: str) -> Permissions:
+    return Permissions(root=project, trusted_commands=commands)
+
+
+async def test_untrusted_command_is_refused(perms: Permissions, project: Path) -> None:
+    tb = exec_toolbox(perms, root=project)
+    with pytest.raises(ToolError, match=r"^exec_run: permission denied for echo$"):
+        await call(tb, "exec_run", command="echo", args=["hi"])
+
+
+async def test_trusted_command_runs_in_project_root(project: Path) -> None:
+    tb = exec_toolbox(trusting(project, PY), root=project)
+    out = await call(tb, "exec_run", command=PY, args=["-c", "import os; print(os.getcwd())"])
+    assert out.strip() == str(project)
+
+
+async def test_arguments_are_not_interpreted_by_a_shell(project: Path) -> None:
+    tb = exec_toolbox(trusting(project, PY), root=project)
+    out = await call(tb, "exec_run", command=PY, args=["-c", "import sys; print(sys.argv[1:])", "$HOME; rm *"])
+    assert out.strip() == "['$HOME; rm *']"
+
+
+async def test_nonzero_exit_is_an_error_carrying_the_output(project: Path) -> None:
+    tb = exec_toolbox(trusting(project, PY), root=project)
+    script = "import sys; print('out'); print('bad', file=sys.stderr); sys.exit(3)"
+    with pytest.raises(ToolError, match=r"(?s)^exec_run: exit status 3\nout\nbad"):
+        await call(tb, "exec_run", command=PY, args=["-c", script])
+
+
+async def test_each_stream_is_capped_at_one_megabyte(project: Path) -> None:
+    tb = exec_toolbox(trusting(project, PY), root=project)
+    out = await call(tb, "exec_run", command=PY, args=["-c", "print('x' * 3_000_000)"])
+    assert out.startswith("x" * 1000)
+    assert out.count("x") == 1 << 20
+    assert "[output truncated" in out
+
+
+async def test_timeout_kills_the_program(project: Path) -> None:
+    tb = exec_toolbox(trusting(project, PY), root=project, timeout=0.5)
+    with pytest.raises(ToolError, match="timed out"):
+        await call(tb, "exec_run", command=PY, args=["-c", "import time; time.sleep(30)"])
+
+
+async def test_missing_program_is_reported(project: Path) -> None:
+    tb = exec_toolbox(trusting(project, "no-such-program-xyz"), root=project)
+    with pytest.raises(ToolError, match="command not found: no-such-program-xyz"):
+        await call(tb, "exec_run", command="no-such-program-xyz")
+
+
+async def test_interactive_yes_allows_one_call_only(project: Path) -> None:
+    approver = ScriptedApprover("yes", "no")
+    tb = exec_toolbox(Permissions(root=project, approver=approver), root=project)
+    await call(tb, "exec_run", command=PY, args=["-c", "pass"])
+    with pytest.raises(ToolError, match="permission denied"):
+        await call(tb, "exec_run", command=PY, args=["-c", "pass"])
+    assert len(approver.questions) == 2

@@ -1,0 +1,88 @@
+"""The git toolbox against a real repository in tmp_path."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from shelly_dist.errors import ToolError
+from shelly_dist.tools import ToolBox
+from shelly_dist.tools.builtin import git_toolbox
+from shelly_dist.tools.permissions import Permissions
+from tests.unit.tools.conftest import call
+
+
+@pytest.fixture
+def repo(project: Path) -> Path:
+    env = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=project, check=True)
+    (project / "a.txt").write_text("one\n")
+    subprocess.run(["git", "add", "a.txt"], cwd=project, check=True)
+    subprocess.run(["git", *env, "commit", "-q", "-m", "first"], cwd=project, check=True)
+    subprocess.run(["git", "config", "user.name", "t"], cwd=project, check=True)
+    subprocess.run(["git", "config", "user.email", "t@example.com"], cwd=project, check=True)
+    return project
+
+
+@pytest.fixture
+def tb(repo: Path) -> ToolBox:
+    return git_toolbox(Permissions(root=repo, trusted_commands=["git"]), root=repo)
+
+
+async def test_git_is_refused_unless_trusted(repo: Path) -> None:
+    with pytest.raises(ToolError, match=r"^git_status: permission denied for git$"):
+        await call(git_toolbox(Permissions(root=repo), root=repo), "git_status")
+
+
+async def test_status_short_shows_changes(tb: ToolBox, repo: Path) -> None:
+    (repo / "b.txt").write_text("new")
+    assert "?? b.txt" in await call(tb, "git_status", short=True)
+
+
+async def test_diff_shows_unstaged_change_for_a_path(tb: ToolBox, repo: Path) -> None:
+    (repo / "a.txt").write_text("two\n")
+    out = await call(tb, "git_diff", path="a.txt")
+    assert "-one\n+two" in out
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../outside", "sub/../../x"])
+async def test_diff_rejects_absolute_and_dotdot_paths(tb: ToolBox, path: str) -> None:
+    with pytest.raises(ToolError, match=r"^git_diff: path must be relative"):
+        await call(tb, "git_diff", path=path)
+
+
+async def test_log_with_builtin_format(tb: ToolBox) -> None:
+    assert "first" in await call(tb, "git_log", count=1, format="oneline")
+
+
+async def test_log_rejects_custom_format(tb: ToolBox) -> None:
+    with pytest.raises(ToolError, match=r"^git_log: format must be one of"):
+        await call(tb, "git_log", format="format:%H")
+
+
+async def test_commit_files_records_a_commit(tb: ToolBox, repo: Path) -> None:
+    (repo / "b.txt").write_text("b")
+    await call(tb, "git_commit", message="add b", files=["b.txt"])
+    done = await asyncio.to_thread(
+        subprocess.run, ["git", "log", "--format=%s"], cwd=repo, capture_output=True, text=True
+    )
+    log = done.stdout
+    assert log.splitlines()[0] == "add b"
+
+
+async def test_commit_message_starting_with_dash_is_refused(tb: ToolBox) -> None:
+    with pytest.raises(ToolError, match="must not start with '-'"):
+        await call(tb, "git_commit", message="--amend", all=True)
+
+
+async def test_commit_files_and_all_are_exclusive(tb: ToolBox) -> None:
+    with pytest.raises(ToolError, match="mutually exclusive"):
+        await call(tb, "git_commit", message="m", files=["a.txt"], all=True)
+
+
+async def test_git_failure_carries_its_output(tb: ToolBox) -> None:
+    with pytest.raises(ToolError, match=r"(?s)^git_commit: git commit failed.*nothing"):
+        await call(tb, "git_commit", message="nothing to commit")
