@@ -1,0 +1,35 @@
+"""The embedded runtime: the whole run tree in this process, children as asyncio tasks.
+
+This is what ``shelly run`` uses when no broker is configured. ``max_concurrency`` limits are
+shared across every run this runtime executes, so a batch of many top-level runs still respects
+them. Cancelling the awaiting task cancels every child with it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from shelly_dist.agent import Agent, InlineDelegator, Run
+from shelly_dist.chats import Message
+from shelly_dist.identity import acting_as
+from shelly_dist.runtime.base import RunOutcome
+
+
+class LocalRuntime:
+    """Runs everything in the current event loop."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self._delegator = InlineDelegator()
+
+    async def execute(
+        self, agent: Agent, messages: list[Message], *, session: str, run_id: str | None = None
+    ) -> RunOutcome:
+        run = Run.start(agent, messages, run_id=run_id or uuid.uuid4().hex[:12], delegator=self._delegator)
+        with acting_as(session=session):
+            reply = await agent.execute(run)
+        return RunOutcome(run_id=run.state.run_id, reply=reply, usage=run.state.usage, completion=run.state.completion)
+
+    async def aclose(self) -> None:
+        return None
