@@ -68,8 +68,11 @@ class Agent:
         depth_limit = self.options.max_delegation_depth
         return self.registry is not None and depth_limit > 0 and self.depth < depth_limit
 
-    def system_prompt(self, *, extra_sections: list[str] | None = None, has_notes: bool = False) -> str:
-        """The system prompt as it would be sent now."""
+    def system_prompt(self, *, extra_sections: list[str] | None = None, has_notes: bool | None = None) -> str:
+        """The system prompt as it would be sent now (``has_notes`` defaults to a ``list_notes`` tool
+        being in one of the agent's toolboxes)."""
+        if has_notes is None:
+            has_notes = any("list_notes" in box for box in self._toolboxes)
         can = self.can_delegate()
         return build_system_prompt(
             PromptInputs(

@@ -30,10 +30,13 @@ def timeout(seconds: float) -> Middleware:
 
     def wrap(next_: Runner) -> Runner:
         async def run() -> Message:
+            deadline = asyncio.timeout(seconds)
             try:
-                async with asyncio.timeout(seconds):
+                async with deadline:
                     return await next_()
             except TimeoutError as exc:
+                if not deadline.expired():  # the runner's own TimeoutError, not our deadline
+                    raise
                 raise StepTimeout(f"agent: deadline exceeded after {seconds:g}s") from exc
 
         return run

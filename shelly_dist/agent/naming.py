@@ -7,7 +7,8 @@ import re
 _STOP_WORDS = frozenset(
     "the and for with from that this into onto over some then than also just".split()
 )
-_EDGE = re.compile(r"^[^a-z0-9]+|[^a-z0-9]+$")
+_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
+"""Non-alphanumeric edges, Unicode-aware: "Überprüfe" keeps its "ü"."""
 
 
 def task_slug(task: str) -> str:

@@ -157,8 +157,7 @@ class Run:
             )
         agent.name = snapshot.instance_name
         agent.depth = snapshot.depth
-        agent.chat.clear()
-        agent.chat.append(*snapshot.messages)
+        agent.chat.replace_all(*snapshot.messages)
         state = snapshot.model_copy(deep=True, update={"messages": []})
         return cls(agent, state, **kwargs)  # type: ignore[arg-type]
 

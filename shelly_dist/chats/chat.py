@@ -35,7 +35,10 @@ class Chat:
                 if not f.done():
                     f.set_result(None)
 
-            loop.call_soon_threadsafe(wake)
+            try:
+                loop.call_soon_threadsafe(wake)
+            except RuntimeError:  # the loop closed after the check: nobody is left to wake
+                continue
 
     def append(self, *messages: Message) -> None:
         """Add messages at the end and wake every waiter."""
@@ -48,6 +51,12 @@ class Chat:
         with self._lock:
             self._check(index)
             self._messages[index] = message
+            self._notify()
+
+    def replace_all(self, *messages: Message) -> None:
+        """Swap the whole list for ``messages`` and wake every waiter (Shelly's ``Replace``)."""
+        with self._lock:
+            self._messages = list(messages)
             self._notify()
 
     def insert(self, index: int, message: Message) -> None:
@@ -108,7 +117,8 @@ class Chat:
     async def wait(self, n: int) -> int:
         """Wait until the chat holds more than ``n`` messages; return the length then.
 
-        Woken by ``append`` and ``replace`` from any thread; cancellation propagates.
+        Woken by every change (``append``, ``replace``, ``replace_all``, ``insert``, ``clear``)
+        from any thread; cancellation propagates and leaves no waiter behind.
         """
         loop = asyncio.get_running_loop()
         while True:
@@ -116,5 +126,11 @@ class Chat:
                 if len(self._messages) > n:
                     return len(self._messages)
                 fut: asyncio.Future[None] = loop.create_future()
-                self._waiters.append((loop, fut))
-            await fut
+                entry = (loop, fut)
+                self._waiters.append(entry)
+            try:
+                await fut
+            finally:
+                with self._lock:
+                    if entry in self._waiters:
+                        self._waiters.remove(entry)
