@@ -84,3 +84,32 @@ class Keys:
     def run_changed(self, run_id: str) -> str:
         """Channel announcing changes to the run (finished, cancelled)."""
         return f"{self.run(run_id)}:changed"
+
+    def run_expected(self, run_id: str) -> str:
+        """Set of child keys the run waits for (registered before any child is enqueued)."""
+        return f"{self.run(run_id)}:expected"
+
+    def run_lease(self, run_id: str) -> str:
+        """Who is advancing the run right now (SET NX PX): one task at a time per run."""
+        return f"{self.run(run_id)}:lease"
+
+    def tree_runs(self, root_id: str) -> str:
+        """Set of every run id in the tree under a root run (for cancel and ``shelly runs``)."""
+        return f"{self.run(root_id)}:tree"
+
+    def session_runs(self, session: str) -> str:
+        """Sorted set of the session's root runs, scored by creation time."""
+        return f"{self.session(session)}:runs"
+
+    def instance_counter(self, session: str, agent: str) -> str:
+        """Counter behind instance names ``<agent>-<slug>-<n>``, unique across workers."""
+        return f"{self.session(session)}:n:{_name('agent', agent)}"
+
+    def cancel_channel(self) -> str:
+        """Channel on which cancelled root run ids are announced to every worker."""
+        return f"{self.prefix}cancel"
+
+    def cooldown(self, name: str) -> str:
+        """Provider cooldown record (shared by every worker)."""
+        return f"{self.prefix}cooldown:{_name('cooldown', name)}"
+

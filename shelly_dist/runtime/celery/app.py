@@ -1,0 +1,115 @@
+"""The Celery app: JSON only, acknowledged late, one message at a time, readable task names.
+
+Task names are literal strings (``shelly.run_agent``, ``shelly.resume_agent``): moving code never
+orphans a message already in a queue. Their keyword arguments (agent, depth, session, preview)
+exist for Flower: they are what an operator reads in the task list. Task results are ignored —
+results travel through the run journal, never through ``AsyncResult.get()`` (DESIGN §3 rule 5).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+from celery import Celery, Task
+from celery.signals import worker_shutdown
+
+from shelly_dist.errors import ConfigError
+from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
+from shelly_dist.runtime.celery.process import WorkerProcess, WorkerSpec
+from shelly_dist.runtime.celery.settings import RuntimeSettings
+
+BOOTSTRAP_ENV = "SHELLY_WORKER_BOOTSTRAP"
+DEFAULT_BOOTSTRAP = "shelly_dist.engine.worker:worker_spec"
+"""Where a worker gets its :class:`WorkerSpec`: a ``module:function`` path resolved at start-up,
+so the runtime layer never imports the engine (which sits above it) — it is handed to it."""
+
+BUSY_RETRY_SECONDS = 0.5
+
+
+def create_app(settings: RuntimeSettings) -> Celery:
+    """A Celery app for ``settings``; registers the tasks (needed only by workers)."""
+    app = Celery("shelly", broker=settings.broker_url, set_as_current=False)
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        event_serializer="json",
+        accept_content=["json"],
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_ignore_result=True,
+        task_default_queue=settings.queue,
+        task_send_sent_event=True,
+        worker_send_task_events=True,
+        task_track_started=True,
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout},
+        broker_connection_retry_on_startup=True,
+        worker_hijack_root_logger=False,
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+    )
+    app.shelly_settings = settings  # type: ignore[attr-defined]
+    _register_tasks(app)
+    return app
+
+
+def _advance(task: Task, run_id: str, root: str) -> dict[str, str]:
+    app = task.app
+    spec: WorkerSpec | None = getattr(app, "shelly_spec", None)
+    if spec is None:
+        raise ConfigError("worker: no WorkerSpec on the app; start workers with `shelly worker`")
+    queue = spec.settings.queue
+
+    def send(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        app.send_task(name, args=args, kwargs=kwargs, queue=queue)
+
+    hostname = task.request.hostname or "worker"
+    process = WorkerProcess.get(spec, send, hostname)
+    progress = process.call(process.executor.advance(run_id, root))
+    if progress.outcome == "busy":
+        raise task.retry(countdown=BUSY_RETRY_SECONDS, max_retries=None)
+    return {"run": run_id, "outcome": progress.outcome, "detail": progress.detail}
+
+
+def _register_tasks(app: Celery) -> None:
+    @app.task(name=RUN_AGENT, bind=True, max_retries=None)
+    def run_agent(
+        self: Task, run_id: str, root: str, agent: str = "", depth: int = 0, session: str = "", preview: str = ""
+    ) -> dict[str, str]:
+        """Start (or continue) run ``run_id`` of ``agent`` at ``depth`` in ``session``."""
+        return _advance(self, run_id, root)
+
+    @app.task(name=RESUME_AGENT, bind=True, max_retries=None)
+    def resume_agent(
+        self: Task, run_id: str, root: str, agent: str = "", depth: int = 0, session: str = "", preview: str = ""
+    ) -> dict[str, str]:
+        """Continue run ``run_id`` now that all its children have joined."""
+        return _advance(self, run_id, root)
+
+
+def load_spec() -> WorkerSpec:
+    """Resolve the worker bootstrap (``$SHELLY_WORKER_BOOTSTRAP`` or the engine's) and call it."""
+    path = os.environ.get(BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP)
+    module_name, _, attr = path.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr or "worker_spec")
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"worker: cannot load bootstrap {path!r}: {exc}") from exc
+    spec = factory()
+    if not isinstance(spec, WorkerSpec):
+        raise ConfigError(f"worker: bootstrap {path!r} returned {type(spec).__name__}, not a WorkerSpec")
+    return spec
+
+
+def create_worker_app() -> Celery:
+    """The app a worker runs: configured from the bootstrap's settings, carrying its spec."""
+    spec = load_spec()
+    app = create_app(spec.settings)
+    app.shelly_spec = spec  # type: ignore[attr-defined]
+    return app
+
+
+@worker_shutdown.connect
+def _close_worker_process(**_: object) -> None:
+    WorkerProcess.shutdown()

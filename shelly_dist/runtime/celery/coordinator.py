@@ -1,0 +1,195 @@
+"""The coordinator: the top-level agent runs here, in asyncio; its children run on the pool.
+
+``shelly run`` with a broker configured executes the entry agent in its own process. Each
+``delegate`` registers the children in the run journal, sends them as Celery tasks and awaits their
+entries through Redis — a subscription to the run's channel for the wake-up, a re-read of the
+children hash for the truth — never ``AsyncResult.get()`` (DESIGN §3 rules 5 and 6). Events of the
+remote runs come back through the session stream and are replayed into the caller's event sink,
+so the live view shows the whole tree. Cancelling the awaiting task (Ctrl-C) cancels the tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from typing import Any
+
+from shelly_dist.agent import Agent, ChildRequest, DelegateEntry, Run
+from shelly_dist.chats import Message, Role
+from shelly_dist.errors import RunCancelled, RunError
+from shelly_dist.events import Event, EventSink
+from shelly_dist.identity import acting_as
+from shelly_dist.runtime.base import RunOutcome
+from shelly_dist.runtime.celery.app import create_app
+from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
+from shelly_dist.runtime.celery.events import StreamSink, read_events
+from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children
+from shelly_dist.runtime.celery.journal import TERMINAL, Journal, child_key
+from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.state.connection import connect
+from shelly_dist.state.subscription import Subscription
+
+
+def _tee(*sinks: EventSink | None) -> EventSink:
+    live = [s for s in sinks if s is not None]
+
+    def sink(event: Event) -> None:
+        for s in live:
+            s(event)
+
+    return sink
+
+
+class CeleryRuntime:
+    """Runs top-level agents in this process and their delegations on the worker pool."""
+
+    name = "celery"
+
+    def __init__(self, settings: RuntimeSettings, fingerprint: str) -> None:
+        self.settings = settings
+        self.fingerprint = fingerprint
+        self.app = create_app(settings)
+        self.client = connect(settings.redis_url, client_name="shelly-coordinator")
+        self.journal = Journal(self.client, settings)
+
+    async def _send(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        await asyncio.to_thread(self.app.send_task, name, args=args, kwargs=kwargs, queue=self.settings.queue)
+
+    # -- top-level runs in this process --------------------------------------------------------
+
+    async def execute(
+        self, agent: Agent, messages: list[Message], *, session: str, run_id: str | None = None
+    ) -> RunOutcome:
+        run_id = run_id or uuid.uuid4().hex[:12]
+        task = next((m.text_content() for m in reversed(messages) if m.role == Role.USER), "")
+        await self.journal.create_root(
+            run_id, agent=agent.config_name, session=session, mode="coordinator", task=task,
+            fingerprint=self.fingerprint,
+        )
+        record = await self.journal.record(run_id)
+        stream = StreamSink(self.client, self.journal.keys, session, retention=self.settings.retention)
+        local = agent.options.on_event
+        agent.options.on_event = _tee(local, stream)
+        tail = asyncio.create_task(self._replay_remote(session, run_id, local)) if local else None
+
+        async def flush(r: Run, reason: str) -> None:
+            await stream.flush()
+
+        async def before_model(r: Run) -> None:
+            if await self.journal.is_canceled(run_id):
+                raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
+
+        run = Run.start(agent, messages, run_id=run_id, delegator=_Awaiter(self, record, stream),
+                        checkpoint=flush, before_model=before_model)
+        status, error = "failed", ""
+        try:
+            with acting_as(session=session):
+                reply = await agent.execute(run)
+            status = "done"
+            return RunOutcome(run_id=run_id, reply=reply, usage=run.state.usage, completion=run.state.completion)
+        except (asyncio.CancelledError, RunCancelled):
+            status, error = "canceled", "canceled"
+            await asyncio.shield(cancel_tree(self.client, self.journal.keys, run_id))
+            raise
+        except Exception as exc:
+            error = str(exc)
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._close_root(record, status, error, run, stream))
+            if tail is not None:
+                await self._stop_tail(tail)
+
+    async def _close_root(self, record: dict[str, str], status: str, error: str, run: Run, stream: StreamSink) -> None:
+        await stream.flush()
+        entry = DelegateEntry(agent=record["agent"], error=error or None)
+        await self.journal.finish(record, "", status, entry.to_json(), usage=run.state.usage.model_dump_json(),
+                                  **({"error": error} if error else {}))
+
+    async def _replay_remote(self, session: str, run_id: str, sink: EventSink) -> None:
+        """Forward the session stream's events of *other* runs (the remote tree) to ``sink``."""
+        start = f"{int(time.time() * 1000) - 1}-0"
+        async for _, event in read_events(self.client, self.journal.keys, session, after=start, follow=True,
+                                          block_ms=500):
+            if event.run_id != run_id:
+                sink(event)
+
+    async def _stop_tail(self, tail: asyncio.Task[None]) -> None:
+        # Give the stream a moment to deliver the last remote events, then stop following.
+        await asyncio.sleep(0)
+        tail.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await tail
+
+    # -- root runs on the pool (batch) ---------------------------------------------------------
+
+    async def submit(self, agent: str, task: str, *, session: str, run_id: str | None = None) -> str:
+        """Start ``agent`` on ``task`` as a root run on the pool; returns its run id."""
+        run_id = run_id or uuid.uuid4().hex[:12]
+        await self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
+                                       fingerprint=self.fingerprint)
+        await self._send(RUN_AGENT, [run_id, run_id],
+                         {"agent": agent, "depth": 0, "session": session, "preview": task[:80]})
+        return run_id
+
+    async def wait(self, run_id: str, timeout: float | None = None) -> dict[str, str]:  # noqa: ASYNC109
+        """The run's record once it has ended (re-read on every wake-up and poll)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        async with Subscription(self.client, self.journal.keys.run_changed(run_id),
+                                poll_interval=self.settings.poll_interval) as sub:
+            while True:
+                record = await self.journal.record(run_id)
+                if not record:
+                    raise RunError(f"run {run_id}: not found", run_id=run_id)
+                if record.get("status") in TERMINAL:
+                    return record
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise RunError(f"run {run_id}: still {record.get('status')} after {timeout}s", run_id=run_id)
+                await sub.wait(self.settings.poll_interval if remaining is None else min(remaining, 5.0))
+
+    async def cancel(self, run_id: str) -> list[str]:
+        record = await self.journal.record(run_id)
+        if not record:
+            raise RunError(f"run {run_id}: not found", run_id=run_id)
+        return await cancel_tree(self.client, self.journal.keys, record.get("root") or run_id)
+
+    async def cancel_session(self, session: str) -> list[str]:
+        return await cancel_session(self.client, self.journal.keys, session)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(self.app.close)
+
+
+class _Awaiter:
+    """The coordinator's delegator: dispatch the children, then await their entries in Redis."""
+
+    def __init__(self, runtime: CeleryRuntime, record: dict[str, str], stream: StreamSink) -> None:
+        self.runtime = runtime
+        self.record = record
+        self.stream = stream
+
+    async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
+        rt, run_id = self.runtime, self.record["id"]
+        iteration = parent.state.iteration
+        keys = [child_key(r, iteration) for r in requests]
+        async with Subscription(rt.client, rt.journal.keys.run_changed(run_id),
+                                poll_interval=rt.settings.poll_interval) as sub:
+            await dispatch_children(rt.journal, rt._send, self.record, requests, iteration, rt.fingerprint, parent)
+            await self.stream.flush()
+            while True:
+                got = await rt.journal.children(run_id, keys)
+                if len(got) == len(keys):
+                    return [got[k] for k in keys]
+                if await rt.journal.is_canceled(self.record["root"]):
+                    raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
+                await sub.wait(rt.settings.poll_interval)
+
+
+def open_runtime(settings: RuntimeSettings, fingerprint: str) -> CeleryRuntime:
+    """The engine's entry point into the distributed runtime."""
+    return CeleryRuntime(settings, fingerprint)

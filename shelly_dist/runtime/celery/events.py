@@ -1,0 +1,68 @@
+"""Events across processes: a per-session Redis stream, written in batches, read by anyone.
+
+A run's events are buffered in memory by a non-blocking sink (the agent loop calls sinks inline)
+and written with one ``XADD`` per checkpoint — a stream entry holds a batch — so a delegation
+costs a couple of commands, not one per event. Readers (the coordinator's live view,
+``shelly events --follow``) expand the batches back into single events, in order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import redis.asyncio as aioredis
+
+from shelly_dist.events import Event
+from shelly_dist.state.connection import redis_errors
+from shelly_dist.state.keys import Keys
+
+STREAM_MAXLEN = 20_000
+"""Approximate cap on a session stream's entries (each a batch): bounded state (DESIGN §3 r10)."""
+
+
+class StreamSink:
+    """Buffers events for one session; ``flush`` writes them as one stream entry."""
+
+    def __init__(self, client: aioredis.Redis, keys: Keys, session: str, *, retention: int) -> None:
+        self._client = client
+        self._key = keys.events(session)
+        self._session = session
+        self._retention = retention
+        self._buffer: list[Event] = []
+
+    def __call__(self, event: Event) -> None:
+        if not event.session_id:
+            event = event.model_copy(update={"session_id": self._session})
+        self._buffer.append(event)
+
+    async def flush(self) -> None:
+        if not self._buffer:
+            return
+        batch, self._buffer = self._buffer, []
+        payload = json.dumps([e.model_dump(mode="json") for e in batch])
+        with redis_errors("events"):
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
+                pipe.expire(self._key, self._retention)
+                await pipe.execute()
+
+
+async def read_events(
+    client: aioredis.Redis, keys: Keys, session: str, *, after: str = "0-0", follow: bool = False, block_ms: int = 1000
+) -> AsyncIterator[tuple[str, Event]]:
+    """Yield ``(stream id, event)`` from ``after`` on; with ``follow``, wait for new ones forever."""
+    key = keys.events(session)
+    last = after
+    while True:
+        with redis_errors("events"):
+            answer = await client.xread({key: last}, count=500, block=block_ms if follow else None)
+        if not answer:
+            if not follow:
+                return
+            continue
+        for _stream, entries in answer:
+            for entry_id, fields in entries:
+                last = entry_id
+                for raw in json.loads(fields.get("events", "[]")):
+                    yield entry_id, Event.model_validate(raw)

@@ -1,0 +1,187 @@
+"""Runs as journals in Redis: the record, the append-only message list, the children's results.
+
+A run record (hash ``…:run:{id}``) holds the run's identity (agent, depth, parent, root, session),
+its status (``queued → running ⇄ waiting → done | failed | canceled``), its state (a
+:class:`~shelly_dist.agent.RunState` without messages) and, once ended, its result. Messages are
+appended to ``…:run:{id}:msgs`` as deltas, never rewritten. Every write goes through one of the
+scripts in :mod:`.scripts`, so each is a single atomic round trip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
+from shelly_dist.chats import Message
+from shelly_dist.runtime.celery import scripts
+from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.state.connection import redis_errors
+from shelly_dist.state.keys import Keys
+
+TERMINAL = frozenset({"done", "failed", "canceled"})
+
+
+def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
+    """Deterministic, so a redelivered parent step names the same children again."""
+    digest = hashlib.sha1(f"{iteration}:{request.key}".encode()).hexdigest()[:8]
+    return f"{parent_id}-{digest}"
+
+
+def child_key(request: ChildRequest, iteration: int) -> str:
+    """The field under which the child's entry joins the parent (unique per suspension)."""
+    return f"{iteration}:{request.key}"
+
+
+@dataclass
+class Claim:
+    """The outcome of trying to start work on a run."""
+
+    outcome: str
+    """``ok``, ``busy``, ``terminal``, ``canceled``, ``missing`` or ``exhausted``."""
+    record: dict[str, str]
+    detail: str = ""
+
+
+class Journal:
+    """Reads and writes run records for one Redis and key prefix."""
+
+    def __init__(self, client: aioredis.Redis, settings: RuntimeSettings) -> None:
+        self.client = client
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix)
+        self._expect = client.register_script(scripts.EXPECT)
+        self._checkpoint = client.register_script(scripts.CHECKPOINT)
+        self._claim = client.register_script(scripts.CLAIM)
+        self._release = client.register_script(scripts.RELEASE)
+        self._finish = client.register_script(scripts.FINISH)
+
+    # -- creation ---------------------------------------------------------------------------
+
+    async def create_root(
+        self, run_id: str, *, agent: str, session: str, mode: str, task: str, fingerprint: str
+    ) -> None:
+        """A top-level run: ``mode`` is ``coordinator`` (in the CLI process) or ``worker``."""
+        now = str(time.time())
+        fields = {
+            "id": run_id, "agent": agent, "depth": "0", "parent": "", "parent_key": "", "root": run_id,
+            "session": session, "mode": mode, "status": "queued" if mode == "worker" else "running",
+            "task": task[:2000], "fingerprint": fingerprint, "created": now, "updated": now,
+            "pending": "0", "attempts": "0", "msg_count": "0",
+        }
+        key = self.keys.run(run_id)
+        with redis_errors("journal"):
+            async with self.client.pipeline(transaction=True) as pipe:
+                pipe.hset(key, mapping=fields)
+                pipe.expire(key, self.settings.retention)
+                pipe.zadd(self.keys.session_runs(session), {run_id: time.time()})
+                pipe.expire(self.keys.session_runs(session), self.settings.retention)
+                pipe.sadd(self.keys.tree_runs(run_id), run_id)
+                pipe.expire(self.keys.tree_runs(run_id), self.settings.retention)
+                await pipe.execute()
+
+    async def expect_children(
+        self, parent: dict[str, str], requests: list[ChildRequest], iteration: int, fingerprint: str
+    ) -> tuple[list[str], list[str]]:
+        """Register the children before enqueueing; returns (all child ids, ids not started yet)."""
+        parent_id, root = parent["id"], parent["root"]
+        argv: list[Any] = [self.settings.retention, self.keys.prefix, len(requests)]
+        ids = []
+        now = str(time.time())
+        for r in requests:
+            cid = child_run_id(parent_id, r, iteration)
+            ids.append(cid)
+            fields = {
+                "id": cid, "agent": r.agent, "depth": str(r.depth), "parent": parent_id,
+                "parent_key": child_key(r, iteration), "root": root, "session": parent["session"],
+                "mode": "worker", "status": "queued", "request": r.model_dump_json(),
+                "fingerprint": fingerprint, "created": now, "updated": now, "pending": "0",
+                "attempts": "0", "msg_count": "0", "task": r.task[:2000],
+            }
+            argv += [child_key(r, iteration), cid, json.dumps(fields)]
+        keys = [self.keys.run(parent_id), self.keys.run_expected(parent_id), self.keys.tree_runs(root)]
+        with redis_errors("journal"):
+            to_start = await self._expect(keys=keys, args=argv)
+        return ids, list(to_start)
+
+    # -- advancing ---------------------------------------------------------------------------
+
+    async def claim(self, run_id: str, root: str, token: str, worker: str) -> Claim:
+        keys = [self.keys.run(run_id), self.keys.run_lease(run_id), self.keys.run(root or run_id)]
+        args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(time.time())]
+        with redis_errors("journal"):
+            out = await self._claim(keys=keys, args=args)
+        outcome = str(out[0])
+        if outcome != "ok":
+            return Claim(outcome, {}, str(out[1]) if len(out) > 1 else "")
+        flat = out[1:]
+        return Claim("ok", dict(zip(flat[::2], flat[1::2], strict=True)))
+
+    async def messages(self, run_id: str, count: int) -> list[Message]:
+        if count <= 0:
+            return []
+        with redis_errors("journal"):
+            raw = await self.client.lrange(self.keys.run_msgs(run_id), 0, count - 1)
+        return [Message.model_validate_json(m) for m in raw]
+
+    async def checkpoint(self, run_id: str, offset: int, state: RunState, new: list[Message], status: str) -> int:
+        """Append ``new`` after ``offset`` journaled messages and store ``state``; returns the count."""
+        args: list[Any] = [offset, state.model_dump_json(exclude={"messages"}), status,
+                           self.settings.retention, str(time.time())]
+        args += [m.model_dump_json() for m in new]
+        with redis_errors("journal"):
+            return int(await self._checkpoint(keys=[self.keys.run(run_id), self.keys.run_msgs(run_id)], args=args))
+
+    async def release(self, run_id: str, token: str) -> int:
+        """Let a suspended run go; returns the children still pending (0: keep going now)."""
+        with redis_errors("journal"):
+            return int(await self._release(keys=[self.keys.run(run_id), self.keys.run_lease(run_id)], args=[token]))
+
+    async def children(self, run_id: str, keys: list[str]) -> dict[str, DelegateEntry]:
+        if not keys:
+            return {}
+        with redis_errors("journal"):
+            raw = await self.client.hmget(self.keys.run_children(run_id), keys)
+        return {k: DelegateEntry.model_validate_json(v) for k, v in zip(keys, raw, strict=True) if v}
+
+    async def finish(
+        self, record: dict[str, str], token: str, status: str, result: dict[str, Any], **fields: str
+    ) -> tuple[int, str]:
+        """End the run and join its result into its parent; returns (children left, parent mode).
+
+        ``left == 0`` means this call completed the parent's join: the caller enqueues its resume.
+        """
+        run_id, parent = record["id"], record.get("parent", "")
+        keys = [self.keys.run(run_id), self.keys.run_lease(run_id),
+                self.keys.run(parent or run_id), self.keys.run_children(parent or run_id)]
+        args: list[Any] = [token, status, json.dumps(result), str(time.time()), self.settings.retention,
+                           record.get("parent_key", "") if parent else ""]
+        for k, v in fields.items():
+            args += [k, v]
+        with redis_errors("journal"):
+            left, mode = await self._finish(keys=keys, args=args)
+        return int(left), str(mode)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def record(self, run_id: str) -> dict[str, str]:
+        with redis_errors("journal"):
+            return dict(await self.client.hgetall(self.keys.run(run_id)))
+
+    async def is_canceled(self, root: str) -> bool:
+        with redis_errors("journal"):
+            return await self.client.hget(self.keys.run(root), "canceled") == "1"
+
+    async def next_instance(self, session: str, agent: str) -> int:
+        key = self.keys.instance_counter(session, agent)
+        with redis_errors("journal"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.incr(key)
+                pipe.expire(key, self.settings.retention)
+                n, _ = await pipe.execute()
+        return int(n)

@@ -1,0 +1,117 @@
+"""One long-lived event loop per worker process (DESIGN §3 rule 11).
+
+Celery has no native async tasks, and gevent breaks asyncio clients, so each worker process runs a
+single asyncio loop in a daemon thread. That loop owns everything with a connection — the Redis
+client, the model HTTP clients, MCP sessions — and task bodies (threads of the ``threads`` pool)
+hand it coroutines and wait for the result. Many runs therefore share one process: a thread
+waiting on a model call costs a stack, not a process.
+
+The loop is started lazily on the first task (so it is created after any fork) and closed at
+worker shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from shelly_dist.runtime.celery.cancel import CancelWatch
+from shelly_dist.runtime.celery.executor import Executor, WorkerContext
+from shelly_dist.runtime.celery.journal import Journal
+from shelly_dist.runtime.celery.settings import RuntimeSettings
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass
+class WorkerSpec:
+    """What a worker needs before it can take tasks: settings, and how to open its context."""
+
+    settings: RuntimeSettings
+    fingerprint: str
+    open: Callable[[], Awaitable[WorkerContext]]
+
+
+class WorkerProcess:
+    """The process-wide loop thread, its Redis client and its :class:`Executor`."""
+
+    _instance: WorkerProcess | None = None
+    _lock = threading.Lock()
+
+    def __init__(self, spec: WorkerSpec, send: Callable[[str, list[Any], dict[str, Any]], None], hostname: str) -> None:
+        self.spec = spec
+        self._send = send
+        self.hostname = hostname
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="shelly-loop", daemon=True)
+        self._thread.start()
+        self.executor: Executor = self.call(self._open())
+
+    @classmethod
+    def get(
+        cls, spec: WorkerSpec, send: Callable[[str, list[Any], dict[str, Any]], None], hostname: str
+    ) -> WorkerProcess:
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = cls(spec, send, hostname)
+            return cls._instance
+
+    @classmethod
+    def shutdown(cls) -> None:
+        with cls._lock:
+            if cls._instance is not None:
+                cls._instance.close()
+                cls._instance = None
+
+    async def _open(self) -> Executor:
+        from shelly_dist.state.connection import connect
+
+        settings = self.spec.settings
+        ctx = await self.spec.open()
+        self._ctx = ctx
+        self._client = connect(settings.redis_url, client_name=f"shelly-worker:{self.hostname}")
+        journal = Journal(self._client, settings)
+        self._cancel = CancelWatch(self._client, journal.keys)
+        await self._cancel.start()
+
+        async def enqueue(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+            await asyncio.to_thread(self._send, name, args, kwargs)
+
+        logger.info("worker loop ready on %s (config %s)", self.hostname, self.spec.fingerprint)
+        return Executor(ctx, journal, enqueue, self._cancel, hostname=self.hostname)
+
+    def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and wait for its result (from any thread but the loop's)."""
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(self._wrap(coro), self.loop)
+        return future.result()
+
+    @staticmethod
+    async def _wrap(coro: Coroutine[Any, Any, T]) -> T:
+        # A task of its own, so CancelWatch can cancel exactly this step.
+        return await asyncio.ensure_future(coro)
+
+    def close(self) -> None:
+        async def _close() -> None:
+            await self._cancel.aclose()
+            await self._ctx.aclose()
+            await self._client.aclose()
+            try:
+                from shelly_dist.providers.http import aclose_http_client
+
+                await aclose_http_client()
+            except Exception:  # nothing was opened
+                pass
+
+        try:
+            asyncio.run_coroutine_threadsafe(_close(), self.loop).result(timeout=10)
+        except Exception as exc:
+            logger.warning("worker loop shutdown: %s", exc)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=5)

@@ -1,0 +1,67 @@
+"""A worker bootstrap for runtime tests that need no config file: a team of scripted agents.
+
+The team comes from ``$SHELLY_TEST_TEAM`` (JSON: ``{agent: {"replies": [...], "max_delegation_depth": n,
+"max_iterations": n}}``) and the runtime settings from ``$SHELLY_TEST_*`` variables, so a test can
+start real workers with ``SHELLY_WORKER_BOOTSTRAP=tests.integration.support.pyteam:worker_spec``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from shelly_dist import Agent, AgentOptions, Registry, ScriptedCompleter
+from shelly_dist.runtime.celery import RuntimeSettings, WorkerSpec
+
+
+def build_registry(team: dict[str, Any]) -> Registry:
+    registry = Registry()
+    for name, spec in team.items():
+        def factory(name: str = name, spec: dict[str, Any] = spec) -> Agent:
+            return Agent(
+                name,
+                spec.get("description", f"the {name}"),
+                completer=ScriptedCompleter(spec["replies"], name=name, repeat_last=spec.get("repeat_last", False)),
+                options=AgentOptions(
+                    max_delegation_depth=spec.get("max_delegation_depth", 0),
+                    max_iterations=spec.get("max_iterations", 0),
+                ),
+            )
+
+        registry.register(name, spec.get("description", f"the {name}"), factory)
+    return registry
+
+
+def settings_from_env() -> RuntimeSettings:
+    return RuntimeSettings(
+        broker_url=os.environ["SHELLY_TEST_BROKER"],
+        redis_url=os.environ["SHELLY_TEST_REDIS"],
+        queue=os.environ["SHELLY_TEST_QUEUE"],
+        key_prefix=os.environ["SHELLY_TEST_PREFIX"],
+        step_time_limit=float(os.environ.get("SHELLY_TEST_STEP_LIMIT", "20")),
+        visibility_timeout=float(os.environ.get("SHELLY_TEST_VISIBILITY", "30")),
+        poll_interval=0.5,
+    )
+
+
+class _Context:
+    def __init__(self, team: dict[str, Any]) -> None:
+        self.fingerprint = os.environ.get("SHELLY_TEST_FINGERPRINT", "test-team")
+        self._registry = build_registry(team)
+
+    def registry(self, session: str) -> Registry:
+        return self._registry
+
+    async def aclose(self) -> None:
+        return None
+
+
+def worker_spec() -> WorkerSpec:
+    team = json.loads(os.environ["SHELLY_TEST_TEAM"])
+
+    async def open_ctx() -> _Context:
+        return _Context(team)
+
+    return WorkerSpec(settings=settings_from_env(), fingerprint=os.environ.get("SHELLY_TEST_FINGERPRINT", "test-team"),
+                      open=open_ctx)
