@@ -21,8 +21,10 @@ from shelly_dist.engine.config_models import (
     ToolboxSpec,
     ToolPolicy,
 )
+from shelly_dist.engine.engine import Engine
 from shelly_dist.engine.eventbus import EventBus, Subscription
 from shelly_dist.engine.project_context import is_knowledge_stale, load_project_context
+from shelly_dist.engine.session import Session
 from shelly_dist.engine.sessions import SessionInfo, SessionStore, new_session_id
 from shelly_dist.engine.shellydir import (
     ShellyDir,
@@ -39,10 +41,12 @@ __all__ = [
     "Config",
     "DistributedConfig",
     "EffectConfig",
+    "Engine",
     "EventBus",
     "MCPServerConfig",
     "ProviderConfig",
     "ScriptStep",
+    "Session",
     "SessionInfo",
     "SessionStore",
     "ShellyDir",

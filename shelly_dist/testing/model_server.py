@@ -41,6 +41,7 @@ import signal
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -282,12 +283,16 @@ class ModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         latency: float = 0.0,
+        responder: Callable[[RecordedRequest], Reply | None] | None = None,
     ) -> None:
         if format is not None and format not in FORMATS:
             raise ValueError(f"model_server: unknown format {format!r} (one of {', '.join(FORMATS)})")
         self.default = default or Reply()
         self.format = format
         self.latency = latency
+        self.responder = responder
+        """Chooses the reply from the request itself (concurrent agents in one test); ``None`` from
+        it falls back to the queue and the default."""
         self._host, self._port = host, port
         self._queue: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
@@ -329,6 +334,9 @@ class ModelServer:
         with self._cond:
             self._requests.append(record)
             self._cond.notify_all()
+            chosen = self.responder(record) if self.responder is not None else None
+            if chosen is not None:
+                return chosen
             return self._queue.popleft() if self._queue else self.default
 
     def _pause(self, reply: Reply) -> None:

@@ -93,39 +93,23 @@ def test_demo_script_replies_build_with_the_scripted_completer() -> None:
             assert "{task}" not in message.model_dump_json(), agent
 
 
-async def test_demo_team_runs_end_to_end_offline() -> None:
-    """Builds the demo team by hand from its config (the engine's composition root will do this)."""
-    from shelly_dist import ScriptedCompleter
-    from shelly_dist.agent import Agent, AgentOptions, Registry
-    from shelly_dist.state.memory import MemoryStore
-    from shelly_dist.state.tools import state_tools
+async def test_demo_team_runs_end_to_end_offline(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The demo team, built by the engine from its config, answers from the blackboard."""
+    from shelly_dist.engine import Engine
 
     cfg = parse_config(template_config("demo"), {})
-    provider, store, registry = cfg.providers[0], MemoryStore(), Registry()
-    for spec in cfg.agents:
-
-        def factory(spec=spec) -> Agent:  # type: ignore[no-untyped-def]
-            replies = [r if isinstance(r, str) else r.model_dump() for r in provider.script_for(spec.name) or []]
-            depth = spec.options.max_delegation_depth or 0
-            agent = Agent(
-                spec.name,
-                spec.description,
-                completer=ScriptedCompleter(replies, name=spec.name),
-                options=AgentOptions(max_delegation_depth=depth),
-            )
-            agent.add_toolboxes(state_tools(store))
-            return agent
-
-        registry.register(spec.name, spec.description, factory)
-    top = registry.spawn(cfg.entry().name, 0)
-    reply = await top.run("Why is the sky blue?")
-    assert sorted(await store.keys()) == ["draft", "research"]
+    async with await Engine.open(cfg, shelly_dir=tmp_path / ".shelly") as engine:
+        session = engine.session()
+        outcome = await session.send("Why is the sky blue?")
+        store = engine.stores.store(session.id)
+        assert sorted(await store.keys()) == ["draft", "research"]
+    top = session.agent
     delegated = json.loads(top.chat.messages()[3].tool_results()[0].content)
     assert [(e["agent"], e["completion"]["status"]) for e in delegated] == [
         ("researcher", "completed"),
         ("writer", "completed"),
     ]
     assert not any(r.is_error for m in top.chat.messages() for r in m.tool_results())
-    answer = reply.text_content()
+    answer = outcome.reply.text_content()
     assert 'the key facts about "Why is the sky blue?"' in answer
     assert 'explanation of "Why is the sky blue?"' in answer

@@ -1,0 +1,155 @@
+"""``shelly batch``: many tasks from JSONL, each in its own session, N at a time, in-process.
+
+Shelly's schemas: input lines ``{"id","agent"?,"task","context"?}``, output lines
+``{"id","agent","status":"completed|error","reply"?,"error"?,"elapsed"}``. The output is appended
+one line per finished item (flushed at once), so an interrupted batch keeps what it finished, and a
+re-run skips every id already in the output: the output file is the batch's journal. A failing item
+is an ``error`` line, never the end of the batch; a bad input line is reported with its line
+number on stderr and skipped. The exit code is 1 when any item failed or any line was bad.
+Batch sessions are not saved under ``.shelly/local/sessions`` (a batch would flood it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import BaseModel, ConfigDict, ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from shelly_dist.chats import Message, Role
+from shelly_dist.cli.errors import EXIT_FAILED, run_async
+from shelly_dist.cli.options import config_options
+from shelly_dist.engine import Engine
+
+
+class BatchItem(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    agent: str = ""
+    task: str
+    context: str = ""
+
+
+def read_items(path: Path) -> tuple[list[BatchItem], list[str]]:
+    """The valid items and one ``line N: problem`` message per bad line (blocking)."""
+    items, problems = [], []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            items.append(BatchItem.model_validate_json(line))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "line"
+            problems.append(f"line {n}: {where}: {first['msg']}")
+    return items, problems
+
+
+def done_ids(path: Path) -> set[str]:
+    """Ids already present in the output file (unreadable lines are ignored)."""
+    if not path.is_file():
+        return set()
+    out = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("id"), str):
+            out.add(value["id"])
+    return out
+
+
+def item_messages(item: BatchItem) -> list[Message]:
+    """The item's user messages: its context (when any), then its task."""
+    messages = []
+    if item.context:
+        messages.append(Message.text("user", Role.USER, f"<context>\n{item.context}\n</context>"))
+    messages.append(Message.text("user", Role.USER, item.task))
+    return messages
+
+
+async def run_item(engine: Engine, item: BatchItem) -> dict[str, Any]:
+    """Run one item in a fresh session; never raises but cancellation."""
+    started = time.monotonic()
+    record: dict[str, Any] = {"id": item.id, "agent": item.agent or engine.config.entry().name}
+    try:
+        session = engine.session(agent=item.agent or None, persist=False)
+        outcome = await session.send_messages(item_messages(item))
+        record.update(status="completed", reply=outcome.reply.text_content())
+    except Exception as exc:  # a failing item never stops the batch
+        record.update(status="error", error=str(exc) or type(exc).__name__)
+    record["elapsed"] = round(time.monotonic() - started, 3)
+    return record
+
+
+async def run_batch(
+    engine: Engine, items: list[BatchItem], output: Path, *, concurrency: int, progress: Progress | None = None
+) -> int:
+    """Run ``items``, ``concurrency`` at a time, appending each record to ``output``; the number
+    of items that failed."""
+    limit = asyncio.Semaphore(concurrency)
+    failed = 0
+    task_id = progress.add_task("batch", total=len(items)) if progress is not None else None
+
+    def append(line: str) -> None:
+        with output.open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    async def one(item: BatchItem) -> None:
+        nonlocal failed
+        async with limit:
+            record = await run_item(engine, item)
+        failed += record["status"] != "completed"
+        await asyncio.to_thread(append, json.dumps(record, ensure_ascii=False))
+        if progress is not None and task_id is not None:
+            progress.advance(task_id)
+
+    await asyncio.gather(*(one(i) for i in items))
+    return failed
+
+
+@click.command("batch")
+@click.option("--tasks", "tasks_path", required=True, type=click.Path(dir_okay=False), help="Input JSONL.")
+@click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False), help="Output JSONL.")
+@click.option("--concurrency", default=8, show_default=True, type=click.IntRange(min=1), help="Items at a time.")
+@config_options
+@click.option("--quiet", is_flag=True, help="No progress bar.")
+def batch_command(
+    tasks_path: str, output_path: str, concurrency: int, config_path: str | None, shelly_dir: str, quiet: bool
+) -> None:
+    """Run every task of a JSONL file, each in its own session, writing one line per result."""
+    console = Console(stderr=True)
+    failed = run_async(_main(Path(tasks_path), Path(output_path), concurrency, config_path, shelly_dir, quiet, console))
+    if failed:
+        raise SystemExit(EXIT_FAILED)
+
+
+async def _main(
+    tasks: Path, output: Path, concurrency: int, config_path: str | None, shelly_dir: str, quiet: bool, console: Console
+) -> int:
+    try:
+        items, problems = await asyncio.to_thread(read_items, tasks)
+    except OSError as exc:
+        raise click.UsageError(f"batch: cannot read {tasks}: {exc.strerror or exc}") from exc
+    for problem in problems:
+        console.print(f"batch: {tasks}: {problem}", markup=False, highlight=False)
+    skip = await asyncio.to_thread(done_ids, output)
+    todo = [i for i in items if i.id not in skip]
+    if skip & {i.id for i in items}:
+        console.print(f"batch: skipping {len(items) - len(todo)} items already in {output}", markup=False)
+    async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
+        if quiet or not todo:
+            failed = await run_batch(engine, todo, output, concurrency=concurrency)
+        else:
+            columns = (TextColumn("batch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+            with Progress(*columns, console=console) as progress:
+                failed = await run_batch(engine, todo, output, concurrency=concurrency, progress=progress)
+    return failed + len(problems)

@@ -1,0 +1,59 @@
+"""The one mapping from exceptions to the ``shelly`` exit codes (DESIGN.md §4).
+
+0 success; 1 the run failed (a model, tool, agent or store error — the message, never a
+traceback); 2 bad usage or an invalid config (the message names the field); 130 interrupted
+(Ctrl-C, or a cancelled run). Every command runs its coroutine through :func:`run_async`, so no
+command decides an exit code on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Coroutine
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from shelly_dist.errors import ConfigError, RunCancelled, UsageError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code for ``exc``."""
+    if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | RunCancelled):
+        return EXIT_INTERRUPTED
+    if isinstance(exc, ConfigError | UsageError | click.UsageError):
+        return EXIT_USAGE
+    if isinstance(exc, SystemExit):
+        return exc.code if isinstance(exc.code, int) else EXIT_FAILED
+    return EXIT_FAILED
+
+
+def fail(exc: BaseException) -> NoReturn:
+    """Print ``exc`` as ``shelly: <message>`` on stderr and exit with its code."""
+    code = exit_code(exc)
+    message = "interrupted" if code == EXIT_INTERRUPTED else (str(exc) or type(exc).__name__)
+    log.debug("exiting with %d", code, exc_info=exc)
+    click.echo(f"shelly: {message}", err=True)
+    sys.exit(code)
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coro)``, with every failure turned into a message and an exit code."""
+    try:
+        return asyncio.run(coro)
+    except (click.exceptions.Exit, click.Abort):
+        raise
+    except BaseException as exc:  # the boundary that maps everything
+        if isinstance(exc, SystemExit):
+            raise
+        fail(exc)

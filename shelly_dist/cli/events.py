@@ -1,0 +1,51 @@
+"""``shelly events``: the session's event stream, as written by every worker and coordinator."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from shelly_dist.cli.distributed import redis_for
+from shelly_dist.cli.errors import run_async
+from shelly_dist.cli.options import config_options, json_option, session_option
+from shelly_dist.events import Event
+
+
+def _line(event: Event) -> str:
+    stamp = time.strftime("%H:%M:%S", time.localtime(event.timestamp))
+    data = event.data
+    detail = ""
+    if event.kind in ("run_started", "run_resumed"):
+        detail = f"on {data.get('worker', '?')} depth {data.get('depth', '')}".strip()
+    elif event.kind == "run_finished":
+        detail = f"{data.get('status')} on {data.get('worker', '?')}"
+    elif event.kind in ("tool_call_start", "tool_call_end"):
+        detail = str(data.get("tool", ""))
+    elif event.kind == "message_added":
+        detail = str(data.get("text", "")).replace("\n", " ")[:100]
+    elif event.kind == "run_queued":
+        detail = f"{data.get('child_agent')} ({data.get('child_run')})"
+    return f"{stamp} {event.run_id:<24} {event.agent:<28} {event.kind:<18} {detail}".rstrip()
+
+
+@click.command("events")
+@session_option
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new events until interrupted.")
+@json_option
+@config_options
+def events_command(session_id: str, follow: bool, as_json: bool, config_path: str | None, shelly_dir: str) -> None:
+    """Print the events of a session (runs started, messages, tool calls, finished)."""
+
+    async def main() -> None:
+        async with redis_for(config_path, shelly_dir) as (client, keys):
+            from shelly_dist.runtime.celery.events import read_events
+
+            async for _, event in read_events(client, keys, session_id, follow=follow):
+                if as_json:
+                    click.echo(json.dumps(event.model_dump(mode="json"), ensure_ascii=False))
+                else:
+                    click.echo(_line(event))
+
+    run_async(main())

@@ -1,0 +1,140 @@
+"""The live view of a run on stderr: which agents are working, at what depth, doing what.
+
+It is fed only by the engine's event bus, so it shows the same thing whether children run as
+asyncio tasks or on remote workers. On a terminal it is a rich ``Live`` table (name, depth,
+status, last action, tokens) redrawn a few times a second; elsewhere (a pipe, CI, a test) it
+prints one plain line per notable event, so logs stay readable. Reading the bus never slows the
+run: the bus drops events for a slow reader instead of blocking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from types import TracebackType
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from shelly_dist import events
+from shelly_dist.engine import EventBus
+from shelly_dist.events import Event
+
+ACTION_LIMIT = 60
+
+
+@dataclass
+class AgentRow:
+    name: str
+    depth: int = 0
+    status: str = "running"
+    action: str = ""
+    tokens: int = 0
+
+
+def _short(text: str, limit: int = ACTION_LIMIT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Board:
+    """What the view knows: one row per agent instance, in order of appearance."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, AgentRow] = {}
+
+    def row(self, name: str) -> AgentRow:
+        if name not in self.rows:
+            self.rows[name] = AgentRow(name)
+        return self.rows[name]
+
+    def apply(self, event: Event) -> str | None:
+        """Update the rows from ``event``; return a plain line worth printing, or ``None``."""
+        row, data = self.row(event.agent), event.data
+        if event.kind == events.AGENT_START:
+            row.depth, row.status, row.action = int(data.get("depth") or 0), "running", "started"
+            return f"{'  ' * row.depth}▶ {row.name} started (depth {row.depth})"
+        if event.kind == events.MESSAGE_ADDED and data.get("role") == "assistant":
+            usage = data.get("usage") or {}
+            row.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            tools = data.get("tool_calls") or []
+            row.action = f"calls {', '.join(tools)}" if tools else _short(str(data.get("text") or ""))
+            return None
+        if event.kind == events.TOOL_CALL_START:
+            row.action = f"→ {data.get('tool')}"
+            return f"{'  ' * row.depth}  {row.name} → {data.get('tool')}"
+        if event.kind == events.TOOL_CALL_END and data.get("is_error"):
+            row.action = f"✗ {data.get('tool')}"
+            return None
+        if event.kind == events.AGENT_END:
+            row.status, row.action = "done", "finished"
+            return f"{'  ' * row.depth}✔ {row.name} finished ({row.tokens} tokens)"
+        if event.kind == events.ERROR:
+            row.status, row.action = "failed", _short(str(data.get("error") or ""))
+            return f"{'  ' * row.depth}✗ {row.name} failed: {data.get('error')}"
+        return None
+
+    def table(self) -> Table:
+        table = Table(box=None, pad_edge=False, header_style="bold")
+        for column in ("agent", "depth", "status", "last action", "tokens"):
+            table.add_column(column, justify="right" if column in ("depth", "tokens") else "left")
+        style = {"running": "yellow", "done": "green", "failed": "red"}
+        for r in self.rows.values():
+            status = f"[{style.get(r.status, '')}]{r.status}[/]"
+            table.add_row("  " * r.depth + r.name, str(r.depth), status, r.action, str(r.tokens))
+        return table
+
+
+class LiveView:
+    """``async with LiveView(bus, console):`` renders the bus's events until the block ends.
+
+    ``mode`` is ``"live"`` (rich table), ``"plain"`` (lines) or ``"quiet"`` (nothing);
+    ``"auto"`` picks live on a terminal and plain otherwise.
+    """
+
+    def __init__(self, bus: EventBus, console: Console, mode: str = "auto") -> None:
+        if mode == "auto":
+            mode = "live" if console.is_terminal else "plain"
+        self.mode = mode
+        self.bus = bus
+        self.console = console
+        self.board = Board()
+        self._task: asyncio.Task[None] | None = None
+        self._live: Live | None = None
+
+    async def __aenter__(self) -> LiveView:
+        if self.mode == "quiet":
+            return self
+        sub = self.bus.subscribe(buffer=4096)
+        if self.mode == "live":
+            self._live = Live(self.board.table(), console=self.console, refresh_per_second=8, transient=False)
+            self._live.start()
+        self._task = asyncio.create_task(self._consume(sub))
+        self._sub = sub
+        return self
+
+    async def _consume(self, sub: object) -> None:
+        async for event in sub:  # type: ignore[attr-defined]
+            line = self.board.apply(event)
+            if self._live is not None:
+                self._live.update(self.board.table())
+            elif line is not None:
+                self.console.print(line, markup=False, highlight=False)
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._task is None:
+            return
+        self._sub.close()  # iteration ends after the buffered events
+        with contextlib.suppress(asyncio.CancelledError):
+            if exc_type is None:
+                await self._task
+            else:
+                self._task.cancel()
+                await self._task
+        if self._live is not None:
+            self._live.update(self.board.table())
+            self._live.stop()

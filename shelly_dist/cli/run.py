@@ -1,0 +1,105 @@
+"""``shelly run``: one task through the team; the answer on stdout, progress on stderr.
+
+stdout carries only the result (the reply text, or exactly one JSON object with ``--json``:
+``{session, agent, reply, usage, elapsed}``), so ``shelly run … | jq`` works. The session id goes
+to stderr so the user can continue with ``--session``. Ctrl-C cancels the run (and with it every
+child) and exits 130.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import click
+from rich.console import Console
+
+from shelly_dist.cli.errors import fail, run_async
+from shelly_dist.cli.live import LiveView
+from shelly_dist.cli.options import config_options, json_option
+from shelly_dist.engine import Engine
+from shelly_dist.errors import UsageError
+
+
+def read_task(task: str | None) -> str:
+    """The task from the argument, else from stdin (when it is not a terminal)."""
+    if task is None and not sys.stdin.isatty():
+        task = sys.stdin.read()
+    task = (task or "").strip()
+    if not task:
+        raise UsageError("run: no task: pass it as an argument or on stdin")
+    return task
+
+
+async def run_task(
+    task: str,
+    *,
+    agent: str | None,
+    config_path: str | None,
+    shelly_dir: str,
+    session_id: str | None,
+    view_mode: str,
+    console: Console,
+) -> dict[str, Any]:
+    """Open the engine, run ``task`` in a new or resumed session, return the ``--json`` object."""
+    started = time.monotonic()
+    async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
+        if session_id:
+            session = await engine.resume_session(session_id)
+            if agent and engine.agent_name(agent) != session.info.agent:
+                raise UsageError(f'run: session {session_id} belongs to agent "{session.info.agent}", not "{agent}"')
+        else:
+            session = engine.session(agent=agent)
+        if view_mode != "quiet":
+            console.print(f"session {session.id} (continue with --session {session.id})", markup=False, highlight=False)
+        async with LiveView(engine.bus, console, view_mode):
+            outcome = await session.send(task)
+    return {
+        "session": session.id,
+        "agent": session.info.agent,
+        "reply": outcome.reply.text_content(),
+        "usage": outcome.usage.model_dump(),
+        "elapsed": round(time.monotonic() - started, 3),
+    }
+
+
+@click.command("run")
+@click.argument("task", required=False)
+@click.option("--agent", default=None, help="Agent to run (default: entry_agent, else the first).")
+@config_options
+@click.option("--session", "session_id", default=None, help="Continue a saved session by id.")
+@json_option
+@click.option("--quiet", is_flag=True, help="No progress on stderr.")
+def run_command(
+    task: str | None,
+    agent: str | None,
+    config_path: str | None,
+    shelly_dir: str,
+    session_id: str | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Run TASK (or stdin) through the team and print the final answer."""
+    console = Console(stderr=True)
+    try:
+        text = read_task(task)
+    except UsageError as exc:
+        fail(exc)
+    result = run_async(
+        run_task(
+            text,
+            agent=agent,
+            config_path=config_path,
+            shelly_dir=shelly_dir,
+            session_id=session_id,
+            view_mode="quiet" if quiet else "auto",
+            console=console,
+        )
+    )
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False))
+    else:
+        click.echo(result["reply"])
+

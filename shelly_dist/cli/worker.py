@@ -1,0 +1,77 @@
+"""``shelly worker``: a Celery worker with shelly's app and the same config as the coordinator.
+
+The default pool is ``threads``: one process holds many runs at once, each a thread waiting on the
+process's single event loop (model calls are I/O). A heartbeat file, refreshed while the worker
+and its loop are alive, is what container probes read (``python -m shelly_dist.runtime.heartbeat``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import click
+
+from shelly_dist.cli.errors import fail
+
+DEFAULT_THREADS = 100
+
+
+def _loop_alive() -> bool:
+    from shelly_dist.runtime.celery.process import WorkerProcess
+
+    process = WorkerProcess._instance
+    return process is None or (process.loop.is_running() and not process.loop.is_closed())
+
+
+@click.command("worker")
+@click.option("--concurrency", "-c", type=int, default=None,
+              help=f"Runs in flight per process (default {DEFAULT_THREADS} with threads, CPUs with prefork).")
+@click.option("--pool", "-P", type=click.Choice(["threads", "prefork", "solo"]), default="threads", show_default=True)
+@click.option("--queues", "-Q", default=None, help="Comma-separated queues (default: distributed.queue).")
+@click.option("--loglevel", "-l", default="INFO", show_default=True)
+@click.option("--hostname", "-n", default=None, help="Node name (default shelly@<host>).")
+@click.option("--config", "config_path", default=None, help="Config file (default: <shelly-dir>/config.yaml).")
+@click.option("--shelly-dir", default=".shelly", show_default=True)
+@click.option("--heartbeat-file", default=None, help="Heartbeat file for probes (default $SHELLY_HEARTBEAT_FILE).")
+@click.option("--heartbeat-interval", type=float, default=10.0, show_default=True)
+def worker_command(
+    concurrency: int | None,
+    pool: str,
+    queues: str | None,
+    loglevel: str,
+    hostname: str | None,
+    config_path: str | None,
+    shelly_dir: str,
+    heartbeat_file: str | None,
+    heartbeat_interval: float,
+) -> None:
+    """Run a worker that advances delegated runs from the queue."""
+    if config_path:
+        os.environ["SHELLY_CONFIG"] = os.path.abspath(config_path)
+    os.environ["SHELLY_DIR"] = os.path.abspath(shelly_dir)
+    try:
+        from celery.signals import worker_ready, worker_shutdown
+
+        from shelly_dist.runtime.celery.app import create_worker_app
+        from shelly_dist.runtime.heartbeat import Heartbeat
+
+        app = create_worker_app()
+    except Exception as exc:
+        fail(exc)
+    heartbeat = Heartbeat(heartbeat_file, interval=heartbeat_interval, probe=_loop_alive)
+    worker_ready.connect(lambda **_: heartbeat.start(), weak=False)
+    worker_shutdown.connect(lambda **_: heartbeat.stop(), weak=False)
+    settings = app.shelly_settings
+    argv = [
+        "worker",
+        f"--pool={pool}",
+        f"--loglevel={loglevel}",
+        f"--queues={queues or settings.queue}",
+        f"--hostname={hostname or 'shelly@' + socket.gethostname()}",
+        "--task-events",
+        "--without-mingle",
+    ]
+    if concurrency or pool == "threads":
+        argv.append(f"--concurrency={concurrency or DEFAULT_THREADS}")
+    app.worker_main(argv)

@@ -1,0 +1,117 @@
+"""Agent factories from config: the registry of one session.
+
+:func:`build_registry` is the one function that turns a config into runnable agents. The CLI calls
+it (through ``Engine.registry``) and so will a Celery worker rebuilding a session's agents, so it
+depends on nothing but its arguments: no CLI state, no globals. Each factory call builds a
+**fresh** :class:`~shelly_dist.agent.Agent` (own chat, own completer for scripted providers, own
+loop detector) bound to the session's blackboard and task board.
+
+``max_delegation_depth`` when the config omits it: Shelly's zero value (0 = cannot delegate) for
+every agent **except** the entry agent of a team of two or more, which gets 1. A config that
+names an entry agent and lists others clearly means it to delegate to them, and one level is the
+safe minimum; deeper trees must be asked for explicitly, as the templates do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from shelly_dist.agent import Agent, AgentOptions, Registry
+from shelly_dist.engine.config_models import AgentConfig, Config
+from shelly_dist.engine.providers import Providers
+from shelly_dist.engine.toolboxes import Toolboxes
+from shelly_dist.events import EventSink
+from shelly_dist.skills import SkillStore
+from shelly_dist.state import blackboard_prompt
+from shelly_dist.tasks import board_hook
+from shelly_dist.tools.loopdetect import LoopDetector
+from shelly_dist.tools.policy import ToolPolicy
+
+
+def delegation_depth(config: Config, spec: AgentConfig) -> int:
+    """The agent's ``max_delegation_depth``, with the default of the module docstring."""
+    if spec.options.max_delegation_depth is not None:
+        return spec.options.max_delegation_depth
+    return 1 if spec.name == config.entry().name and len(config.agents) > 1 else 0
+
+
+def tool_policy(spec: AgentConfig) -> ToolPolicy | None:
+    """The agent's ``tools:`` rules, or ``None`` when it sets none."""
+    t = spec.tools
+    if t.allow is None and not t.deny and not t.deny_at_depth:
+        return None
+    return ToolPolicy(t.allow, t.deny, t.deny_at_depth)
+
+
+def _sections(config: Config, spec: AgentConfig, toolboxes: Toolboxes, session: str) -> (
+    Callable[[], Awaitable[list[str]]] | None
+):
+    if not spec.blackboard_in_prompt:
+        return None
+    store = toolboxes.stores.store(session)
+
+    async def sections() -> list[str]:
+        text = await blackboard_prompt(store)
+        return [text] if text else []
+
+    return sections
+
+
+def build_registry(
+    config: Config,
+    *,
+    session: str,
+    providers: Providers,
+    toolboxes: Toolboxes,
+    skills: SkillStore,
+    context: str = "",
+    on_event: EventSink | None = None,
+) -> Registry:
+    """A registry with one factory per configured agent, bound to ``session``.
+
+    Skill filters are checked here (an unknown skill is a ``ConfigError``), not at spawn time.
+    """
+    registry = Registry()
+    board = board_hook(toolboxes.stores.board(session)) if config.uses_toolbox("tasks") else None
+    for spec in config.agents:
+        chosen = skills.select(spec.skills)
+
+        def factory(spec: AgentConfig = spec, chosen: SkillStore = chosen) -> Agent:
+            options = AgentOptions(
+                max_iterations=spec.options.max_iterations or 0,
+                warn_iterations=spec.options.warn_iterations or 0,
+                max_delegation_depth=delegation_depth(config, spec),
+                delegate_fail_fast=spec.options.delegate_fail_fast,
+                skills=chosen.skills(),
+                context=context,
+                tool_policy=tool_policy(spec),
+                tool_hooks=[
+                    LoopDetector(
+                        warn_after=config.loop_detection.warn_after, stop_after=config.loop_detection.stop_after
+                    )
+                ],
+                prompt_sections=_sections(config, spec, toolboxes, session),
+                task_board=board,
+                on_event=on_event,
+            )
+            agent = Agent(
+                spec.name,
+                spec.description,
+                spec.instructions,
+                completer=providers.for_agent(spec.name),
+                options=options,
+            )
+            agent.add_toolboxes(*toolboxes.for_agent(spec, session))
+            if chosen.on_demand():
+                agent.add_toolboxes(chosen.tools())
+            return agent
+
+        registry.register(
+            spec.name,
+            spec.description,
+            factory,
+            skills=list(spec.skills_tags or spec.skills),
+            estimated_cost=spec.estimated_cost,
+            max_concurrency=spec.max_concurrency,
+        )
+    return registry

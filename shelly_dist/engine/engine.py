@@ -1,0 +1,264 @@
+"""The composition root: one :class:`Engine` wires config, skills, context, MCP, providers,
+stores, toolboxes, the event bus and the runtime, and hands out sessions.
+
+Start-up follows Shelly: skills, the project context and the MCP connections load concurrently,
+and one failing MCP server fails the whole start (the others are closed). The runtime is
+:class:`~shelly_dist.runtime.LocalRuntime` unless ``distributed.broker_url`` (or
+``SHELLY_BROKER_URL``) is set; then :func:`_open_distributed_runtime` is the single place that
+reaches into ``shelly_dist.runtime.celery``, lazily, so the embedded path never imports Celery.
+
+:meth:`Engine.registry` is what a Celery worker calls to rebuild a session's agents: it depends
+only on the engine's config and collaborators, never on CLI state, and is cached per session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from shelly_dist.agent import Registry
+from shelly_dist.engine.agents import build_registry
+from shelly_dist.engine.config import find_config, fingerprint, load_config
+from shelly_dist.engine.config_models import Config, MCPServerConfig
+from shelly_dist.engine.eventbus import EventBus
+from shelly_dist.engine.project_context import load_project_context
+from shelly_dist.engine.providers import Providers
+from shelly_dist.engine.session import Session
+from shelly_dist.engine.sessions import ProviderInfo, SessionInfo, SessionStore, new_session_id
+from shelly_dist.engine.shellydir import ShellyDir, ensure_structure
+from shelly_dist.engine.stores import SessionStores
+from shelly_dist.engine.toolboxes import Toolboxes
+from shelly_dist.errors import UsageError
+from shelly_dist.events import Event, EventSink
+from shelly_dist.runtime import LocalRuntime, Runtime
+from shelly_dist.skills import SkillStore, load_skills
+from shelly_dist.tools import ToolBox
+
+log = logging.getLogger(__name__)
+
+
+async def _open_distributed_runtime(engine: Engine) -> Runtime:
+    """The Celery runtime for ``engine``: the only place the engine reaches into
+    ``shelly_dist.runtime.celery`` (imported lazily, so the embedded path never imports Celery).
+
+    Provider cooldowns move to Redis too, so every worker and the coordinator share them.
+    """
+    from shelly_dist.engine.worker import runtime_settings
+    from shelly_dist.runtime.celery import open_runtime
+    from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
+
+    settings = runtime_settings(engine.config)
+    runtime = open_runtime(settings, fingerprint(engine.config))
+    engine.providers.cooldowns = RedisCooldownStore(runtime.client, prefix=settings.key_prefix)
+    return runtime
+
+
+def _mcp_spec(server: MCPServerConfig) -> Any:
+    from shelly_dist.tools.mcp import MCPServerSpec
+
+    return MCPServerSpec(
+        name=server.name,
+        command=server.command or None,
+        args=server.args,
+        env=server.env,
+        url=server.url or None,
+        headers=server.headers,
+    )
+
+
+class Engine:
+    """The wired application. Open with ``await Engine.open(...)``; close with ``aclose()``."""
+
+    def __init__(
+        self,
+        config: Config,
+        shelly_dir: ShellyDir,
+        *,
+        skills: SkillStore,
+        context: str,
+        mcp_clients: list[Any],
+        mcp_toolboxes: Mapping[str, ToolBox],
+    ) -> None:
+        """Use :meth:`open`; this constructor does no I/O and sets ``runtime`` to local."""
+        self.config = config
+        self.shelly_dir = shelly_dir
+        self.skills = skills
+        self.context = context
+        self.bus = EventBus()
+        self.sessions = SessionStore(shelly_dir.sessions)
+        self.stores = SessionStores.from_config(config.distributed)
+        self.providers = Providers(config, on_event=self.bus.publish)
+        self.toolboxes = Toolboxes(config, shelly_dir, self.stores, mcp_toolboxes)
+        self.runtime: Runtime = LocalRuntime()
+        self._mcp_clients = mcp_clients
+        self._registries: dict[str, Registry] = {}
+        self._lock = threading.Lock()
+        self._counter = itertools.count(1)
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        config: Config | str | os.PathLike[str] | None = None,
+        *,
+        shelly_dir: str | os.PathLike[str] = ".shelly",
+        runtime: Runtime | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Engine:
+        """Load and wire everything; ``config`` is a ``Config``, a path, or ``None`` (find it).
+
+        Raises ``ConfigError`` (bad config, unknown skill, distributed runtime missing) or the
+        first failing MCP server's ``MCPError``; nothing is left open on failure.
+        """
+        sd = ShellyDir(Path(shelly_dir))
+        if not isinstance(config, Config):
+            path = find_config(config, sd.root, env)
+            config = await asyncio.to_thread(load_config, path, env)
+        if sd.exists():
+            await asyncio.to_thread(ensure_structure, sd.root)
+        skills, context, clients = await asyncio.gather(
+            asyncio.to_thread(_load_skills, sd),
+            asyncio.to_thread(load_project_context, sd.root, config.context.max_external_file_size),
+            _connect_mcp(config),
+        )
+        try:
+            boxes = {c.name: await c.toolbox() for c in clients}
+        except BaseException:
+            await _close_mcp(clients)
+            raise
+        engine = cls(config, sd, skills=skills, context=context, mcp_clients=clients, mcp_toolboxes=boxes)
+        try:
+            await asyncio.to_thread(engine.toolboxes.prepare)
+            for spec in config.agents:  # an unknown skill name fails start-up, not the first send
+                skills.select(spec.skills)
+            if runtime is not None:
+                engine.runtime = runtime
+            elif config.distributed.broker_url:
+                engine.runtime = await _open_distributed_runtime(engine)
+        except BaseException:
+            await engine.aclose()
+            raise
+        log.info("engine started: %d agents, runtime %s", len(config.agents), engine.runtime.name)
+        return engine
+
+    async def __aenter__(self) -> Engine:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the runtime, MCP clients, Redis client and HTTP client. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.runtime.aclose()
+        finally:
+            await _close_mcp(self._mcp_clients)
+            await self.stores.aclose()
+            from shelly_dist.providers import aclose_http_client
+
+            await aclose_http_client()
+
+    # -- agents ------------------------------------------------------------------------------
+
+    def event_sink(self, session: str) -> EventSink:
+        """A sink that publishes to the engine's bus with ``session_id`` set to ``session``."""
+
+        def sink(event: Event) -> None:
+            if event.session_id != session:
+                event = event.model_copy(update={"session_id": session})
+            self.bus.publish(event)
+
+        return sink
+
+    def registry(self, session: str) -> Registry:
+        """The registry of ``session``: every configured agent, bound to that session's stores.
+
+        Cached per session; safe to call from several threads.
+        """
+        with self._lock:
+            found = self._registries.get(session)
+        if found is not None:
+            return found
+        built = build_registry(
+            self.config,
+            session=session,
+            providers=self.providers,
+            toolboxes=self.toolboxes,
+            skills=self.skills,
+            context=self.context,
+            on_event=self.event_sink(session),
+        )
+        with self._lock:
+            return self._registries.setdefault(session, built)
+
+    def agent_name(self, agent: str | None = None) -> str:
+        """``agent``, or the entry agent; an unknown name is a ``UsageError`` listing the known."""
+        if not agent:
+            return self.config.entry().name
+        if self.config.agent(agent) is None:
+            known = ", ".join(a.name for a in self.config.agents)
+            raise UsageError(f'engine: unknown agent "{agent}" (known: {known})')
+        return agent
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def session(self, id: str | None = None, agent: str | None = None, *, persist: bool = True) -> Session:
+        """A new session with ``agent`` (default: the entry agent) under persisted id ``id``
+        (default: a fresh 16-hex id)."""
+        name = self.agent_name(agent)
+        info = SessionInfo(id=id or new_session_id(), agent=name, provider=self._provider_info(name))
+        return self._session(info, persist)
+
+    async def resume_session(self, id: str, *, persist: bool = True) -> Session:
+        """The saved session ``id`` with its messages restored after the system prompt.
+
+        Keeps the persisted id and ``created_at``; later saves overwrite the same record. A
+        missing session is a ``StoreError``; a saved agent no longer in the config a ``UsageError``.
+        """
+        info, messages = await self.sessions.load(id)
+        self.agent_name(info.agent)
+        session = self._session(info, persist)
+        session.restore(messages)
+        return session
+
+    def _session(self, info: SessionInfo, persist: bool) -> Session:
+        agent = self.registry(info.id).spawn(info.agent, 0)
+        return Session(self, name=f"session-{next(self._counter)}", agent=agent, info=info, persist=persist)
+
+    def _provider_info(self, agent: str) -> ProviderInfo:
+        spec = self.config.agent(agent)
+        assert spec is not None
+        provider = self.config.provider_for(spec)
+        return ProviderInfo(kind=provider.kind, model=provider.model)
+
+
+def _load_skills(sd: ShellyDir) -> SkillStore:
+    skills = load_skills(sd.skills) if sd.skills.is_dir() else []
+    return SkillStore(skills, work_dir=sd.project_root)
+
+
+async def _connect_mcp(config: Config) -> list[Any]:
+    if not config.mcp_servers:
+        return []
+    from shelly_dist.tools.mcp import connect_all
+
+    return await connect_all([_mcp_spec(s) for s in config.mcp_servers])
+
+
+async def _close_mcp(clients: list[Any]) -> None:
+    if clients:
+        from shelly_dist.tools.mcp import close_all
+
+        await close_all(clients)

@@ -1,0 +1,100 @@
+"""The engine's completers: one per agent instance, built from the config's providers.
+
+Two rules shape this module. A ``kind: scripted`` provider gets a **fresh**
+:class:`~shelly_dist.providers.scripted.ScriptedCompleter` per spawned agent instance, holding that
+agent's script (``script_for(agent)``), because a script is per agent and every instance replays
+it from the start. Every other provider is built **once** per engine through
+:func:`~shelly_dist.providers.factory.create_completer` and shared by the agents using it, so its
+rate limiter, key rotation and usage total cover all of them. A provider with ``fallback:`` is
+wrapped in a chain with the named providers, sharing one cooldown store.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from shelly_dist.engine.config_models import Config, ProviderConfig
+from shelly_dist.errors import ConfigError
+from shelly_dist.events import EventSink, discard
+from shelly_dist.models import Completer
+from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
+from shelly_dist.models.ratelimit import RateLimitSettings
+from shelly_dist.providers.factory import create_completer, with_fallback
+from shelly_dist.providers.scripted import ScriptedCompleter
+
+SCRIPTED = "scripted"
+
+
+def rate_limit_settings(provider: ProviderConfig) -> RateLimitSettings | None:
+    """The provider's ``rate_limit`` block for the factory (``None`` when absent)."""
+    rl = provider.rate_limit
+    if rl is None:
+        return None
+    data: dict[str, object] = {"input_tpm": rl.input_tpm, "output_tpm": rl.output_tpm, "rpm": rl.rpm}
+    if rl.max_retries is not None:
+        data["max_retries"] = rl.max_retries
+    if rl.base_delay is not None:
+        data["base_delay"] = rl.base_delay
+    return RateLimitSettings.model_validate(data)
+
+
+class Providers:
+    """Completers by provider name for the agents of one config. Thread-safe."""
+
+    def __init__(
+        self, config: Config, *, cooldowns: CooldownStore | None = None, on_event: EventSink = discard
+    ) -> None:
+        self.config = config
+        self.cooldowns: CooldownStore = cooldowns or MemoryCooldownStore()
+        self._on_event = on_event
+        self._shared: dict[str, Completer] = {}
+        self._lock = threading.Lock()
+
+    def for_agent(self, agent: str) -> Completer:
+        """A completer for an instance of config agent ``agent`` (its provider, then fallbacks).
+
+        Raises ``ConfigError`` for an unknown agent or provider kind.
+        """
+        spec = self.config.agent(agent)
+        if spec is None:
+            raise ConfigError(f'engine: unknown agent "{agent}"', field="agent")
+        primary = self.config.provider_for(spec)
+        completer = self._one(primary, agent)
+        if not primary.fallback:
+            return completer
+        chain = []
+        for name in primary.fallback:
+            other = self.config.provider(name)
+            if other is None:  # config_rules reject this; keep the error precise anyway
+                raise ConfigError(f'provider "{primary.name}": unknown fallback "{name}"', field="fallback")
+            chain.append((name, self._one(other, agent)))
+        return with_fallback((primary.name, completer), chain, cooldowns=self.cooldowns, on_event=self._on_event)
+
+    def _one(self, provider: ProviderConfig, agent: str) -> Completer:
+        if provider.kind == SCRIPTED:
+            replies = provider.script_for(agent) or []
+            return ScriptedCompleter(
+                [r if isinstance(r, str) else r.model_dump() for r in replies], name=provider.name
+            )
+        with self._lock:
+            built = self._shared.get(provider.name)
+            if built is None:
+                built = self._build(provider)
+                self._shared[provider.name] = built
+            return built
+
+    def _build(self, provider: ProviderConfig) -> Completer:
+        return create_completer(
+            provider.kind,
+            name=provider.name,
+            model=provider.model,
+            base_url=provider.base_url or None,
+            api_key=provider.api_key,
+            api_keys=provider.api_keys,
+            max_tokens=provider.max_tokens,
+            timeout=provider.timeout,
+            headers=provider.headers or None,
+            rate_limit=rate_limit_settings(provider),
+            cooldowns=self.cooldowns,
+            on_event=self._on_event,
+        )

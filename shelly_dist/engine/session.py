@@ -1,0 +1,104 @@
+"""A live conversation with one top-level agent: ``send`` a message, get the run's outcome.
+
+A session has two names, as in Shelly: ``name`` (``session-N``, this engine's counter, for
+display) and ``id`` (16 hex characters), the **persisted** id. The persisted id is the one that
+scopes everything outside this process — the blackboard and task board, the event stream, the
+folder under ``.shelly/local/sessions/`` — so ``shelly run --session <id>`` and ``shelly state
+--session <id>`` find the same session. Only one ``send`` runs at a time (Shelly's rule: a second
+concurrent send is an error, not a queue). A successful send is saved at once; a failed one is
+not, so a session on disk only ever holds completed exchanges.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from shelly_dist import events
+from shelly_dist.agent import Agent
+from shelly_dist.chats import Message, Role
+from shelly_dist.engine.sessions import SessionInfo
+from shelly_dist.errors import UsageError
+from shelly_dist.events import Event
+from shelly_dist.runtime import RunOutcome
+
+if TYPE_CHECKING:
+    from shelly_dist.engine.engine import Engine
+
+log = logging.getLogger(__name__)
+
+
+class Session:
+    """One conversation; build it with ``Engine.session`` or ``Engine.resume_session``."""
+
+    def __init__(self, engine: Engine, *, name: str, agent: Agent, info: SessionInfo, persist: bool = True) -> None:
+        self.engine = engine
+        self.name = name
+        self.agent = agent
+        self.info = info
+        self.persist = persist
+        """Auto-save after each successful send (batch items and tests may turn it off)."""
+        self._active = False
+
+    @property
+    def id(self) -> str:
+        """The persisted id (scopes the blackboard, task board, events and the saved folder)."""
+        return self.info.id
+
+    @property
+    def active(self) -> bool:
+        """True while a send is running."""
+        return self._active
+
+    def _publish(self, kind: str, **data: object) -> None:
+        self.engine.bus.publish(Event(kind=kind, agent=self.agent.name, session_id=self.id, data=dict(data)))
+
+    async def send(self, text: str) -> RunOutcome:
+        """Append ``text`` as the user's message and run the agent to its final reply.
+
+        Raises ``UsageError`` when another send of this session is running; any error of the run
+        (model, agent, cancellation) propagates after an ``error`` event.
+        """
+        return await self.send_messages([Message.text("user", Role.USER, text)])
+
+    async def send_messages(self, messages: list[Message]) -> RunOutcome:
+        """:meth:`send` with ready-made messages (images, documents, several parts)."""
+        if self._active:
+            raise UsageError(f"engine: session {self.id}: another send is already active")
+        self._active = True
+        started = time.monotonic()
+        try:
+            text = " ".join(m.text_content() for m in messages)
+            self._publish(events.AGENT_START, depth=0, task=text[:500])
+            try:
+                outcome = await self.engine.runtime.execute(self.agent, messages, session=self.id)
+            except BaseException as exc:
+                self._publish(events.ERROR, error=str(exc) or type(exc).__name__, type=type(exc).__name__)
+                raise
+            self._publish(
+                events.AGENT_END,
+                usage=outcome.usage.model_dump(),
+                elapsed=round(time.monotonic() - started, 3),
+                run_id=outcome.run_id,
+            )
+            if self.persist:
+                await self.save()
+            return outcome
+        finally:
+            self._active = False
+
+    async def save(self) -> SessionInfo:
+        """Write the conversation to ``.shelly/local/sessions/<id>/`` (overwrites the record)."""
+        self.info = await self.engine.sessions.save(self.info, self.agent.chat.messages())
+        log.debug("session %s saved (%d messages)", self.id, self.info.msg_count)
+        return self.info
+
+    def restore(self, messages: list[Message]) -> None:
+        """Put saved ``messages`` back into the agent's chat, after its (fresh) system prompt."""
+        kept = messages[1:] if messages and messages[0].role == Role.SYSTEM else messages
+        if kept:
+            self.agent.chat.append(*kept)
+
+    def __repr__(self) -> str:
+        return f"Session(name={self.name!r}, id={self.id!r}, agent={self.agent.config_name!r})"

@@ -1,0 +1,83 @@
+"""Where a session's blackboard and task board live: in this process, or in Redis.
+
+One board per session, the same object for every agent of that session in this process (and, with
+Redis, the same keys for the coordinator and every worker). The backend is chosen once per engine:
+Redis when the config names one (``distributed.redis_url``, or a Redis ``broker_url``), memory
+otherwise. redis is imported only when the Redis backend is built, so ``shelly run`` on a laptop
+never loads it. Stores are created on first use: a session whose agents never reference
+``state``/``tasks`` never has any (behaviour 83).
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any
+
+from shelly_dist.engine.config_models import DistributedConfig
+from shelly_dist.state import Keys, MemoryStore, Store
+from shelly_dist.tasks import Board, MemoryBoard
+
+
+class SessionStores:
+    """Blackboards and task boards by session id; memory, or Redis when ``redis_url`` is given."""
+
+    def __init__(self, *, redis_url: str = "", key_prefix: str = "shelly:", retention: float = 0) -> None:
+        self.redis_url = redis_url
+        self.keys = Keys(key_prefix)
+        self.retention = retention
+        self._lock = threading.Lock()
+        self._stores: dict[str, Store] = {}
+        self._boards: dict[str, Board] = {}
+        self._client: Any = None
+
+    @classmethod
+    def from_config(cls, cfg: DistributedConfig) -> SessionStores:
+        return cls(redis_url=cfg.effective_redis_url(), key_prefix=cfg.key_prefix, retention=cfg.retention)
+
+    @property
+    def shared(self) -> bool:
+        """True when the stores are in Redis (visible to other processes)."""
+        return bool(self.redis_url)
+
+    def _redis(self) -> Any:
+        if self._client is None:
+            from shelly_dist.state.connection import connect
+
+            self._client = connect(self.redis_url, client_name="shelly-engine")
+        return self._client
+
+    def _options(self, session: str) -> dict[str, Any]:
+        opts: dict[str, Any] = {"session": session}
+        if self.retention:
+            opts["retention"] = int(self.retention)
+        return opts
+
+    def store(self, session: str) -> Store:
+        """The blackboard of ``session`` (created on first use)."""
+        return self._cached(self._stores, session, MemoryStore, "shelly_dist.state.redis", "RedisStore")
+
+    def board(self, session: str) -> Board:
+        """The task board of ``session`` (created on first use)."""
+        return self._cached(self._boards, session, MemoryBoard, "shelly_dist.tasks.redis", "RedisBoard")
+
+    def _cached(self, cache: dict[str, Any], session: str, memory: Any, module: str, cls: str) -> Any:
+        with self._lock:
+            if session not in cache:
+                if self.shared:
+                    redis_cls = getattr(importlib.import_module(module), cls)
+                    cache[session] = redis_cls(self._redis(), self.keys, **self._options(session))
+                else:
+                    cache[session] = memory()
+            return cache[session]
+
+    def has(self, session: str) -> bool:
+        """Whether any store or board of ``session`` was created in this process."""
+        with self._lock:
+            return session in self._stores or session in self._boards
+
+    async def aclose(self) -> None:
+        """Close the Redis client, if one was opened. Idempotent."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()

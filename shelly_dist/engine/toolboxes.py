@@ -1,0 +1,116 @@
+"""Toolboxes by the names a config lists: ``state``/``tasks``, the built-ins, MCP servers.
+
+- ``state`` and ``tasks`` are the **session's** blackboard and task board (``shared_state_*``,
+  ``shared_tasks_*``), so every agent of one session shares them.
+- ``filesystem``, ``exec``, ``search``, ``git``, ``http``, ``notes`` are built once per engine on
+  first use and share one permission store (Shelly: the permission-gated toolboxes share one
+  store). The process CWD is pre-approved, as in Shelly.
+- an MCP server's name is that server's toolbox (connected at engine start-up).
+- ``ask`` (Shelly's ``ask_user``) is **left out**: it blocks until a human answers in the TUI,
+  and shelly-dist runs headless (CLI, batch, Celery workers), where nobody could answer.
+
+A ``{name, tools}`` reference keeps only the listed tools (``ToolBox.filter``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from shelly_dist.engine.config_models import AgentConfig, Config
+from shelly_dist.engine.shellydir import ShellyDir
+from shelly_dist.engine.stores import SessionStores
+from shelly_dist.errors import ConfigError
+from shelly_dist.state import state_tools
+from shelly_dist.tasks import task_tools
+from shelly_dist.tools import ToolBox
+
+HEADLESS_SKIPPED = frozenset({"ask"})
+"""Toolbox names accepted in a config but not built (see the module docstring)."""
+
+
+class Toolboxes:
+    """Builds the toolboxes of each agent instance. Thread-safe."""
+
+    def __init__(
+        self,
+        config: Config,
+        shelly_dir: ShellyDir,
+        stores: SessionStores,
+        mcp: Mapping[str, ToolBox] | None = None,
+    ) -> None:
+        self.config = config
+        self.shelly_dir = shelly_dir
+        self.stores = stores
+        self.mcp = dict(mcp or {})
+        self._builtins: dict[str, ToolBox] = {}
+        self._permissions: object | None = None
+        self._lock = threading.Lock()
+
+    def prepare(self) -> None:
+        """Build every built-in toolbox some agent references (blocking: reads permissions).
+
+        Called once at engine start-up, in a thread, so agent factories never do file I/O.
+        """
+        from shelly_dist.tools.builtin import BUILTIN_NAMES
+
+        for name in BUILTIN_NAMES:
+            if self.config.uses_toolbox(name) and name not in self.mcp:
+                self._builtin(name)
+
+    def for_agent(self, spec: AgentConfig, session: str) -> list[ToolBox]:
+        """The toolboxes of one instance of ``spec`` in ``session``, in config order."""
+        out: list[ToolBox] = []
+        for name, tools in spec.toolbox_refs():
+            box = self.named(name, session)
+            if box is not None:
+                out.append(box.filter(tools))
+        return out
+
+    def named(self, name: str, session: str) -> ToolBox | None:
+        """The toolbox ``name`` for ``session``; ``None`` for a skipped one (``ask``)."""
+        if name in HEADLESS_SKIPPED:
+            return None
+        if name == "state":
+            return state_tools(self.stores.store(session))
+        if name == "tasks":
+            return task_tools(self.stores.board(session))
+        if name in self.mcp:
+            return self.mcp[name]
+        return self._builtin(name)
+
+    def _builtin(self, name: str) -> ToolBox:
+        from shelly_dist.tools.builtin import BUILTIN_NAMES, builtin_toolbox
+
+        if name not in BUILTIN_NAMES:
+            raise ConfigError(f'engine: unknown toolbox "{name}"', field="toolboxes")
+        with self._lock:
+            if name not in self._builtins:
+                self._builtins[name] = builtin_toolbox(
+                    name, self._perms(), root=self.root, notes_dir=self.shelly_dir.notes
+                )
+            return self._builtins[name]
+
+    @property
+    def root(self) -> Path:
+        """The project root tools work in: ``git.work_dir`` when set, else the CWD."""
+        return Path(self.config.git.work_dir or os.getcwd()).resolve()
+
+    def _perms(self):  # type: ignore[no-untyped-def]  # Permissions, imported lazily
+        from shelly_dist.tools.permissions import Permissions
+
+        if self._permissions is None:
+            p = self.config.permissions
+            store = self.shelly_dir.permissions
+            if not self.shelly_dir.exists() and self.config.filesystem.permissions_file:
+                store = Path(self.config.filesystem.permissions_file)
+            self._permissions = Permissions.load(
+                store,
+                root=os.getcwd(),
+                fs_directories=p.fs_directories,
+                trusted_commands=p.trusted_commands,
+                trusted_domains=p.trusted_domains,
+            )
+        return self._permissions

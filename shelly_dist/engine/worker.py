@@ -1,0 +1,97 @@
+"""The engine side of a Celery worker: settings from the config, and agents per session.
+
+``shelly worker`` (and ``celery -A shelly_dist.runtime.celery_app``) resolve
+:func:`worker_spec` by name (``$SHELLY_WORKER_BOOTSTRAP``), so the runtime layer is handed the
+engine at start-up instead of importing it. The config is found the way the CLI finds it:
+``$SHELLY_CONFIG``, else ``$SHELLY_DIR/config.yaml`` (``.shelly`` by default); the broker and
+Redis URLs may come from ``$SHELLY_BROKER_URL`` / ``$SHELLY_REDIS_URL``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from shelly_dist.agent import Registry
+from shelly_dist.engine.config import find_config, fingerprint, load_config
+from shelly_dist.engine.config_models import Config
+from shelly_dist.errors import ConfigError
+
+if TYPE_CHECKING:
+    from shelly_dist.engine.engine import Engine
+    from shelly_dist.runtime.celery import RuntimeSettings, WorkerSpec
+
+ENV_SHELLY_DIR = "SHELLY_DIR"
+
+
+def runtime_settings(config: Config) -> RuntimeSettings:
+    """The distributed runtime's settings from the ``distributed:`` section (env overrides applied)."""
+    from shelly_dist.runtime.celery import RuntimeSettings
+
+    d = config.distributed
+    if not d.broker_url:
+        raise ConfigError(
+            "config: distributed.broker_url: a broker is required to run workers "
+            "(set it in the config or SHELLY_BROKER_URL)",
+            field="distributed.broker_url",
+        )
+    redis_url = d.effective_redis_url()
+    if not redis_url:
+        raise ConfigError(
+            "config: distributed.redis_url: required when the broker is not Redis "
+            "(state, journals and events always live in Redis)",
+            field="distributed.redis_url",
+        )
+    return RuntimeSettings(
+        broker_url=d.broker_url,
+        redis_url=redis_url,
+        queue=d.queue,
+        step_time_limit=d.step_time_limit,
+        visibility_timeout=d.effective_visibility_timeout(),
+        retention=int(d.retention),
+        key_prefix=d.key_prefix,
+        max_attempts=d.max_deliveries or 3,
+    )
+
+
+class EngineContext:
+    """What the runtime needs of an open engine on a worker."""
+
+    def __init__(self, engine: Engine, fingerprint: str, settings: RuntimeSettings) -> None:
+        from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
+        from shelly_dist.state.connection import connect
+
+        self.engine = engine
+        self.fingerprint = fingerprint
+        # Cooldowns are shared by every worker: a provider cooling down on one is skipped by all.
+        self._client = connect(settings.redis_url, client_name="shelly-worker-cooldowns")
+        engine.providers.cooldowns = RedisCooldownStore(self._client, prefix=settings.key_prefix)
+
+    def registry(self, session: str) -> Registry:
+        return self.engine.registry(session)
+
+    async def aclose(self) -> None:
+        await self.engine.aclose()
+        await self._client.aclose()
+
+
+def worker_spec(config_path: str | None = None, shelly_dir: str | None = None) -> WorkerSpec:
+    """Load the config and describe the worker; the engine itself opens in the worker's loop."""
+    from shelly_dist.runtime import LocalRuntime
+    from shelly_dist.runtime.celery import WorkerSpec
+
+    shelly_dir = shelly_dir or os.environ.get(ENV_SHELLY_DIR, ".shelly")
+    path = find_config(config_path, shelly_dir)
+    config = load_config(path)
+    settings = runtime_settings(config)
+    fp = fingerprint(config)
+
+    async def open_context() -> EngineContext:
+        from shelly_dist.engine.engine import Engine
+
+        # The worker's own engine runs nothing itself: runs are advanced by the executor.
+        engine = await Engine.open(config, shelly_dir=Path(shelly_dir), runtime=LocalRuntime())
+        return EngineContext(engine, fp, settings)
+
+    return WorkerSpec(settings=settings, fingerprint=fp, open=open_context)

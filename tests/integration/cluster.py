@@ -1,0 +1,171 @@
+"""A throwaway shelly cluster for integration tests: a project directory with a config, real
+``shelly worker`` subprocesses, and the CLI run as subprocesses against them.
+
+Every cluster gets its own queue and Redis key prefix, and the broker uses its own Redis database,
+so clusters never see each other's work. Workers are always reaped, even when a test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import redis
+import yaml
+
+BROKER_DB = 5
+"""The Redis database the broker uses in tests (state and journals stay in db 0 with a prefix)."""
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    """Poll ``condition`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Cluster:
+    """A project in ``root`` whose config points at the real Redis (and optionally RabbitMQ)."""
+
+    def __init__(self, root: Path, *, redis_url: str, broker_url: str | None = None) -> None:
+        self.root = root
+        self.id = uuid.uuid4().hex[:8]
+        self.queue = f"test-{self.id}"
+        self.prefix = f"shelly-test:{self.id}:"
+        base = redis_url.rsplit("/", 1)[0]
+        self.redis_url = redis_url
+        self.broker_url = broker_url or f"{base}/{BROKER_DB}"
+        self.workers: dict[str, subprocess.Popen[bytes]] = {}
+        self.logs: dict[str, Path] = {}
+        self.redis = redis.Redis.from_url(redis_url, decode_responses=True)
+        (root / ".shelly").mkdir(parents=True, exist_ok=True)
+
+    # -- config ------------------------------------------------------------------------------
+
+    def write_config(self, providers: list[dict[str, Any]], agents: list[dict[str, Any]], **extra: Any) -> Path:
+        config = {
+            "providers": providers,
+            "agents": agents,
+            "distributed": {
+                "broker_url": self.broker_url,
+                "redis_url": self.redis_url,
+                "queue": self.queue,
+                "key_prefix": self.prefix,
+                "step_time_limit": 10,
+                "visibility_timeout": 15,
+            },
+            **extra,
+        }
+        path = self.root / ".shelly" / "config.yaml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        return path
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("SHELLY_BROKER_URL", None)
+        env.pop("SHELLY_REDIS_URL", None)
+        env.pop("SHELLY_CONFIG", None)
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def shelly(self, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run ``shelly ARGS`` in the project directory and return the finished process."""
+        return subprocess.run(
+            [sys.executable, "-m", "shelly_dist.cli.main", *args],
+            cwd=self.root, env=self.env(), input=input, capture_output=True, text=True, timeout=timeout,
+        )
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "shelly_dist.cli.main", *args],
+            cwd=self.root, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+
+    def start_worker(self, name: str, *, concurrency: int = 8) -> str:
+        """Start ``shelly worker`` as ``name@<cluster>``; returns the hostname once it is ready."""
+        hostname = f"{name}@{self.id}"
+        beat = self.root / f"{name}.heartbeat"
+        log = self.root / f"{name}.log"
+        self.logs[hostname] = log
+        self.workers[hostname] = subprocess.Popen(
+            [sys.executable, "-m", "shelly_dist.cli.main", "worker", "--concurrency", str(concurrency),
+             "--hostname", hostname, "--heartbeat-file", str(beat), "--loglevel", "INFO"],
+            cwd=self.root, env=self.env(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
+        )
+        wait_until(lambda: beat.exists() or self.workers[hostname].poll() is not None, 60, f"worker {hostname}")
+        if self.workers[hostname].poll() is not None:
+            raise AssertionError(f"worker {hostname} exited:\n{log.read_text()[-3000:]}")
+        return hostname
+
+    def kill_worker(self, hostname: str) -> None:
+        """``kill -9`` the worker: no warm shutdown, no acknowledgement of what it held."""
+        proc = self.workers[hostname]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def stop(self) -> None:
+        for proc in self.workers.values():
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.workers.values():
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        self._cleanup_redis()
+        self.redis.close()
+
+    def _cleanup_redis(self) -> None:
+        keys = list(self.redis.scan_iter(match=self.prefix + "*", count=1000))
+        if keys:
+            self.redis.delete(*keys)
+        if self.broker_url.startswith("redis"):
+            broker = redis.Redis.from_url(self.broker_url)
+            for key in broker.scan_iter(match=f"*{self.queue}*", count=1000):
+                broker.delete(key)
+            broker.close()
+
+    def worker_log(self) -> str:
+        return "\n".join(f"--- {h}\n{p.read_text()[-4000:]}" for h, p in self.logs.items() if p.exists())
+
+    # -- reading Redis ------------------------------------------------------------------------
+
+    def runs(self, session: str) -> list[dict[str, str]]:
+        out = self.shelly("runs", "--session", session, "--json")
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    def events(self, session: str) -> list[dict[str, Any]]:
+        out = self.shelly("events", "--session", session, "--json")
+        assert out.returncode == 0, out.stderr
+        return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+
+
+def scripted(name: str = "team", **scripts: list[Any]) -> dict[str, Any]:
+    """A scripted provider entry with per-agent scripts."""
+    return {"name": name, "kind": "scripted", "model": "script", "script": scripts}
+
+
+def delegate(*tasks: tuple[str, str]) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "delegate", "arguments": {
+        "tasks": [{"agent": a, "task": t, "context": ""} for a, t in tasks]}}]}
+
+
+def complete(summary: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "task_complete", "arguments": {"status": "completed", "summary": summary}}]}

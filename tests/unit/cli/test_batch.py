@@ -1,0 +1,65 @@
+"""``shelly batch``: JSONL in, one JSONL line per item out, done ids skipped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.unit.cli.conftest import write_config
+
+
+def write_tasks(path: Path, *lines: str) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def records(path: Path) -> dict[str, dict]:
+    return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def test_batch_writes_one_record_per_item(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, {"*": ["done: {task}"]})
+    tasks = write_tasks(workdir / "in.jsonl", *(json.dumps({"id": f"t{i}", "task": f"job {i}"}) for i in range(5)))
+    result = invoke("batch", "--tasks", str(tasks), "--output", "out.jsonl", "--concurrency", "2", "--quiet")
+    assert result.exit_code == 0
+    out = records(workdir / "out.jsonl")
+    assert set(out) == {f"t{i}" for i in range(5)}
+    assert out["t3"]["status"] == "completed" and out["t3"]["reply"] == "done: job 3"
+    assert out["t3"]["agent"] == "solo" and out["t3"]["elapsed"] >= 0
+
+
+def test_batch_skips_ids_already_in_the_output(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir)
+    tasks = write_tasks(workdir / "in.jsonl", '{"id": "a", "task": "x"}', '{"id": "b", "task": "y"}')
+    (workdir / "out.jsonl").write_text('{"id": "a", "status": "completed"}\n')
+    assert invoke("batch", "--tasks", str(tasks), "--output", "out.jsonl", "--quiet").exit_code == 0
+    lines = (workdir / "out.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["a", "b"]
+
+
+def test_batch_failing_item_is_an_error_line_and_the_rest_still_run(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir)
+    tasks = write_tasks(
+        workdir / "in.jsonl", '{"id": "bad", "agent": "ghost", "task": "x"}', '{"id": "ok", "task": "y"}'
+    )
+    result = invoke("batch", "--tasks", str(tasks), "--output", "out.jsonl", "--quiet")
+    assert result.exit_code == 1
+    out = records(workdir / "out.jsonl")
+    assert out["bad"]["status"] == "error" and "ghost" in out["bad"]["error"]
+    assert out["ok"]["status"] == "completed"
+
+
+def test_batch_reports_bad_input_lines_by_number(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir)
+    tasks = write_tasks(workdir / "in.jsonl", '{"id": "ok", "task": "y"}', "not json", '{"id": "no-task"}')
+    result = invoke("batch", "--tasks", str(tasks), "--output", "out.jsonl", "--quiet")
+    assert result.exit_code == 1
+    assert "line 2" in result.stderr and "line 3" in result.stderr
+    assert set(records(workdir / "out.jsonl")) == {"ok"}
+
+
+def test_batch_context_reaches_the_agent_before_the_task(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    from shelly_dist.cli.batch import BatchItem, item_messages
+
+    messages = item_messages(BatchItem(id="1", task="the task", context="some context"))
+    assert [m.text_content() for m in messages] == ["<context>\nsome context\n</context>", "the task"]

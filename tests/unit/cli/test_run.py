@@ -1,0 +1,79 @@
+"""``shelly run`` through CliRunner (the subprocess tests are in tests/integration)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.unit.cli.conftest import write_config
+
+
+def test_run_prints_the_answer_on_stdout(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir)
+    result = invoke("run", "--quiet", "do it")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == "scripted answer"
+
+
+def test_run_reads_the_task_from_stdin(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, {"*": ["you said {task}"]})
+    result = invoke("run", "--quiet", input="from stdin\n")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == "you said from stdin"
+
+
+def test_run_without_a_task_exits_2(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir)
+    assert invoke("run", "--quiet", input="").exit_code == 2
+
+
+def test_run_json_prints_one_object_with_the_documented_keys(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir)
+    result = invoke("run", "--json", "--quiet", "do it")
+    data = json.loads(result.stdout)
+    assert set(data) == {"session", "agent", "reply", "usage", "elapsed"}
+    assert (data["agent"], data["reply"]) == ("solo", "scripted answer")
+    assert data["usage"]["output_tokens"] > 0
+
+
+def test_run_unknown_agent_exits_2(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir)
+    result = invoke("run", "--agent", "ghost", "do it")
+    assert result.exit_code == 2
+    assert 'unknown agent "ghost"' in result.stderr
+
+
+def test_run_failing_provider_exits_1_with_its_message(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, {"*": [{"error": "provider exploded"}]})
+    result = invoke("run", "do it")
+    assert result.exit_code == 1
+    assert "provider exploded" in result.stderr and "Traceback" not in result.output
+
+
+def test_run_config_error_exits_2_naming_the_field(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, agents=[{"name": "solo", "provider": "missing"}])
+    result = invoke("run", "do it")
+    assert result.exit_code == 2
+    assert "agents[0].provider" in result.stderr
+
+
+def test_run_prints_the_session_id_and_progress_on_stderr(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir)
+    result = invoke("run", "do it")
+    assert "--session" in result.stderr and "solo" in result.stderr
+    assert "session" not in result.stdout
+
+
+def test_run_session_continues_a_saved_conversation(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, {"*": ["first", "second: {task}"]})
+    first = json.loads(invoke("run", "--json", "--quiet", "one").stdout)
+    second = invoke("run", "--json", "--quiet", "--session", first["session"], "two")
+    assert json.loads(second.stdout)["reply"] == "second: two"
+    assert json.loads(second.stdout)["session"] == first["session"]
+
+
+def test_run_unknown_session_exits_1(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir)
+    result = invoke("run", "--session", "0123456789abcdef", "x")
+    assert result.exit_code == 1
+    assert "not found" in result.stderr

@@ -1,0 +1,246 @@
+"""The composition root: registry from config, toolboxes by name, sessions, events, persistence."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shelly_dist import events
+from shelly_dist.engine import Config, Engine, config_from_data
+from shelly_dist.engine.agents import delegation_depth
+from shelly_dist.errors import ConfigError, ModelError, UsageError
+from shelly_dist.events import Event
+
+
+def make_config(script: dict[str, list[Any]] | None = None, **agents: dict[str, Any]) -> Config:
+    agent_list = [{"name": n, **spec} for n, spec in agents.items()] or [{"name": "solo"}]
+    return config_from_data(
+        {
+            "providers": [{"name": "p", "kind": "scripted", "model": "m", "script": script or {"*": ["hello back"]}}],
+            "agents": agent_list,
+        },
+        {},
+    )
+
+
+async def open_engine(cfg: Config, tmp_path: Path) -> Engine:
+    return await Engine.open(cfg, shelly_dir=tmp_path / ".shelly")
+
+
+async def drain(sub: Any) -> list[Event]:
+    out = []
+    while True:
+        try:
+            out.append(await asyncio.wait_for(sub.get(), 0.05))
+        except TimeoutError:
+            return out
+
+
+async def test_registry_has_every_configured_agent_with_its_entry_fields(tmp_path: Path) -> None:
+    cfg = make_config(
+        lead={"description": "leads"},
+        coder={"description": "codes", "estimated_cost": "cheap", "max_concurrency": 2, "skills_tags": ["py"]},
+    )
+    async with await open_engine(cfg, tmp_path) as engine:
+        entries = {e.name: e for e in engine.registry("s1").list()}
+    assert set(entries) == {"lead", "coder"}
+    assert (entries["coder"].estimated_cost, entries["coder"].max_concurrency) == ("cheap", 2)
+    assert entries["coder"].skills == ["py"]
+    assert entries["lead"].description == "leads"
+
+
+async def test_registry_is_cached_per_session(tmp_path: Path) -> None:
+    async with await open_engine(make_config(), tmp_path) as engine:
+        assert engine.registry("a") is engine.registry("a")
+        assert engine.registry("a") is not engine.registry("b")
+
+
+async def test_each_spawn_builds_a_fresh_agent_with_its_own_completer(tmp_path: Path) -> None:
+    async with await open_engine(make_config(), tmp_path) as engine:
+        one, two = engine.registry("s").spawn("solo"), engine.registry("s").spawn("solo")
+    assert one is not two and one.completer is not two.completer and one.chat is not two.chat
+
+
+async def test_state_toolbox_is_shared_within_a_session_and_not_across(tmp_path: Path) -> None:
+    cfg = make_config(a={"toolboxes": ["state"]}, b={"toolboxes": ["state"]})
+    async with await open_engine(cfg, tmp_path) as engine:
+        await engine.stores.store("s1").set("k", 1)
+        assert await engine.stores.store("s1").get("k") is not None
+        assert await engine.stores.store("s2").get("k") is None
+        tools = [t.name for box in engine.registry("s1").spawn("b").toolboxes for t in box]
+    assert "shared_state_get" in tools and "shared_state_watch" in tools
+
+
+async def test_stores_exist_only_when_an_agent_references_them(tmp_path: Path) -> None:
+    async with await open_engine(make_config(), tmp_path) as engine:
+        await engine.session().send("hi")
+        assert not engine.stores.has(engine.session().id)
+        assert engine.registry("x").spawn("solo").options.task_board is None
+
+
+async def test_tasks_toolbox_gives_every_agent_the_board_hook(tmp_path: Path) -> None:
+    cfg = make_config(lead={"toolboxes": ["tasks"]}, worker={})
+    async with await open_engine(cfg, tmp_path) as engine:
+        worker = engine.registry("s").spawn("worker")
+        lead = engine.registry("s").spawn("lead")
+    assert worker.options.task_board is not None
+    assert "shared_tasks_claim" in [t.name for box in lead.toolboxes for t in box]
+
+
+async def test_toolbox_ref_with_tools_keeps_only_those_tools(tmp_path: Path) -> None:
+    cfg = make_config(a={"toolboxes": [{"name": "notes", "tools": ["write_note"]}, "state"]})
+    async with await open_engine(cfg, tmp_path) as engine:
+        boxes = engine.registry("s").spawn("a").toolboxes
+    assert [b.names() for b in boxes][0] == ["write_note"]
+
+
+async def test_ask_toolbox_is_left_out_headless(tmp_path: Path) -> None:
+    async with await open_engine(make_config(a={"toolboxes": ["ask"]}), tmp_path) as engine:
+        assert engine.registry("s").spawn("a").toolboxes == []
+
+
+async def test_unknown_agent_is_a_usage_error(tmp_path: Path) -> None:
+    async with await open_engine(make_config(), tmp_path) as engine:
+        with pytest.raises(UsageError, match='unknown agent "ghost"'):
+            engine.session(agent="ghost")
+
+
+async def test_new_session_uses_entry_agent_else_first(tmp_path: Path) -> None:
+    cfg = make_config(a={}, b={})
+    async with await open_engine(cfg, tmp_path) as engine:
+        assert engine.session().info.agent == "a"
+    cfg = cfg.model_copy(update={"entry_agent": "b"})
+    async with await open_engine(cfg, tmp_path) as engine:
+        assert engine.session().info.agent == "b"
+
+
+def test_entry_agent_of_a_team_may_delegate_one_level_by_default() -> None:
+    cfg = make_config(lead={}, worker={}, deep={"options": {"max_delegation_depth": 3}})
+    assert [delegation_depth(cfg, a) for a in cfg.agents] == [1, 0, 3]
+    solo = make_config()
+    assert delegation_depth(solo, solo.agents[0]) == 0
+
+
+async def test_send_returns_the_reply_and_publishes_start_and_end_with_session_id(tmp_path: Path) -> None:
+    async with await open_engine(make_config(), tmp_path) as engine:
+        sub = engine.bus.subscribe()
+        session = engine.session()
+        outcome = await session.send("hello")
+        got = await drain(sub)
+    assert outcome.reply.text_content() == "hello back"
+    kinds = [e.kind for e in got]
+    assert kinds[0] == events.AGENT_START and kinds[-1] == events.AGENT_END
+    assert {e.session_id for e in got} == {session.id}
+    assert events.MESSAGE_ADDED in kinds
+
+
+async def test_second_concurrent_send_is_rejected(tmp_path: Path) -> None:
+    cfg = make_config({"*": [{"text": "slow", "delay": 30}]})
+    async with await open_engine(cfg, tmp_path) as engine:
+        session = engine.session()
+        first = asyncio.create_task(session.send("one"))
+        await asyncio.sleep(0)  # let the first send start (it marks itself active before any await)
+        assert session.active
+        with pytest.raises(UsageError, match="another send is already active"):
+            await session.send("two")
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+
+
+async def test_failed_send_publishes_error_and_is_not_saved(tmp_path: Path) -> None:
+    cfg = make_config({"*": [{"error": "boom"}]})
+    async with await open_engine(cfg, tmp_path) as engine:
+        sub = engine.bus.subscribe()
+        with pytest.raises(ModelError, match="boom"):
+            await engine.session().send("hi")
+        got = await drain(sub)
+        assert await engine.sessions.list() == []
+    assert got[-1].kind == events.ERROR and "boom" in got[-1].data["error"]
+
+
+async def test_send_saves_the_session_with_agent_preview_and_provider(tmp_path: Path) -> None:
+    async with await open_engine(make_config(), tmp_path) as engine:
+        session = engine.session()
+        await session.send("hello")
+        (info,) = await engine.sessions.list()
+    assert (info.id, info.agent, info.preview) == (session.id, "solo", "hello")
+    assert (info.provider.kind, info.provider.model) == ("scripted", "m")
+    assert (tmp_path / ".shelly" / "local" / "sessions" / session.id / "messages.json").is_file()
+
+
+async def test_resume_session_restores_messages_and_keeps_the_persisted_record(tmp_path: Path) -> None:
+    cfg = make_config({"*": ["first answer", "second answer"]})
+    async with await open_engine(cfg, tmp_path) as engine:
+        session = engine.session()
+        await session.send("hello")
+        created = session.info.created_at
+    async with await open_engine(cfg, tmp_path) as engine:
+        resumed = await engine.resume_session(session.id)
+        assert resumed.id == session.id and resumed.name != "" and resumed.info.created_at == created
+        assert len(resumed.agent.chat) >= 2
+        outcome = await resumed.send("again")
+        (info,) = await engine.sessions.list()
+    assert outcome.reply.text_content() == "second answer"
+    assert info.msg_count >= 5 and info.preview == "again"
+
+
+async def test_blackboard_in_prompt_shows_the_session_blackboard(tmp_path: Path) -> None:
+    cfg = make_config(a={"toolboxes": ["state"], "blackboard_in_prompt": True})
+    async with await open_engine(cfg, tmp_path) as engine:
+        session = engine.session()
+        await engine.stores.store(session.id).set("plan", "ship it")
+        await session.send("hi")
+        system = session.agent.chat.at(0).text_content()
+    assert "<blackboard>" in system and "ship it" in system
+
+
+async def test_skills_are_loaded_from_the_shelly_dir_and_filtered_per_agent(tmp_path: Path) -> None:
+    skills = tmp_path / ".shelly" / "skills"
+    for name, desc in (("alpha", "an on-demand skill"), ("beta", "")):
+        (skills / name).mkdir(parents=True)
+        front = f"---\nname: {name}\ndescription: {desc}\n---\n" if desc else ""
+        (skills / name / "SKILL.md").write_text(front + f"{name} body")
+    cfg = make_config(a={"skills": ["alpha"]}, b={})
+    async with await open_engine(cfg, tmp_path) as engine:
+        a, b = engine.registry("s").spawn("a"), engine.registry("s").spawn("b")
+    assert [s.name for s in a.options.skills] == ["alpha"]
+    assert sorted(s.name for s in b.options.skills) == ["alpha", "beta"]
+    assert "load_skill" in [t.name for box in a.toolboxes for t in box]
+
+
+async def test_unknown_skill_fails_start_up(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown skill"):
+        await open_engine(make_config(a={"skills": ["nope"]}), tmp_path)
+
+
+async def test_broker_url_selects_the_distributed_runtime(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
+    cfg = make_config().model_copy(deep=True)
+    cfg.distributed.broker_url = redis_url
+    cfg.distributed.key_prefix = key_prefix
+    async with await open_engine(cfg, tmp_path) as engine:
+        assert engine.runtime.name != "local"
+
+
+async def test_no_broker_means_the_local_runtime(tmp_path: Path) -> None:
+    async with await open_engine(make_config(), tmp_path) as engine:
+        assert engine.runtime.name == "local"
+
+
+async def test_redis_url_puts_the_session_blackboard_in_redis(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
+    cfg = make_config(a={"toolboxes": ["state"]}).model_copy(deep=True)
+    cfg.distributed.redis_url = redis_url
+    cfg.distributed.key_prefix = key_prefix
+    async with await open_engine(cfg, tmp_path) as engine:
+        assert engine.stores.shared
+        await engine.stores.store("sess").set("k", {"v": 1})
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert client.exists(f"{key_prefix}s:sess:state")
+    finally:
+        client.close()

@@ -1,0 +1,58 @@
+"""Every command the operations docs show is one a test exercises or validates.
+
+Each fenced ``sh`` line in the docs must match a pattern below, and each pattern names the test
+that backs it; that test must exist. A new command in the docs without a backing test fails here.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.unit.ops.support import ROOT
+
+DOCS = [ROOT / "docs" / "operations.md", ROOT / "deploy" / "README.md", ROOT / "workers" / "README.md"]
+_DOCKERFILE = "test_build_context_sends_everything_pip_install_needs"
+_UNITS = "test_unit_has_the_sections_and_keys_it_needs"
+COVERED: dict[str, str] = {
+    r"cp \.env\.example \.env": "test_env_example_lists_every_variable_compose_uses",
+    r"docker compose up -d --build --scale worker=\d+": "test_worker_is_scalable",
+    r"docker compose run --rm coordinator (run|batch) .*": "test_coordinator_runs_only_under_its_profile",
+    r"docker build -f workers/Dockerfile -t shelly-worker:local \.": _DOCKERFILE,
+    r"kubectl apply -k k8s/overlays/(dev|production|managed-redis|batch)": (
+        "test_rendered_manifests_are_valid_kubernetes"
+    ),
+    r"kubectl -n shelly delete job shelly-batch --ignore-not-found": "test_coordinator_job_runs_shelly_batch",
+    r"kubectl -n shelly port-forward svc/flower 5555:5555": "test_flower_requires_basic_auth_from_a_secret",
+    r"sudo systemctl (daemon-reload|enable --now shelly-.*)": "test_unit_passes_systemd_analyze_verify",
+    r"sudo cp deploy/systemd/.*": _UNITS,
+    r"sudo install -D -m 0640 -g shelly deploy/systemd/shelly\.env\.example .*": (
+        "test_env_example_defines_every_variable_the_units_use"
+    ),
+    r"sudo cp -r k8s/base/shelly/\. /srv/shelly/\.shelly/.*": "test_config_map_holds_a_config_the_loader_accepts",
+    r"sudo (useradd|install -d|python3\.11 -m venv|/opt/shelly/venv/bin/pip install) .*": _UNITS,
+}
+TESTS = "\n".join(p.read_text() for p in (ROOT / "tests" / "unit").rglob("test_*.py"))
+
+
+def _commands() -> list[tuple[str, str]]:
+    out = []
+    for doc in DOCS:
+        for block in re.findall(r"```sh\n(.*?)```", doc.read_text(), re.S):
+            for line in block.splitlines():
+                line = line.split("  #")[0].strip()
+                if line and not line.startswith("#"):
+                    out.append((doc.name, line))
+    return out
+
+
+@pytest.mark.parametrize(("doc", "command"), _commands())
+def test_documented_command_is_backed_by_a_test(doc: str, command: str) -> None:
+    backing = [test for pattern, test in COVERED.items() if re.fullmatch(pattern, command)]
+    assert backing, f"{doc}: no test backs `{command}`: add one and list it in COVERED"
+    assert all(f"def {t}(" in TESTS for t in backing)
+
+
+def test_every_backing_test_exists() -> None:
+    assert [t for t in COVERED.values() if f"def {t}(" not in TESTS] == []
