@@ -146,6 +146,15 @@ class Cluster:
 
     # -- reading Redis ------------------------------------------------------------------------
 
+    def session_ids(self) -> list[str]:
+        """Sessions that have runs in this cluster's Redis (waits until there is one)."""
+
+        def found() -> list[str]:
+            keys = self.redis.keys(f"{self.prefix}s:*:runs")
+            return [k[len(self.prefix) + 2 : -len(":runs")] for k in keys]
+
+        return wait_until(found, 30, "a session with runs")
+
     def runs(self, session: str) -> list[dict[str, str]]:
         out = self.shelly("runs", "--session", session, "--json")
         assert out.returncode == 0, out.stderr

@@ -1,0 +1,205 @@
+"""The distributed runtime end to end: real Redis, real ``shelly worker`` subprocesses, the CLI as
+the coordinator (DESIGN §3; the issue's "done when" list)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+
+from .cluster import Cluster, complete, delegate, scripted, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, redis_url: str) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, redis_url=redis_url)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def run_json(cluster: Cluster, task: str, *extra: str, timeout: float = 120) -> dict:
+    out = cluster.shelly("run", task, "--json", *extra, timeout=timeout)
+    assert out.returncode == 0, f"stdout:{out.stdout}\nstderr:{out.stderr}\n{cluster.worker_log()}"
+    return json.loads(out.stdout)
+
+
+def two_task_team(cluster: Cluster) -> None:
+    cluster.write_config(
+        [scripted(
+            orchestrator=[delegate(("worker", "first part"), ("worker", "second part")), "combined answer"],
+            worker=[{**complete("finished {task}"), "text": "working on {task}", "delay": 0.2}],
+        )],
+        [{"name": "orchestrator", "description": "splits work", "options": {"max_delegation_depth": 1}},
+         {"name": "worker", "description": "does one part"}],
+    )
+
+
+def test_two_delegated_tasks_run_on_the_workers_and_return_in_input_order(cluster: Cluster):
+    two_task_team(cluster)
+    hosts = {cluster.start_worker("w1"), cluster.start_worker("w2")}
+    out = run_json(cluster, "do it")
+    assert out["reply"] == "combined answer"
+    events = cluster.events(out["session"])
+    started = [e for e in events if e["kind"] == "run_started"]
+    assert len(started) == 2 and {e["data"]["worker"] for e in started} <= hosts
+    finished = {e["agent"]: e["data"]["entry"]["result"] for e in events if e["kind"] == "run_finished"}
+    assert sorted(finished.values()) == ["finished first part", "finished second part"]
+    runs = cluster.runs(out["session"])
+    assert {r["status"] for r in runs} == {"done"}
+    tool_results = [e for e in events if e["kind"] == "message_added" and e["data"].get("role") == "tool"
+                    and e["agent"] == "orchestrator"]
+    entries = json.loads(tool_results[0]["data"]["text"])
+    assert [e["result"] for e in entries] == ["finished first part", "finished second part"]
+
+
+def test_depth_three_chain_and_fan_out_complete_on_one_single_slot_worker(cluster: Cluster):
+    cluster.write_config(
+        [scripted(
+            orchestrator=[delegate(("a", "chain down")), delegate(("fan", "spread out")), "all done"],
+            a=[delegate(("b", "deeper")), complete("a done")],
+            b=[delegate(("c", "deepest")), complete("b done")],
+            c=[complete("c done")],
+            fan=[delegate(*[("leaf", f"job {i}") for i in range(10)]), complete("fanned out")],
+            leaf=[complete("leaf {task}")],
+        )],
+        [{"name": "orchestrator", "options": {"max_delegation_depth": 4}},
+         {"name": "a", "options": {"max_delegation_depth": 4}},
+         {"name": "b", "options": {"max_delegation_depth": 4}},
+         {"name": "c"},
+         {"name": "fan", "options": {"max_delegation_depth": 4}},
+         {"name": "leaf"}],
+    )
+    cluster.start_worker("solo", concurrency=1)
+    out = run_json(cluster, "go deep")
+    assert out["reply"] == "all done"
+    runs = cluster.runs(out["session"])
+    assert len(runs) == 1 + 3 + 1 + 10
+    assert {r["status"] for r in runs} == {"done"}
+    assert max(int(r["depth"]) for r in runs) == 3
+    waited = [e for e in cluster.events(out["session"]) if e["kind"] == "run_waiting"]
+    assert waited, "parents on the worker must suspend, not block the single slot"
+
+
+def test_worker_agent_writes_the_blackboard_that_the_coordinator_reads(cluster: Cluster):
+    cluster.write_config(
+        [scripted(
+            lead=[delegate(("scribe", "note it")),
+                  {"tool_calls": [{"name": "shared_state_get", "arguments": {"key": "finding"}}]},
+                  "read it"],
+            scribe=[{"tool_calls": [{"name": "shared_state_set",
+                                     "arguments": {"key": "finding", "value": {"answer": 42}}}]},
+                    complete("noted")],
+        )],
+        [{"name": "lead", "toolboxes": ["state"], "options": {"max_delegation_depth": 1}},
+         {"name": "scribe", "toolboxes": ["state"]}],
+    )
+    cluster.start_worker("w1")
+    out = run_json(cluster, "record and read")
+    events = cluster.events(out["session"])
+    tool_texts = [e["data"]["text"] for e in events
+                  if e["kind"] == "message_added" and e["data"].get("role") == "tool" and e["agent"] == "lead"]
+    assert json.loads(tool_texts[-1]) == {"answer": 42}
+    got = cluster.shelly("state", "get", "finding", "--session", out["session"])
+    assert got.returncode == 0 and json.loads(got.stdout)["value"] == {"answer": 42}
+
+
+def test_two_sessions_never_see_each_others_blackboard(cluster: Cluster):
+    cluster.write_config(
+        [scripted(reader=[{"tool_calls": [{"name": "shared_state_get", "arguments": {"key": "secret"}}]}, "done"])],
+        [{"name": "reader", "toolboxes": ["state"]}],
+    )
+    first = run_json(cluster, "read")
+    set_out = cluster.shelly("state", "set", "secret", '"only here"', "--session", first["session"])
+    assert set_out.returncode == 0, set_out.stderr
+    second = run_json(cluster, "read")
+    assert second["session"] != first["session"]
+    events = cluster.events(second["session"])
+    result = next(e for e in events if e["kind"] == "message_added" and e["data"].get("role") == "tool")
+    assert "key not found" in result["data"]["text"]
+
+
+def _slow_child_server(first_requests: list[RecordedRequest]) -> ModelServer:
+    """The child's first call answers a tool call at once; its second call hangs until killed."""
+
+    def respond(req: RecordedRequest) -> Reply | None:
+        messages = req.body.get("messages", [])
+        assistant_turns = sum(1 for m in messages if m.get("role") == "assistant")
+        if assistant_turns == 0:
+            first_requests.append(req)
+            return Reply(text="", tool_calls=[{"name": "list_notes_nowhere", "arguments": {}}])
+        if len(first_requests) == 1 and not getattr(respond, "slowed", False):
+            respond.slowed = True  # type: ignore[attr-defined]
+            return Reply(text="too late", delay=60)
+        return Reply(text="finished after the crash")
+
+    return ModelServer(format="openai", responder=respond)
+
+
+def test_killed_worker_mid_step_completes_elsewhere_without_repeating_journaled_steps(cluster: Cluster):
+    first: list[RecordedRequest] = []
+    with _slow_child_server(first) as server:
+        cluster.write_config(
+            [scripted("lead", lead=[delegate(("slowpoke", "take your time")), "lead done"]),
+             {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+              "rate_limit": {"max_retries": 0}}],
+            [{"name": "lead", "provider": "lead", "options": {"max_delegation_depth": 1}},
+             {"name": "slowpoke", "provider": "mock"}],
+        )
+        a, b = cluster.start_worker("wa"), cluster.start_worker("wb")
+        coordinator = cluster.popen("run", "crash test", "--json")
+        try:
+            server.wait_for_requests(2, timeout=60)  # the child's second (slow) call is in flight
+            child = wait_until(
+                lambda: next((r for r in cluster.redis.scan_iter(match=cluster.prefix + "run:*")
+                              if r.count(":") == 3 and cluster.redis.hget(r, "agent") == "slowpoke"), None),
+                30, "the child's run record")
+            holder = cluster.redis.hget(child, "worker")
+            assert holder in (a, b)
+            cluster.kill_worker(holder)
+            stdout, stderr = coordinator.communicate(timeout=150)
+        finally:
+            if coordinator.poll() is None:
+                coordinator.kill()
+        assert coordinator.returncode == 0, f"{stderr}\n{cluster.worker_log()}"
+        out = json.loads(stdout)
+        assert out["reply"] == "lead done"
+        assert len(first) == 1, "the journaled first step must not call the model again"
+        assert cluster.redis.hget(child, "worker") != holder
+        assert cluster.redis.hget(child, "status") == "done"
+
+
+def test_cancelling_a_session_cancels_every_run_and_stops_model_calls(cluster: Cluster):
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
+        cluster.write_config(
+            [scripted("lead", lead=[delegate(("slow", "one"), ("slow", "two"), ("slow", "three")), "unreachable"]),
+             {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+              "rate_limit": {"max_retries": 0}}],
+            [{"name": "lead", "provider": "lead", "options": {"max_delegation_depth": 1}},
+             {"name": "slow", "provider": "mock"}],
+        )
+        cluster.start_worker("w1")
+        cluster.start_worker("w2")
+        coordinator = cluster.popen("run", "never finishes", "--json")
+        try:
+            server.wait_for_requests(3, timeout=60)
+            session = cluster.session_ids()[0]
+            cancel = cluster.shelly("cancel", "--session", session)
+            assert cancel.returncode == 0, cancel.stderr
+            seen = len(server.requests)
+            wait_until(lambda: all(r["status"] == "canceled" for r in cluster.runs(session)), 30,
+                       "every run canceled")
+            coordinator.wait(30)
+        finally:
+            if coordinator.poll() is None:
+                coordinator.kill()
+        assert coordinator.returncode == 130, coordinator.stderr.read() if coordinator.stderr else ""
+        assert len(cluster.runs(session)) == 4
+        assert len(server.requests) == seen, "no model request after the cancel"
