@@ -26,6 +26,8 @@ from shelly_dist.chats import Message, Role
 from shelly_dist.cli.errors import EXIT_FAILED, run_async
 from shelly_dist.cli.options import config_options
 from shelly_dist.engine import Engine
+from shelly_dist.engine.sessions import new_session_id
+from shelly_dist.errors import RunError
 
 
 class BatchItem(BaseModel):
@@ -77,13 +79,27 @@ def item_messages(item: BatchItem) -> list[Message]:
 
 
 async def run_item(engine: Engine, item: BatchItem) -> dict[str, Any]:
-    """Run one item in a fresh session; never raises but cancellation."""
+    """Run one item in a fresh session; never raises but cancellation.
+
+    With the distributed runtime the item is a root run on the worker pool (this process only
+    submits it and waits for its record); otherwise it runs here.
+    """
     started = time.monotonic()
     record: dict[str, Any] = {"id": item.id, "agent": item.agent or engine.config.entry().name}
     try:
-        session = engine.session(agent=item.agent or None, persist=False)
-        outcome = await session.send_messages(item_messages(item))
-        record.update(status="completed", reply=outcome.reply.text_content())
+        agent = engine.agent_name(item.agent or None)
+        record["agent"] = agent
+        submit = getattr(engine.runtime, "submit", None)
+        if submit is not None:
+            run_id = await submit(agent, item_messages(item), session=new_session_id())
+            ended = await engine.runtime.wait(run_id)  # type: ignore[attr-defined]
+            if ended.get("status") != "done":
+                raise RunError(ended.get("error") or f"run {run_id} {ended.get('status')}", run_id=run_id)
+            record.update(status="completed", reply=ended.get("reply", ""), run=run_id)
+        else:
+            session = engine.session(agent=agent, persist=False)
+            outcome = await session.send_messages(item_messages(item))
+            record.update(status="completed", reply=outcome.reply.text_content())
     except Exception as exc:  # a failing item never stops the batch
         record.update(status="error", error=str(exc) or type(exc).__name__)
     record["elapsed"] = round(time.monotonic() - started, 3)
@@ -119,11 +135,12 @@ async def run_batch(
 @click.command("batch")
 @click.option("--tasks", "tasks_path", required=True, type=click.Path(dir_okay=False), help="Input JSONL.")
 @click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False), help="Output JSONL.")
-@click.option("--concurrency", default=8, show_default=True, type=click.IntRange(min=1), help="Items at a time.")
+@click.option("--concurrency", default=None, type=click.IntRange(min=1),
+              help="Items in flight at a time (default 8 in-process, 64 on a worker pool).")
 @config_options
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def batch_command(
-    tasks_path: str, output_path: str, concurrency: int, config_path: str | None, shelly_dir: str, quiet: bool
+    tasks_path: str, output_path: str, concurrency: int | None, config_path: str | None, shelly_dir: str, quiet: bool
 ) -> None:
     """Run every task of a JSONL file, each in its own session, writing one line per result."""
     console = Console(stderr=True)
@@ -133,7 +150,13 @@ def batch_command(
 
 
 async def _main(
-    tasks: Path, output: Path, concurrency: int, config_path: str | None, shelly_dir: str, quiet: bool, console: Console
+    tasks: Path,
+    output: Path,
+    concurrency: int | None,
+    config_path: str | None,
+    shelly_dir: str,
+    quiet: bool,
+    console: Console,
 ) -> int:
     try:
         items, problems = await asyncio.to_thread(read_items, tasks)
@@ -146,6 +169,8 @@ async def _main(
     if skip & {i.id for i in items}:
         console.print(f"batch: skipping {len(items) - len(todo)} items already in {output}", markup=False)
     async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
+        if concurrency is None:
+            concurrency = 64 if hasattr(engine.runtime, "submit") else 8
         if quiet or not todo:
             failed = await run_batch(engine, todo, output, concurrency=concurrency)
         else:

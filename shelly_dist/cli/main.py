@@ -20,6 +20,7 @@ from shelly_dist.cli.dotenv import load_dotenv
 from shelly_dist.cli.events import events_command
 from shelly_dist.cli.flower import flower_command
 from shelly_dist.cli.init import init_command
+from shelly_dist.cli.mcp import mcp_group
 from shelly_dist.cli.run import run_command
 from shelly_dist.cli.runs import runs_command
 from shelly_dist.cli.state import state_group
@@ -56,6 +57,7 @@ cli.add_command(events_command)
 cli.add_command(runs_command)
 cli.add_command(cancel_command)
 cli.add_command(flower_command)
+cli.add_command(mcp_group)
 
 
 def main() -> None:

@@ -59,6 +59,8 @@ def worker_command(
         app = create_worker_app()
     except Exception as exc:
         fail(exc)
+    # The worker logs like any Celery worker, at --loglevel, in Celery's format (operators grep it).
+    app.conf.worker_hijack_root_logger = True
     heartbeat = Heartbeat(heartbeat_file, interval=heartbeat_interval, probe=_loop_alive)
     worker_ready.connect(lambda **_: heartbeat.start(), weak=False)
     worker_shutdown.connect(lambda **_: heartbeat.stop(), weak=False)

@@ -269,6 +269,8 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 1024
+    """Listen backlog: the default (5) drops connections when hundreds of agents call at once."""
     owner: ModelServer
 
 

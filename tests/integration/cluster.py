@@ -140,6 +140,16 @@ class Cluster:
             for key in broker.scan_iter(match=f"*{self.queue}*", count=1000):
                 broker.delete(key)
             broker.close()
+        elif self.broker_url.startswith("amqp"):
+            from kombu import Connection
+
+            with Connection(self.broker_url, connect_timeout=5) as conn:
+                channel = conn.channel()
+                for name in (self.queue, f"{self.queue}.reply"):
+                    try:
+                        channel.queue_delete(name)
+                    except Exception:
+                        channel = conn.channel()
 
     def worker_log(self) -> str:
         return "\n".join(f"--- {h}\n{p.read_text()[-4000:]}" for h, p in self.logs.items() if p.exists())

@@ -42,7 +42,34 @@ def two_task_team(cluster: Cluster) -> None:
     )
 
 
+RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672//"
+
+
+@pytest.fixture
+def rabbit_cluster(tmp_path: Path, redis_url: str) -> Iterator[Cluster]:
+    from kombu import Connection
+
+    try:
+        with Connection(RABBITMQ_URL, connect_timeout=5) as conn:
+            conn.ensure_connection(max_retries=1)
+    except Exception as exc:
+        pytest.fail(f"no RabbitMQ answers at {RABBITMQ_URL} ({exc}); start it with `rabbitmq-server -detached`")
+    c = Cluster(tmp_path, redis_url=redis_url, broker_url=RABBITMQ_URL)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
 def test_two_delegated_tasks_run_on_the_workers_and_return_in_input_order(cluster: Cluster):
+    check_two_task_delegation(cluster)
+
+
+def test_two_delegated_tasks_with_rabbitmq_as_broker(rabbit_cluster: Cluster):
+    check_two_task_delegation(rabbit_cluster)
+
+
+def check_two_task_delegation(cluster: Cluster) -> None:
     two_task_team(cluster)
     hosts = {cluster.start_worker("w1"), cluster.start_worker("w2")}
     out = run_json(cluster, "do it")
@@ -61,6 +88,14 @@ def test_two_delegated_tasks_run_on_the_workers_and_return_in_input_order(cluste
 
 
 def test_depth_three_chain_and_fan_out_complete_on_one_single_slot_worker(cluster: Cluster):
+    check_chain_and_fan_out(cluster)
+
+
+def test_depth_three_chain_and_fan_out_with_rabbitmq_as_broker(rabbit_cluster: Cluster):
+    check_chain_and_fan_out(rabbit_cluster)
+
+
+def check_chain_and_fan_out(cluster: Cluster) -> None:
     cluster.write_config(
         [scripted(
             orchestrator=[delegate(("a", "chain down")), delegate(("fan", "spread out")), "all done"],
@@ -203,3 +238,66 @@ def test_cancelling_a_session_cancels_every_run_and_stops_model_calls(cluster: C
         assert coordinator.returncode == 130, coordinator.stderr.read() if coordinator.stderr else ""
         assert len(cluster.runs(session)) == 4
         assert len(server.requests) == seen, "no model request after the cancel"
+
+
+def test_batch_of_a_hundred_runs_on_two_workers_and_a_rerun_does_nothing(cluster: Cluster):
+    cluster.write_config(
+        [scripted(solver=[{"text": "answer to {task}", "delay": 0.05}])],
+        [{"name": "solver", "description": "answers one question"}],
+    )
+    cluster.start_worker("w1")
+    cluster.start_worker("w2")
+    tasks = cluster.root / "in.jsonl"
+    lines = [json.dumps({"id": f"item-{i}", "task": f"question {i}"}) for i in range(100)]
+    lines.insert(50, json.dumps({"id": "ghost-item", "agent": "ghost", "task": "nobody answers"}))
+    tasks.write_text("\n".join(lines) + "\n")
+    output = cluster.root / "out.jsonl"
+    first = cluster.shelly("batch", "--tasks", str(tasks), "--output", str(output), "--quiet", timeout=300)
+    assert first.returncode == 1, first.stderr  # one item failed
+    records = {r["id"]: r for r in map(json.loads, output.read_text().splitlines())}
+    assert len(records) == 101
+    assert records["ghost-item"]["status"] == "error" and "ghost" in records["ghost-item"]["error"]
+    done = [r for r in records.values() if r["status"] == "completed"]
+    assert len(done) == 100 and records["item-7"]["reply"] == "answer to question 7"
+    workers = {cluster.redis.hget(cluster.prefix + f"run:{r['run']}", "worker") for r in done}
+    assert len(workers) == 2, "both workers take items"
+
+    again = cluster.shelly("batch", "--tasks", str(tasks), "--output", str(output), "--quiet", timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert len(output.read_text().splitlines()) == 101
+    assert "skipping 101" in again.stderr
+
+
+def test_pickled_message_on_the_queue_is_refused_not_executed(cluster: Cluster):
+    from celery import Celery
+
+    cluster.write_config([scripted(solo=["hi"])], [{"name": "solo"}])
+    host = cluster.start_worker("w1")
+    marker = cluster.prefix + "run:pickled"
+    cluster.redis.hset(marker, mapping={"id": "pickled", "root": "pickled", "status": "queued", "agent": "solo",
+                                        "session": "0123456789abcdef", "depth": "0", "task": "pwn"})
+    evil = Celery("evil", broker=cluster.broker_url, set_as_current=False)
+    evil.conf.task_serializer = "pickle"
+    evil.conf.accept_content = ["pickle", "json"]
+    evil.send_task("shelly.run_agent", args=["pickled", "pickled"], queue=cluster.queue, serializer="pickle")
+    wait_until(lambda: "untrusted content" in cluster.logs[host].read_text()
+               or "ContentDisallowed" in cluster.logs[host].read_text(), 30, "the worker to refuse the message")
+    assert cluster.redis.hget(marker, "status") == "queued"
+    evil.close()
+
+
+def test_worker_with_another_config_fails_the_run_naming_both_fingerprints(cluster: Cluster):
+    cluster.write_config(
+        [scripted(lead=[delegate(("helper", "help")), "done"], helper=["helped"])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "helper"}],
+    )
+    cluster.start_worker("w1")
+    # The coordinator runs with a different team (another description) but the same queue.
+    other = cluster.root / "other.yaml"
+    cfg = (cluster.root / ".shelly" / "config.yaml").read_text().replace("agents:", "agents:", 1)
+    other.write_text(cfg.replace("name: helper", "name: helper\n  description: changed"))
+    out = cluster.shelly("run", "go", "--json", "--config", str(other))
+    assert out.returncode == 0, out.stderr
+    events = cluster.events(json.loads(out.stdout)["session"])
+    finished = next(e for e in events if e["kind"] == "run_finished")
+    assert "config fingerprint mismatch" in finished["data"]["entry"]["error"]

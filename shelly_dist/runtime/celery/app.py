@@ -9,13 +9,14 @@ results travel through the run journal, never through ``AsyncResult.get()`` (DES
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from typing import Any
 
 from celery import Celery, Task
 from celery.signals import worker_shutdown
 
-from shelly_dist.errors import ConfigError
+from shelly_dist.errors import ConfigError, StoreError
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.process import WorkerProcess, WorkerSpec
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -26,6 +27,9 @@ DEFAULT_BOOTSTRAP = "shelly_dist.engine.worker:worker_spec"
 so the runtime layer never imports the engine (which sits above it) — it is handed to it."""
 
 BUSY_RETRY_SECONDS = 0.5
+STORE_RETRY_SECONDS = 2.0
+
+logger = logging.getLogger(__name__)
 
 
 def create_app(settings: RuntimeSettings) -> Celery:
@@ -66,9 +70,14 @@ def _advance(task: Task, run_id: str, root: str) -> dict[str, str]:
 
     hostname = task.request.hostname or "worker"
     process = WorkerProcess.get(spec, send, hostname)
-    progress = process.call(process.executor.advance(run_id, root))
-    if progress.outcome == "busy":
-        raise task.retry(countdown=BUSY_RETRY_SECONDS, max_retries=None)
+    try:
+        progress = process.call(process.executor.advance(run_id, root))
+    except StoreError as exc:  # Redis unreachable for now: the journal is intact, try again later
+        logger.warning("run %s: %s; retrying", run_id, exc)
+        raise task.retry(countdown=STORE_RETRY_SECONDS, max_retries=None) from exc
+    if progress.outcome == "busy":  # another task holds the run: back off, it may be a long step
+        countdown = min(BUSY_RETRY_SECONDS * 2 ** min(task.request.retries or 0, 5), 10.0)
+        raise task.retry(countdown=countdown, max_retries=None)
     return {"run": run_id, "outcome": progress.outcome, "detail": progress.detail}
 
 

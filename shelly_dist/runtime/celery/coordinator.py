@@ -125,11 +125,16 @@ class CeleryRuntime:
 
     # -- root runs on the pool (batch) ---------------------------------------------------------
 
-    async def submit(self, agent: str, task: str, *, session: str, run_id: str | None = None) -> str:
-        """Start ``agent`` on ``task`` as a root run on the pool; returns its run id."""
+    async def submit(
+        self, agent: str, task: str | list[Message], *, session: str, run_id: str | None = None
+    ) -> str:
+        """Start ``agent`` on ``task`` (a text, or the user messages) as a root run on the pool;
+        returns its run id. The run never touches this process again."""
         run_id = run_id or uuid.uuid4().hex[:12]
+        messages = [Message.text("user", Role.USER, task)] if isinstance(task, str) else task
+        task = messages[-1].text_content() if messages else ""
         await self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
-                                       fingerprint=self.fingerprint)
+                                       fingerprint=self.fingerprint, messages=messages)
         await self._send(RUN_AGENT, [run_id, run_id],
                          {"agent": agent, "depth": 0, "session": session, "preview": task[:80]})
         return run_id

@@ -34,7 +34,7 @@ from shelly_dist.agent import (
     instance_name,
 )
 from shelly_dist.chats import Message, Role
-from shelly_dist.errors import RunCancelled, StepTimeout
+from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, UsageError
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.celery.cancel import CancelWatch
@@ -131,7 +131,10 @@ class Executor:
             await sink.flush()
 
     async def _advance(self, record: dict[str, str], token: str, sink: StreamSink) -> Progress:
-        run, request = await self._rebuild(record, sink)
+        try:
+            run, request = await self._rebuild(record, sink)
+        except (AgentError, ConfigError, UsageError) as exc:  # unknown agent, bad journal: fail, don't loop
+            return await self._end(record, token, sink, "failed", DelegateEntry(agent=record["agent"], error=str(exc)))
         agent = run.agent
         offset = int(record.get("msg_count") or 0)
 
@@ -215,7 +218,10 @@ class Executor:
             agent.name = instance_name(request.agent, request.task, n)
             run = Run.start(agent, child_messages(request), run_id=record["id"], visited=request.visited)
         else:
-            run = Run.start(agent, [Message.text("user", Role.USER, record.get("task", ""))], run_id=record["id"])
+            raw = json.loads(record["input"]) if record.get("input") else None
+            first = ([Message.model_validate(m) for m in raw] if raw
+                     else [Message.text("user", Role.USER, record.get("task", ""))])
+            run = Run.start(agent, first, run_id=record["id"])
         run.emit(events.RUN_STARTED, worker=self.hostname, depth=depth, parent=record.get("parent", ""),
                  task=(record.get("task") or "")[:200])
         return run, request

@@ -64,9 +64,11 @@ class Journal:
     # -- creation ---------------------------------------------------------------------------
 
     async def create_root(
-        self, run_id: str, *, agent: str, session: str, mode: str, task: str, fingerprint: str
+        self, run_id: str, *, agent: str, session: str, mode: str, task: str, fingerprint: str,
+        messages: list[Message] | None = None,
     ) -> None:
-        """A top-level run: ``mode`` is ``coordinator`` (in the CLI process) or ``worker``."""
+        """A top-level run: ``mode`` is ``coordinator`` (in the CLI process) or ``worker`` (its
+        first user ``messages`` are stored for the worker that starts it)."""
         now = str(time.time())
         fields = {
             "id": run_id, "agent": agent, "depth": "0", "parent": "", "parent_key": "", "root": run_id,
@@ -74,6 +76,8 @@ class Journal:
             "task": task[:2000], "fingerprint": fingerprint, "created": now, "updated": now,
             "pending": "0", "attempts": "0", "msg_count": "0",
         }
+        if messages:
+            fields["input"] = json.dumps([m.model_dump(mode="json") for m in messages])
         key = self.keys.run(run_id)
         with redis_errors("journal"):
             async with self.client.pipeline(transaction=True) as pipe:

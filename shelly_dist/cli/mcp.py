@@ -1,0 +1,196 @@
+"""``shelly mcp serve``: the project's toolboxes (and optionally its agents) as an MCP server.
+
+Why a server at all: an MCP client (an IDE, another agent framework, Claude Desktop) can then use
+exactly the tools a shelly team uses — the built-ins with their permission guards, the configured
+MCP servers, and the session's blackboard and task board on the configured backend — and, with
+``--agents``, hand a whole task to a shelly agent (``agent_<name>``), which runs through the
+engine's runtime (embedded, or on the Celery workers when a broker is configured).
+
+Everything served is bound to one session (``--session``, default a new id printed on stderr), so
+a client and the agents it starts share one blackboard, and ``shelly state --session`` sees it.
+Agent calls are not saved as resumable sessions: several may run at once under the same id.
+
+stdout belongs to the protocol on stdio (the SDK diverts stray writes to stderr while serving);
+every message of ours goes to stderr. SIGTERM stops the server cleanly with exit 0, SIGINT with
+130, never with a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Coroutine
+from typing import Any
+
+import click
+from pydantic import BaseModel, Field
+
+from shelly_dist.cli.errors import EXIT_INTERRUPTED, EXIT_OK, run_async
+from shelly_dist.cli.options import config_options
+from shelly_dist.engine import Engine, new_session_id
+from shelly_dist.engine.toolboxes import HEADLESS_SKIPPED
+from shelly_dist.tools import Tool, ToolBox, tool_from_model
+
+SERVER_NAME = "shelly"
+MCP_PATH = "/mcp"
+
+
+class AgentTaskInput(BaseModel):
+    """The input of an ``agent_<name>`` tool."""
+
+    task: str = Field(min_length=1, description="What the agent should do.")
+    context: str = Field("", description="Background the agent needs (files, decisions, constraints).")
+
+
+def agent_message(data: AgentTaskInput) -> str:
+    """The user message an agent tool sends: the task, after a ``<context>`` block when given."""
+    if not data.context.strip():
+        return data.task
+    return f"<context>\n{data.context.strip()}\n</context>\n\n{data.task}"
+
+
+def default_toolbox_names(engine: Engine) -> list[str]:
+    """Every toolbox some agent uses, in config order, without duplicates or headless-skipped ones."""
+    names: list[str] = []
+    for spec in engine.config.agents:
+        for name in spec.toolbox_names():
+            if name not in names and name not in HEADLESS_SKIPPED:
+                names.append(name)
+    return names
+
+
+def served_toolboxes(engine: Engine, names: list[str], session: str) -> list[ToolBox]:
+    """The toolboxes ``names`` (default: :func:`default_toolbox_names`) bound to ``session``.
+
+    An unknown name is a ``ConfigError`` (exit 2) naming it.
+    """
+    boxes: list[ToolBox] = []
+    for name in names or default_toolbox_names(engine):
+        box = engine.toolboxes.named(name, session)
+        if box is not None:
+            boxes.append(box)
+    return boxes
+
+
+def agents_toolbox(engine: Engine, session: str) -> ToolBox:
+    """One ``agent_<name>`` tool per configured agent; each call runs a fresh top-level session."""
+
+    def tool_for(name: str, description: str) -> Tool:
+        async def run(data: AgentTaskInput) -> str:
+            outcome = await engine.session(session, agent=name, persist=False).send(agent_message(data))
+            return outcome.reply.text_content()
+
+        text = f"Run the shelly agent {name!r} on a task and return its final answer."
+        if description:
+            text += f" The agent: {description}"
+        return tool_from_model(f"agent_{name}", text, AgentTaskInput, run)
+
+    return ToolBox([tool_for(a.name, a.description) for a in engine.config.agents], name="agents")
+
+
+async def until_signal(main: Coroutine[Any, Any, None]) -> int:
+    """Run ``main`` until it ends (exit 0) or a signal stops it: SIGTERM exit 0, SIGINT 130.
+
+    The handlers are in place before ``main`` first runs, so a signal during start-up (the engine
+    opening MCP servers) also cancels cleanly: whatever ``main`` opened closes on the way out.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(main)
+    codes: list[int] = []
+
+    def stop(code: int) -> None:
+        codes.append(code)
+        task.cancel()
+
+    handled = ((signal.SIGTERM, EXIT_OK), (signal.SIGINT, EXIT_INTERRUPTED))
+    for sig, code in handled:
+        loop.add_signal_handler(sig, stop, code)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not codes:
+            raise
+    finally:
+        for sig, _ in handled:
+            loop.remove_signal_handler(sig)
+    return codes[0] if codes else EXIT_OK
+
+
+def _say(text: str) -> None:
+    click.echo(text, err=True)
+
+
+async def serve(
+    *,
+    toolbox_names: list[str],
+    with_agents: bool,
+    transport: str,
+    host: str,
+    port: int,
+    config_path: str | None,
+    shelly_dir: str,
+    session_id: str | None,
+) -> None:
+    """Open the engine, build the server, serve until the client leaves (stdio) or forever (http)."""
+    from shelly_dist.tools.mcp import build_server, serve_http, serve_stdio
+
+    async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
+        session = session_id or new_session_id()
+        boxes = served_toolboxes(engine, toolbox_names, session)
+        if with_agents:
+            boxes.append(agents_toolbox(engine, session))
+        server = build_server(boxes, name=SERVER_NAME)
+        tools = sum(len(box) for box in boxes)
+        _say(f"session {session} ({tools} tools, runtime {engine.runtime.name})")
+        if transport == "stdio":
+            await serve_stdio(server)
+            return
+
+        def listening(bound: int) -> None:
+            _say(f"serving MCP on http://{host}:{bound}{MCP_PATH}")
+
+        await serve_http(server, host=host, port=port, path=MCP_PATH, on_listening=listening)
+
+
+@click.group("mcp")
+def mcp_group() -> None:
+    """Model Context Protocol: serve shelly's toolboxes and agents to MCP clients."""
+
+
+@mcp_group.command("serve")
+@click.option("--toolbox", "toolbox_names", multiple=True, metavar="NAME",
+              help="A toolbox to serve (repeatable; default: every toolbox an agent uses).")
+@click.option("--agents", "with_agents", is_flag=True, help="Also serve each agent as a tool agent_<name>.")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: the address to listen on.")
+@click.option("--port", type=int, default=8000, show_default=True, help="HTTP: the port (0 picks a free one).")
+@config_options
+@click.option("--session", "session_id", default=None, help="Session the tools are bound to (default: new).")
+def serve_command(
+    toolbox_names: tuple[str, ...],
+    with_agents: bool,
+    transport: str,
+    host: str,
+    port: int,
+    config_path: str | None,
+    shelly_dir: str,
+    session_id: str | None,
+) -> None:
+    """Serve toolboxes (and with --agents, agents) over MCP, on stdio or streamable HTTP."""
+    code = run_async(
+        until_signal(
+            serve(
+                toolbox_names=list(toolbox_names),
+                with_agents=with_agents,
+                transport=transport,
+                host=host,
+                port=port,
+                config_path=config_path,
+                shelly_dir=shelly_dir,
+                session_id=session_id,
+            )
+        )
+    )
+    sys.exit(code)
+

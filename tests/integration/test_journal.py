@@ -1,0 +1,113 @@
+"""The run journal's atomic scripts against the real Redis: join, claim, checkpoint, release."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
+from shelly_dist.chats import Message, Role
+from shelly_dist.errors import StoreError
+from shelly_dist.runtime.celery.journal import Journal, child_key
+from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.state.connection import connect
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def journal(redis_url: str, key_prefix: str) -> AsyncIterator[Journal]:
+    client = connect(redis_url)
+    settings = RuntimeSettings(broker_url=redis_url, redis_url=redis_url, key_prefix=key_prefix, max_attempts=3)
+    yield Journal(client, settings)
+    await client.aclose()
+
+
+def request(i: int) -> ChildRequest:
+    return ChildRequest(key=f"call_1:{i}", tool_call_id="call_1", index=i, agent="w", task=f"t{i}", depth=1,
+                        visited=["lead", "w"], parent_run_id="parent", parent_agent="lead")
+
+
+async def parent(journal: Journal) -> dict[str, str]:
+    await journal.create_root("parent", agent="lead", session="0123456789abcdef", mode="worker", task="go",
+                              fingerprint="fp")
+    return await journal.record("parent")
+
+
+async def test_join_counts_each_child_once_however_often_it_finishes(journal: Journal):
+    record = await parent(journal)
+    ids, to_start = await journal.expect_children(record, [request(0), request(1)], 1, "fp")
+    assert to_start == ids
+    child = await journal.record(ids[0])
+    entry = DelegateEntry(agent="w", result="r0").to_json()
+    assert (await journal.finish(child, "", "done", entry))[0] == 1
+    assert (await journal.finish(child, "", "done", entry))[0] == -1  # a redelivered finish
+    other = await journal.record(ids[1])
+    left, mode = await journal.finish(other, "", "done", DelegateEntry(agent="w", result="r1").to_json())
+    assert (left, mode) == (0, "worker")  # exactly one caller sees zero and enqueues the resume
+    got = await journal.children("parent", [child_key(request(0), 1), child_key(request(1), 1)])
+    assert [e.result for e in got.values()] == ["r0", "r1"]
+
+
+async def test_children_are_expected_before_they_can_join(journal: Journal):
+    record = await parent(journal)
+    ids, _ = await journal.expect_children(record, [request(0), request(1)], 1, "fp")
+    fast = await journal.record(ids[0])
+    left, _ = await journal.finish(fast, "", "done", DelegateEntry(agent="w", result="quick").to_json())
+    assert left == 1, "a child that finishes at once must not complete the join early"
+
+
+async def test_expecting_again_after_a_redelivery_restarts_only_unstarted_children(journal: Journal):
+    record = await parent(journal)
+    ids, _ = await journal.expect_children(record, [request(0), request(1)], 1, "fp")
+    assert (await journal.claim(ids[0], "parent", "tok", "w1")).outcome == "ok"
+    again, to_start = await journal.expect_children(record, [request(0), request(1)], 1, "fp")
+    assert again == ids and to_start == [ids[1]]
+    assert (await journal.record("parent"))["pending"] == "2"
+
+
+async def test_claim_gives_the_run_to_one_task_at_a_time(journal: Journal):
+    await parent(journal)
+    assert (await journal.claim("parent", "parent", "a", "w1")).outcome == "ok"
+    assert (await journal.claim("parent", "parent", "b", "w2")).outcome == "busy"
+
+
+async def test_a_run_that_never_makes_progress_is_exhausted_after_max_attempts(journal: Journal):
+    await parent(journal)
+    lease = journal.keys.run_lease("parent")
+    outcomes = []
+    for attempt in range(4):
+        outcomes.append((await journal.claim("parent", "parent", f"t{attempt}", "w")).outcome)
+        await journal.client.delete(lease)  # the worker died holding it; the lease expired
+    assert outcomes == ["ok", "ok", "ok", "exhausted"]
+
+
+async def test_checkpoint_resets_the_attempts_and_appends_only_new_messages(journal: Journal):
+    await parent(journal)
+    state = RunState(run_id="parent", config_name="lead", instance_name="lead")
+    first = [Message.text("user", Role.USER, "one")]
+    assert (await journal.claim("parent", "parent", "t", "w")).outcome == "ok"
+    assert await journal.checkpoint("parent", 0, state, first, "running") == 1
+    assert (await journal.record("parent"))["attempts"] == "0"
+    assert await journal.checkpoint("parent", 1, state, [Message.text("user", Role.USER, "two")], "running") == 2
+    assert [m.text_content() for m in await journal.messages("parent", 2)] == ["one", "two"]
+
+
+async def test_checkpoint_from_a_stale_writer_is_refused(journal: Journal):
+    await parent(journal)
+    state = RunState(run_id="parent", config_name="lead", instance_name="lead")
+    await journal.checkpoint("parent", 0, state, [Message.text("user", Role.USER, "one")], "running")
+    with pytest.raises(StoreError, match="journal: expected 0 messages, found 1"):
+        await journal.checkpoint("parent", 0, state, [Message.text("user", Role.USER, "dup")], "running")
+
+
+async def test_release_keeps_the_lease_when_every_child_already_joined(journal: Journal):
+    record = await parent(journal)
+    ids, _ = await journal.expect_children(record, [request(0)], 1, "fp")
+    assert (await journal.claim("parent", "parent", "tok", "w")).outcome == "ok"
+    assert await journal.release("parent", "tok") == 1  # still waiting: lease released
+    assert (await journal.claim("parent", "parent", "tok2", "w")).outcome == "ok"
+    await journal.finish(await journal.record(ids[0]), "", "done", DelegateEntry(agent="w").to_json())
+    assert await journal.release("parent", "tok2") == 0  # nothing to wait for: keep going
+    assert (await journal.claim("parent", "parent", "other", "w2")).outcome == "busy"
