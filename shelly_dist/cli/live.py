@@ -32,6 +32,7 @@ class AgentRow:
     status: str = "running"
     action: str = ""
     tokens: int = 0
+    worker: str = ""
 
 
 def _short(text: str, limit: int = ACTION_LIMIT) -> str:
@@ -71,6 +72,23 @@ class Board:
         if event.kind == events.AGENT_END:
             row.status, row.action = "done", "finished"
             return f"{'  ' * row.depth}✔ {row.name} finished ({row.tokens} tokens)"
+        if event.kind in (events.RUN_STARTED, events.RUN_RESUMED):
+            row.worker = str(data.get("worker") or row.worker)
+            if "depth" in data:
+                row.depth = int(data.get("depth") or 0)
+            row.status = "running"
+            verb = "started" if event.kind == events.RUN_STARTED else "resumed"
+            row.action = f"{verb} on {row.worker}"
+            return f"{'  ' * row.depth}▶ {row.name} {verb} on {row.worker} (depth {row.depth})"
+        if event.kind == events.RUN_WAITING:
+            row.status, row.action = "waiting", f"waiting on {data.get('waiting_on', '?')} children"
+            return None
+        if event.kind == events.RUN_FINISHED:
+            row.status = {"done": "done", "canceled": "canceled"}.get(str(data.get("status")), "failed")
+            entry = data.get("entry") or {}
+            row.action = _short(str(entry.get("error") or entry.get("result") or row.status))
+            mark = "✔" if row.status == "done" else "✗"
+            return f"{'  ' * row.depth}{mark} {row.name} {row.status} on {row.worker} ({row.tokens} tokens)"
         if event.kind == events.ERROR:
             row.status, row.action = "failed", _short(str(data.get("error") or ""))
             return f"{'  ' * row.depth}✗ {row.name} failed: {data.get('error')}"
@@ -78,12 +96,12 @@ class Board:
 
     def table(self) -> Table:
         table = Table(box=None, pad_edge=False, header_style="bold")
-        for column in ("agent", "depth", "status", "last action", "tokens"):
+        for column in ("agent", "depth", "worker", "status", "last action", "tokens"):
             table.add_column(column, justify="right" if column in ("depth", "tokens") else "left")
-        style = {"running": "yellow", "done": "green", "failed": "red"}
+        style = {"running": "yellow", "waiting": "cyan", "done": "green", "failed": "red", "canceled": "magenta"}
         for r in self.rows.values():
             status = f"[{style.get(r.status, '')}]{r.status}[/]"
-            table.add_row("  " * r.depth + r.name, str(r.depth), status, r.action, str(r.tokens))
+            table.add_row("  " * r.depth + r.name, str(r.depth), r.worker or "-", status, r.action, str(r.tokens))
         return table
 
 

@@ -69,6 +69,16 @@ def test_two_delegated_tasks_with_rabbitmq_as_broker(rabbit_cluster: Cluster):
     check_two_task_delegation(rabbit_cluster)
 
 
+def test_live_view_on_stderr_shows_the_remote_agents_and_their_workers(cluster: Cluster):
+    two_task_team(cluster)
+    host = cluster.start_worker("w1")
+    out = cluster.shelly("run", "do it")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "combined answer"
+    started = [line for line in out.stderr.splitlines() if "started on" in line]
+    assert len(started) == 2 and all(host in line and "worker-" in line for line in started)
+
+
 def check_two_task_delegation(cluster: Cluster) -> None:
     two_task_team(cluster)
     hosts = {cluster.start_worker("w1"), cluster.start_worker("w2")}
