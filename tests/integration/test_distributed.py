@@ -311,3 +311,52 @@ def test_worker_with_another_config_fails_the_run_naming_both_fingerprints(clust
     events = cluster.events(json.loads(out.stdout)["session"])
     finished = next(e for e in events if e["kind"] == "run_finished")
     assert "config fingerprint mismatch" in finished["data"]["entry"]["error"]
+
+
+def _slow_team(cluster: Cluster, server: ModelServer) -> None:
+    cluster.write_config(
+        [scripted("lead", lead=[delegate(("slow", "one"), ("slow", "two")), "unreachable"]),
+         {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+          "rate_limit": {"max_retries": 0}}],
+        [{"name": "lead", "provider": "lead", "options": {"max_delegation_depth": 1}},
+         {"name": "slow", "provider": "mock"}],
+    )
+
+
+def test_ctrl_c_in_the_coordinator_cancels_the_whole_tree(cluster: Cluster):
+    import signal
+
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
+        _slow_team(cluster, server)
+        cluster.start_worker("w1")
+        coordinator = cluster.popen("run", "interrupt me")
+        try:
+            server.wait_for_requests(2, timeout=60)
+            session = cluster.session_ids()[0]
+            coordinator.send_signal(signal.SIGINT)
+            coordinator.wait(30)
+            wait_until(lambda: all(r["status"] == "canceled" for r in cluster.runs(session)), 30, "every run canceled")
+        finally:
+            if coordinator.poll() is None:
+                coordinator.kill()
+        assert coordinator.returncode == 130
+
+
+def test_cancel_by_run_id_cancels_that_tree(cluster: Cluster):
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
+        _slow_team(cluster, server)
+        cluster.start_worker("w1")
+        coordinator = cluster.popen("run", "cancel me", "--json")
+        try:
+            server.wait_for_requests(2, timeout=60)
+            session = cluster.session_ids()[0]
+            child = next(r for r in cluster.runs(session) if r["parent"])
+            out = cluster.shelly("cancel", child["id"])
+            assert out.returncode == 0, out.stderr
+            wait_until(lambda: all(r["status"] == "canceled" for r in cluster.runs(session)), 30, "every run canceled")
+            coordinator.wait(30)
+        finally:
+            if coordinator.poll() is None:
+                coordinator.kill()
+        assert coordinator.returncode == 130
+        assert cluster.shelly("cancel", "no-such-run").returncode == 2
