@@ -40,6 +40,8 @@ from shelly_dist.errors import (
 from shelly_dist.events import Event
 from shelly_dist.models import Completer, Usage, UsageTracker
 from shelly_dist.providers import FunctionCompleter, ScriptedCompleter
+from shelly_dist.runtime import LocalRuntime, RunOutcome
+from shelly_dist.skills import Skill, SkillStore
 from shelly_dist.tools import Tool, ToolBox, schema_for, tool_from_model
 
 __version__ = "0.1.0"
@@ -60,6 +62,7 @@ __all__ = [
     "Event",
     "FunctionCompleter",
     "Image",
+    "LocalRuntime",
     "LoopDetected",
     "MCPError",
     "MaxIterationsExceeded",
@@ -71,9 +74,12 @@ __all__ = [
     "Run",
     "RunCancelled",
     "RunError",
+    "RunOutcome",
     "RunState",
     "ScriptedCompleter",
     "ShellyError",
+    "Skill",
+    "SkillStore",
     "StepTimeout",
     "StoreError",
     "Text",
