@@ -16,15 +16,6 @@ from .cluster import Cluster, complete, delegate, scripted, wait_until
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def cluster(tmp_path: Path, redis_url: str) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, redis_url=redis_url)
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
 def run_json(cluster: Cluster, task: str, *extra: str, timeout: float = 120) -> dict:
     out = cluster.shelly("run", task, "--json", *extra, timeout=timeout)
     assert out.returncode == 0, f"stdout:{out.stdout}\nstderr:{out.stderr}\n{cluster.worker_log()}"

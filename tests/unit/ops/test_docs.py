@@ -32,8 +32,28 @@ COVERED: dict[str, str] = {
     ),
     r"sudo cp -r k8s/base/shelly/\. /srv/shelly/\.shelly/.*": "test_config_map_holds_a_config_the_loader_accepts",
     r"sudo (useradd|install -d|python3\.11 -m venv|/opt/shelly/venv/bin/pip install) .*": _UNITS,
+    # The processes by hand: backed by integration tests against the real Redis.
+    r"shelly worker --concurrency \d+ --queues \S+ --hostname \S+ --heartbeat-file \S+": (
+        "test_probe_passes_against_a_live_worker_and_fails_once_it_is_stopped"
+    ),
+    r"SHELLY_CONFIG=\S+ celery -A shelly_dist\.runtime\.celery_app worker( --pool threads --concurrency \d+)?": (
+        "test_plain_celery_worker_reads_shelly_config_and_runs_a_delegation"
+    ),
+    r"shelly flower --address \S+ --port \d+ --basic-auth \S+:\S+": (
+        "test_flower_api_refuses_requests_without_credentials"
+    ),
+    r"curl -u \S+ \S+/api/workers": "test_flower_api_lists_the_worker_hostname",
+    r'curl -u \S+ "\S+/api/tasks\?taskname=shelly\.run_agent"': (
+        "test_flower_api_lists_the_run_agent_tasks_with_agent_depth_session_and_preview"
+    ),
+    r"python -m shelly_dist\.runtime\.heartbeat --file \S+ --max-age \d+": (
+        "test_worker_probe_command_passes_against_a_live_heartbeat"
+    ),
+    r"celery -A shelly_dist\.runtime\.celery_app control cancel_consumer \S+ --destination \S+": (
+        "test_prestop_cancel_consumer_stops_the_worker_taking_tasks"
+    ),
 }
-TESTS = "\n".join(p.read_text() for p in (ROOT / "tests" / "unit").rglob("test_*.py"))
+TESTS = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py"))
 
 
 def _commands() -> list[tuple[str, str]]:
