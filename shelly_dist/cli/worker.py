@@ -7,6 +7,7 @@ and its loop are alive, is what container probes read (``python -m shelly_dist.r
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 
@@ -15,13 +16,33 @@ import click
 from shelly_dist.cli.errors import fail
 
 DEFAULT_THREADS = 100
+LOOP_PROBE_TIMEOUT = 5.0
+"""Seconds the event loop has to answer the heartbeat's probe before a beat is skipped."""
 
 
 def _loop_alive() -> bool:
+    """The heartbeat's probe: the worker's event loop (once started) runs a no-op within
+    :data:`LOOP_PROBE_TIMEOUT` seconds. A loop that is stopped, or blocked by a step doing sync
+    work, stops the beats, so liveness restarts the worker instead of it holding tasks forever."""
     from shelly_dist.runtime.celery.process import WorkerProcess
 
     process = WorkerProcess._instance
-    return process is None or (process.loop.is_running() and not process.loop.is_closed())
+    if process is None:
+        return True
+    return loop_answers(process.loop, LOOP_PROBE_TIMEOUT)
+
+
+def loop_answers(loop: asyncio.AbstractEventLoop, timeout: float) -> bool:
+    """Whether ``loop`` runs a no-op coroutine within ``timeout`` seconds (call from another thread)."""
+    if loop.is_closed() or not loop.is_running():
+        return False
+    future = asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop)
+    try:
+        future.result(timeout=timeout)
+    except TimeoutError:
+        future.cancel()
+        return False
+    return True
 
 
 @click.command("worker")
@@ -61,6 +82,14 @@ def worker_command(
         fail(exc)
     # The worker logs like any Celery worker, at --loglevel, in Celery's format (operators grep it).
     app.conf.worker_hijack_root_logger = True
+    node = hostname or "shelly@" + socket.gethostname()
+    if pool != "prefork":  # no fork ahead: open the engine and its MCP servers now, failing fast
+        try:
+            from shelly_dist.runtime.celery.app import worker_process
+
+            worker_process(app, node)
+        except Exception as exc:
+            fail(exc)
     heartbeat = Heartbeat(heartbeat_file, interval=heartbeat_interval, probe=_loop_alive)
     worker_ready.connect(lambda **_: heartbeat.start(), weak=False)
     worker_shutdown.connect(lambda **_: heartbeat.stop(), weak=False)
@@ -70,7 +99,7 @@ def worker_command(
         f"--pool={pool}",
         f"--loglevel={loglevel}",
         f"--queues={queues or settings.queue}",
-        f"--hostname={hostname or 'shelly@' + socket.gethostname()}",
+        f"--hostname={node}",
         "--task-events",
         "--without-mingle",
     ]

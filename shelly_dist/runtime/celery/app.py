@@ -58,8 +58,13 @@ def create_app(settings: RuntimeSettings) -> Celery:
     return app
 
 
-def _advance(task: Task, run_id: str, root: str) -> dict[str, str]:
-    app = task.app
+def worker_process(app: Celery, hostname: str) -> WorkerProcess:
+    """This process's :class:`WorkerProcess` for ``app``, opened (engine, MCP sessions) on first use.
+
+    ``shelly worker`` calls it before taking tasks (pools that do not fork), so a config whose
+    MCP server cannot start fails the worker at start-up, naming the server, instead of failing
+    every task it takes while the runs wait forever.
+    """
     spec: WorkerSpec | None = getattr(app, "shelly_spec", None)
     if spec is None:
         raise ConfigError("worker: no WorkerSpec on the app; start workers with `shelly worker`")
@@ -68,8 +73,11 @@ def _advance(task: Task, run_id: str, root: str) -> dict[str, str]:
     def send(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
         app.send_task(name, args=args, kwargs=kwargs, queue=queue)
 
-    hostname = task.request.hostname or "worker"
-    process = WorkerProcess.get(spec, send, hostname)
+    return WorkerProcess.get(spec, send, hostname)
+
+
+def _advance(task: Task, run_id: str, root: str) -> dict[str, str]:
+    process = worker_process(task.app, task.request.hostname or "worker")
     try:
         progress = process.call(process.executor.advance(run_id, root))
     except StoreError as exc:  # Redis unreachable for now: the journal is intact, try again later

@@ -29,6 +29,10 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+REDIS_MAX_CONNECTIONS = 2000
+"""The worker's Redis pool cap: above ``--concurrency`` (one command in flight per run at most,
+plus pub/sub), below Redis's default ``maxclients`` (10,000) across a few processes."""
+
 
 @dataclass
 class WorkerSpec:
@@ -52,7 +56,12 @@ class WorkerProcess:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="shelly-loop", daemon=True)
         self._thread.start()
-        self.executor: Executor = self.call(self._open())
+        try:
+            self.executor: Executor = self.call(self._open())
+        except BaseException:  # nothing is left running: the next task (or start-up) tries afresh
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=5)
+            raise
 
     @classmethod
     def get(
@@ -76,7 +85,10 @@ class WorkerProcess:
         settings = self.spec.settings
         ctx = await self.spec.open()
         self._ctx = ctx
-        self._client = connect(settings.redis_url, client_name=f"shelly-worker:{self.hostname}")
+        # redis-py's asyncio pool defaults to 100 connections and fails (MaxConnectionsError) past
+        # them; hundreds of runs in one process burst past that when they start together.
+        self._client = connect(settings.redis_url, client_name=f"shelly-worker:{self.hostname}",
+                               max_connections=REDIS_MAX_CONNECTIONS)
         journal = Journal(self._client, settings)
         self._cancel = CancelWatch(self._client, journal.keys)
         await self._cancel.start()

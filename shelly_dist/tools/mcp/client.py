@@ -5,6 +5,8 @@ that must be entered and exited by the *same* task, while our callers are many t
 loop runs tool calls concurrently). So each :class:`MCPClient` owns its session inside one
 long-lived *owner task*; callers hand requests to it through a queue and await a future. The owner
 runs each request in its own child task, so calls stay concurrent (no hidden lock).
+A stdio server's stderr goes to the process's real stderr (:func:`server_errlog`), which a Celery
+worker's logging proxy is not.
 
 A client belongs to the event loop it was started on (a Celery worker keeps one loop for its
 whole life, DESIGN.md §3.11). When a stdio server dies, the next call sees the connection closed;
@@ -16,18 +18,21 @@ the owner then reopens the session once and retries that call. Results follow Sh
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import math
+import os
+import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import anyio
 import httpx2
 import mcp_types as types
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError as SDKMCPError
@@ -115,6 +120,28 @@ def _is_connection_lost(exc: BaseException) -> bool:
     if isinstance(exc, SDKMCPError):
         return exc.code == types.CONNECTION_CLOSED
     return isinstance(exc, _CONNECTION_LOST)
+
+
+def server_errlog() -> TextIO:
+    """Where a stdio server's stderr goes: ours, when it is a real file.
+
+    A Celery worker replaces ``sys.stderr`` with a logging proxy that has no file descriptor, and
+    the SDK's default (``sys.stderr``, bound at import) would then fail every server's start with
+    ``'LoggingProxy' object has no attribute 'fileno'``; the process's original stderr is used then.
+    """
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            if stream is not None and stream.fileno() >= 0:
+                return stream
+        except (AttributeError, OSError, ValueError):
+            continue
+    return _devnull()
+
+
+@functools.cache
+def _devnull() -> TextIO:
+    """One null sink for the process's life, for a process with no stderr at all."""
+    return open(os.devnull, "w")  # deliberately never closed
 
 
 def result_text(result: types.CallToolResult) -> str:
@@ -290,7 +317,7 @@ class MCPClient:
         }
         if spec.command:
             params = StdioServerParameters(command=spec.command, args=spec.args, env=spec.env or None)
-            return Client(params, **options)
+            return Client(stdio_client(params, errlog=server_errlog()), **options)
         assert spec.url is not None
         http = await stack.enter_async_context(create_mcp_http_client(headers=spec.headers or None))
         return Client(streamable_http_client(spec.url, http_client=http), **options)

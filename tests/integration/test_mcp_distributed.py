@@ -1,0 +1,123 @@
+"""MCP across workers: a delegated child on a ``shelly worker`` calls a configured MCP server's tool.
+
+Each worker opens the config's ``mcp_servers`` in its own long-lived event loop at start-up
+(``Engine.open`` inside the worker's loop), so the child's tool call goes through that worker's
+session. The server is the repo's test toolbox (``tests/unit/tools/mcp/toolbox_server.py``) over
+stdio; its ``add`` and ``pid`` tools give answers only the server process can produce.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from .cluster import Cluster, complete, delegate, scripted
+
+pytestmark = pytest.mark.integration
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SERVER_SCRIPT = REPO_ROOT / "tests" / "unit" / "tools" / "mcp" / "toolbox_server.py"
+
+
+def call(tool: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": tool, "arguments": arguments}]}
+
+
+def write_team(cluster: Cluster, child_script: list[Any], *tasks: tuple[str, str]) -> None:
+    """An orchestrator delegating ``tasks`` to ``adder``, whose toolbox is the MCP server."""
+    cluster.write_config(
+        [scripted(orchestrator=[delegate(*tasks), "all added"], adder=child_script)],
+        [{"name": "orchestrator", "description": "delegates", "options": {"max_delegation_depth": 1}},
+         {"name": "adder", "description": "adds with the MCP server", "toolboxes": ["testbox"]}],
+        mcp_servers=[{"name": "testbox", "command": sys.executable, "args": [str(SERVER_SCRIPT)],
+                      "env": {"PYTHONPATH": str(REPO_ROOT)}}],
+    )
+
+
+def run_team(cluster: Cluster) -> tuple[str, list[dict[str, Any]]]:
+    """``shelly run`` as the coordinator; the session id and its events."""
+    out = cluster.shelly("run", "add things", "--json")
+    assert out.returncode == 0, f"stdout:{out.stdout}\nstderr:{out.stderr}\n{cluster.worker_log()}"
+    result = json.loads(out.stdout)
+    assert result["reply"] == "all added"
+    return result["session"], cluster.events(result["session"])
+
+
+def of_adder(event: dict[str, Any]) -> bool:
+    """An event of an ``adder`` instance (instances are named ``adder-<task words>-<n>``)."""
+    return str(event["agent"]).startswith("adder")
+
+
+def tool_results(events: list[dict[str, Any]]) -> list[str]:
+    """The texts of the adders' tool-role messages, in stream order."""
+    return [e["data"]["text"] for e in events
+            if of_adder(e) and e["kind"] == "message_added" and e["data"].get("role") == "tool"]
+
+
+def adder_workers(events: list[dict[str, Any]]) -> set[str]:
+    return {e["data"]["worker"] for e in events if of_adder(e) and e["kind"] == "run_started"}
+
+
+def test_delegated_child_on_a_worker_gets_the_mcp_servers_answer(cluster: Cluster) -> None:
+    write_team(cluster, [call("add", a=20, b=22), complete("added")], ("adder", "add 20 and 22"))
+    hosts = {cluster.start_worker("w1"), cluster.start_worker("w2")}
+    _, events = run_team(cluster)
+    assert tool_results(events)[:1] == ["42"]
+    assert adder_workers(events) and adder_workers(events) <= hosts
+
+
+def test_mcp_server_error_reaches_the_child_as_an_error_result(cluster: Cluster) -> None:
+    write_team(cluster, [call("fail"), complete("reported")], ("adder", "try the failing tool"))
+    cluster.start_worker("w1")
+    _, events = run_team(cluster)
+    assert tool_results(events)[:1] == ["mcpclient: tool error: tool failed"]
+
+
+def test_each_worker_calls_its_own_server_process(cluster: Cluster) -> None:
+    """Two children; whichever workers take them, a worker's children share its one server process
+    and different workers answer from different processes (one MCP session per worker loop)."""
+    write_team(cluster, [{**call("pid"), "delay": 0.3}, complete("pid read")], ("adder", "one"), ("adder", "two"))
+    cluster.start_worker("w1", concurrency=1)
+    cluster.start_worker("w2", concurrency=1)
+    _, events = run_team(cluster)
+    pids = [int(t) for t in tool_results(events) if t.isdigit()]
+    assert len(pids) == 2
+    assert len(set(pids)) == len(adder_workers(events))
+
+
+def test_worker_whose_mcp_server_cannot_start_fails_at_start_up_naming_it(cluster: Cluster) -> None:
+    cluster.write_config(
+        [scripted(solo=["unused"])],
+        [{"name": "solo", "toolboxes": ["broken"]}],
+        mcp_servers=[{"name": "broken", "command": str(cluster.root / "no-such-server")}],
+    )
+    out = cluster.shelly("worker", "--hostname", f"broken@{cluster.id}", timeout=60)
+    assert out.returncode == 1
+    assert 'mcp server "broken": failed to start' in out.stderr
+
+
+async def test_served_agent_tool_runs_its_team_on_the_workers(cluster: Cluster) -> None:
+    """``shelly mcp serve --agents`` on a distributed config: the orchestrator's delegated child
+    runs on a worker and uses the MCP server there; the MCP caller gets the orchestrator's answer."""
+    write_team(cluster, [call("add", a=1, b=2), complete("added")], ("adder", "add 1 and 2"))
+    host = cluster.start_worker("w1")
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "shelly_dist.cli.main", "mcp", "serve", "--agents"],
+        env=cluster.env(), cwd=cluster.root,
+    )
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        result = await session.call_tool("agent_orchestrator", {"task": "add things"})
+    assert not result.is_error, result.content
+    assert [c.text for c in result.content if isinstance(c, types.TextContent)] == ["all added"]
+    (session_id,) = await asyncio.to_thread(cluster.session_ids)
+    events = await asyncio.to_thread(cluster.events, session_id)
+    assert tool_results(events)[:1] == ["3"]
+    assert adder_workers(events) == {host}
