@@ -351,3 +351,38 @@ def test_cancel_by_run_id_cancels_that_tree(cluster: Cluster):
                 coordinator.kill()
         assert coordinator.returncode == 130
         assert cluster.shelly("cancel", "no-such-run").returncode == 2
+
+
+def test_prefork_worker_that_cannot_open_its_engine_fails_the_run_instead_of_hanging(cluster: Cluster):
+    """The MCP server exists on the coordinator's machine but not on the worker's."""
+    import os
+    import subprocess
+    import sys
+
+    bindir = cluster.root / "coordinator-bin"
+    bindir.mkdir()
+    server = Path(__file__).parents[1] / "unit" / "tools" / "mcp" / "toolbox_server.py"
+    script = bindir / "team-mcp-server"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} {server} \"$@\"\n")
+    script.chmod(0o755)
+    cluster.write_config(
+        [scripted(lead=[delegate(("helper", "use the server")), "lead saw the failure"], helper=["never runs"])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "helper", "toolboxes": ["team"]}],
+        mcp_servers=[{"name": "team", "command": "team-mcp-server"}],
+    )
+    beat, log = cluster.root / "prefork.heartbeat", cluster.root / "prefork.log"
+    cluster.logs["prefork"] = log
+    cluster.workers["prefork"] = subprocess.Popen(
+        [sys.executable, "-m", "shelly_dist.cli.main", "worker", "--pool", "prefork", "--concurrency", "1",
+         "--hostname", f"prefork@{cluster.id}", "--heartbeat-file", str(beat)],
+        cwd=cluster.root, env=cluster.env(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
+    )
+    wait_until(lambda: beat.exists(), 60, "the prefork worker")
+    env = cluster.env()
+    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
+    out = subprocess.run([sys.executable, "-m", "shelly_dist.cli.main", "run", "go", "--json"], cwd=cluster.root,
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
+    assert json.loads(out.stdout)["reply"] == "lead saw the failure"
+    child = next(r for r in cluster.runs(json.loads(out.stdout)["session"]) if r["parent"])
+    assert child["status"] == "failed" and "cannot start" in child["error"] and '"team"' in child["error"]

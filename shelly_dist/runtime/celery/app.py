@@ -16,7 +16,7 @@ from typing import Any
 from celery import Celery, Task
 from celery.signals import worker_shutdown
 
-from shelly_dist.errors import ConfigError, StoreError
+from shelly_dist.errors import ConfigError, MCPError, StoreError
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.process import WorkerProcess, WorkerSpec
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -76,8 +76,45 @@ def worker_process(app: Celery, hostname: str) -> WorkerProcess:
     return WorkerProcess.get(spec, send, hostname)
 
 
+def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> dict[str, str]:
+    """This worker cannot open its engine (a prefork child whose MCP server fails, say): fail the
+    run with the cause instead of leaving its parent waiting forever, and join it as usual."""
+    import asyncio
+
+    from shelly_dist.agent import DelegateEntry
+    from shelly_dist.runtime.celery.executor import task_kwargs
+    from shelly_dist.runtime.celery.journal import Journal
+    from shelly_dist.state.connection import connect
+
+    spec: WorkerSpec = task.app.shelly_spec  # type: ignore[attr-defined]
+    error = f"worker {task.request.hostname}: cannot start: {exc}"
+
+    async def fail() -> None:
+        client = connect(spec.settings.redis_url, client_name="shelly-worker-unopened")
+        try:
+            journal = Journal(client, spec.settings)
+            claim = await journal.claim(run_id, root, "unopened", task.request.hostname or "worker")
+            if claim.outcome != "ok":
+                return
+            entry = DelegateEntry(agent=claim.record.get("agent", ""), error=error)
+            left, mode = await journal.finish(claim.record, "unopened", "failed", entry.to_json(), error=error)
+            if left == 0 and mode == "worker":
+                parent = await journal.record(claim.record["parent"])
+                task.app.send_task(RESUME_AGENT, args=[claim.record["parent"], root], kwargs=task_kwargs(parent),
+                                   queue=spec.settings.queue)
+        finally:
+            await client.aclose()
+
+    logger.error("run %s: %s", run_id, error)
+    asyncio.run(fail())
+    return {"run": run_id, "outcome": "failed", "detail": error}
+
+
 def _advance(task: Task, run_id: str, root: str) -> dict[str, str]:
-    process = worker_process(task.app, task.request.hostname or "worker")
+    try:
+        process = worker_process(task.app, task.request.hostname or "worker")
+    except (ConfigError, MCPError, OSError) as exc:
+        return _fail_unopened(task, run_id, root, exc)
     try:
         progress = process.call(process.executor.advance(run_id, root))
     except StoreError as exc:  # Redis unreachable for now: the journal is intact, try again later
