@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from collections.abc import Coroutine
 from typing import Any, NoReturn, TypeVar
@@ -53,6 +54,10 @@ def run_async(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     except (click.exceptions.Exit, click.Abort):
         raise
+    except BrokenPipeError:  # the reader went away (`shelly events | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(EXIT_OK)
     except BaseException as exc:  # the boundary that maps everything
         if isinstance(exc, SystemExit):
             raise
