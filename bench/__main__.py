@@ -1,0 +1,105 @@
+"""``python -m bench [--quick] [--only NAME] [--runs 5] [--write]``: run the scenarios, print the table.
+
+Starts what it needs (model servers, workers, the raw Celery reference), measures, prints a
+markdown table with a description of the machine, and with ``--write`` replaces the results
+section of ``docs/benchmarks.md`` (between its ``bench:results`` markers; the analysis around
+them is kept). Every process is reaped and every key deleted on the way out, Ctrl-C included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from bench import commands, embedded, fanout, memory, nested, overhead, scaling, throughput
+from bench.context import Bench
+from bench.harness import REDIS_URL, BenchError, Stack
+from bench.machine import describe
+from bench.report import Row, table
+from bench.team import FULL, QUICK, config
+
+SCENARIOS = {m.NAME: m for m in (overhead, throughput, commands, scaling, memory, fanout, nested, embedded)}
+"""In the order they run: each needs a different worker set, and this order restarts fewest."""
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+BEGIN, END = "<!-- bench:results -->", "<!-- /bench:results -->"
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+async def run(args: argparse.Namespace) -> str:
+    sizes = QUICK if args.quick else FULL
+    stack = Stack()
+    bench = Bench(stack, sizes, args.runs)
+    rows: list[Row] = []
+    started = time.monotonic()
+    try:
+        stack.start_model("instant", 0.0)
+        stack.start_model("slow", sizes.fanout_latency)
+        stack.start_model("hold", 0.0, hold=True)
+        stack.start_model("fifty", sizes.scaling_latency)
+        stack.start_model("embed", sizes.embed_latency)
+        stack.write_config(*config(sizes, stack.models))
+        for name in args.only or list(SCENARIOS):
+            print(f"bench: {name} …", file=sys.stderr, flush=True)
+            t = time.monotonic()
+            rows += await SCENARIOS[name].measure(bench)
+            print(f"bench: {name} done in {time.monotonic() - t:.1f}s", file=sys.stderr, flush=True)
+    finally:
+        bench.close()
+        await asyncio.to_thread(stack.close)
+    when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    mode = "quick" if args.quick else "full"
+    return "\n".join([
+        f"Measured {when}: `python -m bench{' --quick' if args.quick else ''} --runs {args.runs}` "
+        f"({mode} sizes, {time.monotonic() - started:.0f} s). Medians over {args.runs} run(s), min–max in "
+        "brackets; ratios are computed per run against the reference measured in the same run.",
+        "",
+        describe(REDIS_URL),
+        "",
+        table(rows),
+    ])
+
+
+def write(doc: Path, results: str) -> None:
+    text = doc.read_text() if doc.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
+    if BEGIN not in text or END not in text:
+        text = f"{text.rstrip()}\n\n{BEGIN}\n{END}\n"
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    doc.write_text(f"{head}{BEGIN}\n{results}\n{END}{tail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
+    parser.add_argument("--only", action="append", choices=list(SCENARIOS), help="run only this scenario (repeatable)")
+    parser.add_argument("--runs", type=int, default=5, help="runs per figure (default 5)")
+    parser.add_argument("--write", action="store_true", help=f"write the results into {DOC}")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        results = asyncio.run(run(args))
+    except KeyboardInterrupt:
+        print("bench: interrupted; processes reaped, keys deleted", file=sys.stderr)
+        return 130
+    except BenchError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    print(results)
+    if args.write:
+        write(DOC, results)
+        print(f"bench: wrote {DOC}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+"""6. Redis commands per delegation.
+
+``INFO commandstats`` is server-wide: on a shared Redis it counts everybody's traffic. So the
+bench watches ``MONITOR`` instead and keeps the commands that are this bench's: those on the
+broker's database (:data:`~bench.harness.BROKER_DB`, used by nothing else) and those naming this
+stack's key prefix. Idle traffic (workers polling the queue, heartbeats) is measured for as long
+with nothing running and subtracted. Every command counts — broker, journal, join, events,
+pub/sub, coordinator and worker alike.
+
+Two counts: commands *sent* by clients (a Lua script is one ``EVALSHA``; each pipelined command
+counts), and commands *executed*, which adds the commands inside the scripts. The figure is the
+marginal cost of one more child — (a delegation of 10 children − a delegation of 1) / 9 — since a
+whole top-level run also pays for its own root record and event stream; the whole one-child run
+is in the note. The reference is a raw Celery ``delay().get()`` counted the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from bench.context import Bench, timed
+from bench.harness import BROKER_DB, REDIS_URL, delegate_once
+from bench.report import Row, paired
+
+NAME = "commands"
+SETTLE = 0.2
+"""Seconds to keep counting after the action, so its last commands land before the marker."""
+
+
+@dataclass
+class Count:
+    sent: float = 0.0
+    executed: float = 0.0
+    seconds: float = 0.0
+    by_command: Counter[str] = field(default_factory=Counter)
+
+    def minus_idle(self, idle: Count, per: int) -> Count:
+        scale = self.seconds / idle.seconds if idle.seconds else 0.0
+        return Count(max(0.0, self.sent - idle.sent * scale) / per,
+                     max(0.0, self.executed - idle.executed * scale) / per, self.seconds, self.by_command)
+
+
+class Monitor:
+    """Counts this bench's commands (see the module docstring) until stopped."""
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.count = Count()
+        self._marker = f"bench-stop-{id(self)}"
+        self._client = redis.Redis.from_url(REDIS_URL, decode_responses=True)
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with self._client.monitor() as m:
+            self._ready.set()
+            for cmd in m.listen():
+                text = cmd.get("command", "")
+                if self._marker in text:
+                    return
+                if cmd.get("db") == BROKER_DB or self.prefix in text:
+                    self.count.executed += 1
+                    if cmd.get("client_type") != "lua":
+                        self.count.sent += 1
+                        self.count.by_command[text.split(" ", 1)[0].upper()] += 1
+
+    def __enter__(self) -> Monitor:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        marker = redis.Redis.from_url(REDIS_URL)
+        marker.echo(self._marker)
+        marker.close()
+        self._thread.join(10)
+        self._client.close()
+
+
+async def count(prefix: str, action: Callable[[], Awaitable[Any]]) -> Count:
+    """The commands of this bench while ``action`` runs (plus :data:`SETTLE`)."""
+    mon = Monitor(prefix)
+    await asyncio.to_thread(mon.__enter__)
+    try:
+        seconds = await timed(action)
+        await asyncio.sleep(SETTLE)
+    finally:
+        await asyncio.to_thread(mon.__exit__)
+    mon.count.seconds = seconds + SETTLE
+    return mon.count
+
+
+async def measure(b: Bench) -> list[Row]:
+    k = b.sizes.commands_k
+    await b.stack.use_workers({"main": b.sizes.concurrency})
+    values, refs, executed, whole = [], [], [], []
+    busiest = Counter[str]()
+    async with b.stack.engine() as engine:
+        await delegate_once(engine, "one")
+        await b.raw_roundtrip(1)
+
+        def sends(agent: str) -> Callable[[], Awaitable[None]]:
+            async def go() -> None:
+                for _ in range(k):
+                    await delegate_once(engine, agent)
+
+            return go
+
+        for _ in range(b.runs):
+            idle = await count(b.stack.prefix, lambda: asyncio.sleep(1.0))
+            one = (await count(b.stack.prefix, sends("one"))).minus_idle(idle, k)
+            ten = (await count(b.stack.prefix, sends("ten"))).minus_idle(idle, k)
+            raw = (await count(b.stack.prefix, lambda: b.raw_roundtrip(k))).minus_idle(idle, k)
+            values.append((ten.sent - one.sent) / 9)
+            executed.append((ten.executed - one.executed) / 9)
+            whole.append(one.sent)
+            refs.append(raw.sent)
+            if one.by_command.total() > busiest.total():
+                busiest = one.by_command
+    top = ", ".join(f"{c} {n / k:.1f}" for c, n in busiest.most_common(8))
+    med = sorted(executed)[len(executed) // 2]
+    med_whole = sorted(whole)[len(whole) // 2]
+    return [Row("6", "Redis commands per delegation (sent by all processes, broker included)", "", values,
+                "raw Celery `delay().get()`", refs, paired(values, refs), "≤ 20", ("<=", 20.0), on="value",
+                note=f"marginal cost of one more child; {med:.0f} executed incl. inside Lua scripts. "
+                     f"A whole one-child run sends {med_whole:.0f}: {top}")]

@@ -1,0 +1,76 @@
+"""What a scenario is handed: the stack, the sizes, the number of runs, and the raw reference.
+
+The raw Celery reference (:mod:`bench.raw_celery`) is started on first use and shared by the
+scenarios that compare against it. Its client calls block (``AsyncResult.get``), so scenarios
+run them in a thread, off the coordinator's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from celery import Celery
+
+from bench.harness import START_TIMEOUT, Stack
+from bench.raw_celery import NOOP, create_app
+from bench.team import Sizes
+
+
+async def timed(action: Callable[[], Awaitable[Any]]) -> float:
+    """Seconds ``action`` takes."""
+    start = time.perf_counter()
+    await action()
+    return time.perf_counter() - start
+
+
+@dataclass
+class Bench:
+    stack: Stack
+    sizes: Sizes
+    runs: int
+    _raw: Celery | None = field(default=None, repr=False)
+
+    def _raw_app(self) -> Celery:
+        if self._raw is None:
+            self.stack.start_raw_worker(self.sizes.concurrency)
+            self._raw = create_app(self.stack.broker_url, self.stack.broker_url, self.stack.raw_queue)
+            self._send_and_get(1, timeout=START_TIMEOUT)  # the worker is up and warm
+        return self._raw
+
+    def _send_and_get(self, n: int, timeout: float = 120) -> None:
+        assert self._raw is not None
+        results = [self._raw.send_task(NOOP, queue=self.stack.raw_queue) for _ in range(n)]
+        self.stack.raw_task_ids += [r.id for r in results]
+        for r in results:
+            r.get(timeout=timeout)
+
+    async def raw_roundtrip(self, n: int) -> float:
+        """Mean seconds of ``n`` sequential raw ``delay().get()`` round trips."""
+
+        def run() -> float:
+            self._raw_app()
+            start = time.perf_counter()
+            for _ in range(n):
+                self._send_and_get(1)
+            return (time.perf_counter() - start) / n
+
+        return await asyncio.to_thread(run)
+
+    async def raw_rate(self, n: int) -> float:
+        """Raw no-op tasks per second: ``n`` sent at once, until the last result is in."""
+
+        def run() -> float:
+            self._raw_app()
+            start = time.perf_counter()
+            self._send_and_get(n)
+            return n / (time.perf_counter() - start)
+
+        return await asyncio.to_thread(run)
+
+    def close(self) -> None:
+        if self._raw is not None:
+            self._raw.close()

@@ -1,0 +1,45 @@
+"""A description of the machine the figures were measured on (they mean little without it)."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import celery
+import redis
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory() -> str:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+    except OSError:
+        pass
+    return "unknown"
+
+
+def describe(redis_url: str) -> str:
+    client = redis.Redis.from_url(redis_url)
+    try:
+        redis_version = str(client.info("server").get("redis_version", "unknown"))
+    finally:
+        client.close()
+    return "\n".join([
+        f"- CPU: {_cpu_model()}, {os.cpu_count()} cores",
+        f"- memory: {_memory()}",
+        f"- OS: {platform.system()} {platform.release()}",
+        f"- Python {platform.python_version()}, Celery {celery.__version__}, redis-py {redis.__version__}",
+        f"- Redis {redis_version} on loopback (broker, journals, state)",
+    ])

@@ -1,0 +1,25 @@
+"""The benchmark suite runs end to end at a tiny size, so it cannot rot (no timing assertion)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.report import EXPECTED_ROWS
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(150)
+def test_quick_bench_prints_every_row_of_the_table(redis_url: str):
+    out = subprocess.run([sys.executable, "-m", "bench", "--quick", "--runs", "1"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
+    keys = [line.split("|")[1].strip() for line in out.stdout.splitlines() if line.startswith("| ")]
+    assert [k for k in keys if k in EXPECTED_ROWS] == list(EXPECTED_ROWS)
+    assert "- CPU:" in out.stdout and "- Redis " in out.stdout
