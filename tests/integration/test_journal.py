@@ -86,20 +86,32 @@ async def test_a_run_that_never_makes_progress_is_exhausted_after_max_attempts(j
 async def test_checkpoint_resets_the_attempts_and_appends_only_new_messages(journal: Journal):
     await parent(journal)
     state = RunState(run_id="parent", config_name="lead", instance_name="lead")
+    record = await journal.record("parent")
     first = [Message.text("user", Role.USER, "one")]
     assert (await journal.claim("parent", "parent", "t", "w")).outcome == "ok"
-    assert await journal.checkpoint("parent", 0, state, first, "running") == 1
+    assert await journal.checkpoint(record, 0, state, first, "running") == (1, False)
     assert (await journal.record("parent"))["attempts"] == "0"
-    assert await journal.checkpoint("parent", 1, state, [Message.text("user", Role.USER, "two")], "running") == 2
+    assert await journal.checkpoint(record, 1, state, [Message.text("user", Role.USER, "two")], "running") == (2, False)
     assert [m.text_content() for m in await journal.messages("parent", 2)] == ["one", "two"]
+
+
+async def test_checkpoint_writes_the_events_batch_and_reports_a_cancelled_tree(journal: Journal):
+    await parent(journal)
+    record = await journal.record("parent")
+    state = RunState(run_id="parent", config_name="lead", instance_name="lead")
+    await journal.client.hset(journal.keys.run("parent"), "canceled", "1")
+    assert await journal.checkpoint(record, 0, state, [], "running", '[{"kind": "usage"}]') == (0, True)
+    entries = await journal.client.xrange(journal.keys.events(record["session"]))
+    assert [e[1]["events"] for e in entries] == ['[{"kind": "usage"}]']
 
 
 async def test_checkpoint_from_a_stale_writer_is_refused(journal: Journal):
     await parent(journal)
     state = RunState(run_id="parent", config_name="lead", instance_name="lead")
-    await journal.checkpoint("parent", 0, state, [Message.text("user", Role.USER, "one")], "running")
+    record = await journal.record("parent")
+    await journal.checkpoint(record, 0, state, [Message.text("user", Role.USER, "one")], "running")
     with pytest.raises(StoreError, match="journal: expected 0 messages, found 1"):
-        await journal.checkpoint("parent", 0, state, [Message.text("user", Role.USER, "dup")], "running")
+        await journal.checkpoint(record, 0, state, [Message.text("user", Role.USER, "dup")], "running")
 
 
 async def test_release_keeps_the_lease_when_every_child_already_joined(journal: Journal):

@@ -36,11 +36,18 @@ class StreamSink:
             event = event.model_copy(update={"session_id": self._session})
         self._buffer.append(event)
 
-    async def flush(self) -> None:
+    def drain(self) -> str:
+        """Take the buffered events as one batch payload ("" when none), for a journal script to
+        write in the same round trip as the state it belongs to."""
         if not self._buffer:
-            return
+            return ""
         batch, self._buffer = self._buffer, []
-        payload = json.dumps([e.model_dump(mode="json") for e in batch])
+        return json.dumps([e.model_dump(mode="json") for e in batch])
+
+    async def flush(self) -> None:
+        payload = self.drain()
+        if not payload:
+            return
         with redis_errors("events"):
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)

@@ -10,6 +10,7 @@ journals the suspension and returns; the child that completes the join enqueues 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import socket
@@ -34,7 +35,7 @@ from shelly_dist.agent import (
     instance_name,
 )
 from shelly_dist.chats import Message, Role
-from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, UsageError
+from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.celery.cancel import CancelWatch
@@ -127,8 +128,15 @@ class Executor:
         try:
             with acting_as(session=record["session"]):
                 return await self._advance(record, token, sink)
+        except StoreError:
+            # Redis failed under us: the journal holds everything up to the last checkpoint. Give
+            # the lease back (when Redis answers) so the retry need not wait it out.
+            with contextlib.suppress(Exception):
+                await self.journal.drop_lease(run_id, token)
+            raise
         finally:
-            await sink.flush()
+            with contextlib.suppress(StoreError):
+                await sink.flush()
 
     async def _advance(self, record: dict[str, str], token: str, sink: StreamSink) -> Progress:
         try:
@@ -137,16 +145,23 @@ class Executor:
             return await self._end(record, token, sink, "failed", DelegateEntry(agent=record["agent"], error=str(exc)))
         agent = run.agent
         offset = int(record.get("msg_count") or 0)
+        canceled = False
+        if offset == 0:
+            await sink.flush()  # "started on <worker>" shows at once, not after the first model call
 
         async def checkpoint(r: Run, reason: str) -> None:
-            nonlocal offset
-            offset = await self.journal.checkpoint(
-                record["id"], offset, r.state, r.agent.chat.since(offset) or [], "running"
+            # One round trip: the new messages, the state, the step's events, and the cancel flag.
+            nonlocal offset, canceled
+            if reason == "suspended":
+                r.emit(events.RUN_WAITING, waiting_on=len(r.missing()))
+            offset, canceled = await self.journal.checkpoint(
+                record, offset, r.state, r.agent.chat.since(offset) or [], "running", sink.drain()
             )
-            await sink.flush()
 
         async def before_model(r: Run) -> None:
-            if await self.journal.is_canceled(record["root"]):
+            # The flag comes with every checkpoint; a cancel that lands in between reaches the
+            # in-flight step through CancelWatch.
+            if canceled:
                 raise RunCancelled(f"run {record['id']}: canceled", run_id=record["id"])
 
         run.checkpoint = checkpoint
@@ -159,8 +174,6 @@ class Executor:
             except Exception as exc:
                 entry = DelegateEntry(agent=request.agent, error=f'failed to claim task "{request.task_id}": {exc}')
                 return await self._end(record, token, sink, "failed", entry)
-        if offset == 0:
-            await checkpoint(run, "start")
         try:
             while True:
                 if run.state.phase == Phase.SUSPENDED and run.missing():
@@ -168,7 +181,6 @@ class Executor:
                     if run.missing():
                         left = await self.journal.release(record["id"], token)
                         if left > 0:
-                            run.emit(events.RUN_WAITING, waiting_on=len(run.missing()))
                             return Progress("waiting", f"{left} children pending")
                         continue
                 async with asyncio.timeout(self.settings.step_time_limit):
@@ -187,6 +199,8 @@ class Executor:
         except RunCancelled:
             entry = DelegateEntry(agent=record["agent"], error="task canceled")
             return await self._end(record, token, sink, "canceled", entry, run=run, board=board, request=request)
+        except StoreError:
+            raise  # not the run's fault: the task retries from the journal
         except TimeoutError:
             error = StepTimeout(
                 f"run {record['id']}: step exceeded its time limit of {self.settings.step_time_limit:g}s",
@@ -263,8 +277,7 @@ class Executor:
                    session_id=record["session"],
                    data={"status": status, "worker": self.hostname, "entry": entry.to_json(),
                          "usage": json.loads(fields.get("usage", "{}") or "{}")}))
-        await sink.flush()
-        left, mode = await self.journal.finish(record, token, status, entry.to_json(), **fields)
+        left, mode = await self.journal.finish(record, token, status, entry.to_json(), events=sink.drain(), **fields)
         if left == 0 and mode == "worker":
             parent = await self.journal.record(record["parent"])
             await self.enqueue(RESUME_AGENT, [record["parent"], record["root"]], task_kwargs(parent))

@@ -133,13 +133,37 @@ class Journal:
             raw = await self.client.lrange(self.keys.run_msgs(run_id), 0, count - 1)
         return [Message.model_validate_json(m) for m in raw]
 
-    async def checkpoint(self, run_id: str, offset: int, state: RunState, new: list[Message], status: str) -> int:
-        """Append ``new`` after ``offset`` journaled messages and store ``state``; returns the count."""
+    async def checkpoint(
+        self,
+        record: dict[str, str],
+        offset: int,
+        state: RunState,
+        new: list[Message],
+        status: str,
+        events: str = "",
+    ) -> tuple[int, bool]:
+        """Append ``new`` after ``offset`` journaled messages, store ``state`` and write the
+        ``events`` batch, in one round trip; returns (journaled count, tree canceled)."""
+        run_id = record["id"]
         args: list[Any] = [offset, state.model_dump_json(exclude={"messages"}), status,
-                           self.settings.retention, str(time.time())]
+                           self.settings.retention, str(time.time()), events]
         args += [m.model_dump_json() for m in new]
+        keys = [self.keys.run(run_id), self.keys.run_msgs(run_id), self.keys.events(record["session"]),
+                self.keys.run(record.get("root") or run_id)]
         with redis_errors("journal"):
-            return int(await self._checkpoint(keys=[self.keys.run(run_id), self.keys.run_msgs(run_id)], args=args))
+            count, canceled = await self._checkpoint(keys=keys, args=args)
+        return int(count), canceled == "1"
+
+    async def drop_lease(self, run_id: str, token: str) -> None:
+        """Give the run up after a failed attempt, so a retry need not wait out the lease."""
+        lease = self.keys.run_lease(run_id)
+        with redis_errors("journal"):
+            async with self.client.pipeline(transaction=True) as pipe:
+                await pipe.watch(lease)
+                if await pipe.get(lease) == token:
+                    pipe.multi()
+                    pipe.delete(lease)
+                    await pipe.execute()
 
     async def release(self, run_id: str, token: str) -> int:
         """Let a suspended run go; returns the children still pending (0: keep going now)."""
@@ -154,17 +178,20 @@ class Journal:
         return {k: DelegateEntry.model_validate_json(v) for k, v in zip(keys, raw, strict=True) if v}
 
     async def finish(
-        self, record: dict[str, str], token: str, status: str, result: dict[str, Any], **fields: str
+        self, record: dict[str, str], token: str, status: str, result: dict[str, Any], *, events: str = "",
+        **fields: str,
     ) -> tuple[int, str]:
-        """End the run and join its result into its parent; returns (children left, parent mode).
+        """End the run (writing its last ``events``) and join its result into its parent; returns
+        (children left, parent mode).
 
         ``left == 0`` means this call completed the parent's join: the caller enqueues its resume.
         """
         run_id, parent = record["id"], record.get("parent", "")
         keys = [self.keys.run(run_id), self.keys.run_lease(run_id),
-                self.keys.run(parent or run_id), self.keys.run_children(parent or run_id)]
+                self.keys.run(parent or run_id), self.keys.run_children(parent or run_id),
+                self.keys.events(record["session"])]
         args: list[Any] = [token, status, json.dumps(result), str(time.time()), self.settings.retention,
-                           record.get("parent_key", "") if parent else ""]
+                           record.get("parent_key", "") if parent else "", events]
         for k, v in fields.items():
             args += [k, v]
         with redis_errors("journal"):

@@ -7,14 +7,16 @@ Each script is one round trip and one atomic step, named for what it guarantees:
   so a redelivered parent re-enqueues only what may have been lost.
 * ``CHECKPOINT`` appends messages to the journal and stores the state together, and refuses when
   the journal is not at the offset the writer expects (a second writer), so a crash can never leave
-  messages without their state or the reverse.
+  messages without their state or the reverse. The step's buffered events ride along (one batch
+  entry on the session stream), and the answer carries the tree's cancel flag, so a step costs one
+  round trip and the next model call needs no extra read to know it may go ahead.
 * ``CLAIM`` takes the run's lease (one task advances a run at a time), counts attempts without
   progress, and returns the record, or why not.
 * ``RELEASE`` lets a suspended run go only while it still waits on a child; when every child has
   already joined it keeps the lease and the caller continues at once.
 * ``FINISH`` ends a run and joins its result into the parent: stored only if absent, the pending
   count decremented once per child however often the finish is repeated; the caller that brings it
-  to zero enqueues the parent's resume (no chords).
+  to zero enqueues the parent's resume (no chords). The run's last events are written first.
 """
 
 from __future__ import annotations
@@ -41,19 +43,29 @@ redis.call('EXPIRE', tree, retention)
 return to_start
 """
 
-CHECKPOINT = """
-local record, msgs = KEYS[1], KEYS[2]
-local offset, state, status, retention, now = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+_EVENTS = """
+local function add_events(stream, batch, retention)
+  if batch ~= '' then
+    redis.call('XADD', stream, 'MAXLEN', '~', 20000, '*', 'events', batch)
+    redis.call('EXPIRE', stream, retention)
+  end
+end
+"""
+
+CHECKPOINT = _EVENTS + """
+local record, msgs, stream, root = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local offset, state, status, retention, now, events = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local len = redis.call('LLEN', msgs)
 if len ~= offset then
   return redis.error_reply('journal: expected ' .. offset .. ' messages, found ' .. len)
 end
-for i = 6, #ARGV do redis.call('RPUSH', msgs, ARGV[i]) end
-local count = len + #ARGV - 5
+for i = 7, #ARGV do redis.call('RPUSH', msgs, ARGV[i]) end
+local count = len + #ARGV - 6
 redis.call('HSET', record, 'state', state, 'status', status, 'msg_count', count, 'attempts', 0, 'updated', now)
 redis.call('EXPIRE', record, retention)
 if count > 0 then redis.call('EXPIRE', msgs, retention) end
-return count
+add_events(stream, events, retention)
+return {count, redis.call('HGET', root, 'canceled') or '0'}
 """
 
 CLAIM = """
@@ -82,11 +94,12 @@ end
 return pending
 """
 
-FINISH = """
-local record, lease, parent, children = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+FINISH = _EVENTS + """
+local record, lease, parent, children, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, status, result, now, retention, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+add_events(stream, ARGV[7], retention)
 redis.call('HSET', record, 'status', status, 'result', result, 'updated', now, 'ended', now)
-for i = 7, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
+for i = 8, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
 redis.call('EXPIRE', record, retention)
 if redis.call('GET', lease) == token then redis.call('DEL', lease) end
 redis.call('PUBLISH', record .. ':changed', status)
