@@ -37,8 +37,12 @@ def test_a_base_url_ending_in_another_version_is_kept() -> None:
     )
 
 
-async def test_one_client_is_shared_on_an_event_loop() -> None:
-    assert http_client() is http_client()
+async def test_an_event_loop_shares_a_fixed_set_of_clients_round_robin() -> None:
+    from shelly_dist.providers.http import SHARDS
+
+    seen = [http_client() for _ in range(3 * SHARDS)]
+    assert len({id(c) for c in seen}) == SHARDS
+    assert seen[:SHARDS] == seen[SHARDS : 2 * SHARDS]
 
 
 async def test_extra_headers_are_sent_and_may_override_auth(server: ModelServer) -> None:
