@@ -8,6 +8,8 @@ at its second appearance.
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any
 
 from pydantic import BaseModel
@@ -60,10 +62,19 @@ def _strip_titles(node: Any) -> Any:
     return node
 
 
-def schema_for(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema of ``model``'s input, self-contained (no ``$ref``) and without titles."""
+@functools.cache
+def _schema_text(model: type[BaseModel]) -> str:
     raw = model.model_json_schema()
     schema = _strip_titles(_inline(raw, raw.get("$defs", {})))
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
-    return schema
+    return json.dumps(schema)
+
+
+def schema_for(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of ``model``'s input, self-contained (no ``$ref``) and without titles.
+
+    Generated once per model (pydantic's generation costs about a millisecond, and every spawned
+    child builds its tools); each call returns a fresh copy the caller may change.
+    """
+    return json.loads(_schema_text(model))
