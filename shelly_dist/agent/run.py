@@ -194,7 +194,8 @@ class Run:
         extra = await agent.options.prompt_sections() if agent.options.prompt_sections else []
         prompt = agent.system_prompt(extra_sections=extra, has_notes="list_notes" in self._by_name)
         system = Message.text(agent.name, Role.SYSTEM, prompt)
-        if len(agent.chat) and agent.chat.at(0).role == Role.SYSTEM:
+        first = agent.chat.view()[:1]
+        if first and first[0].role == Role.SYSTEM:
             agent.chat.replace(0, system)
         else:
             agent.chat.insert(0, system)
@@ -286,7 +287,7 @@ class Run:
         return await self._tools_step()
 
     def _reply(self) -> Message:
-        for m in reversed(self.agent.chat.messages()):
+        for m in reversed(self.agent.chat.view()):
             if m.role == Role.ASSISTANT:
                 return m
         raise UsageError(f"run {self.state.run_id}: no assistant reply to run tools for")

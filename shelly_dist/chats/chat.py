@@ -94,6 +94,13 @@ class Chat:
         with self._lock:
             return [m.model_copy(deep=True) for m in self._messages]
 
+    def view(self, start: int = 0) -> tuple[Message, ...]:
+        """The messages themselves from ``start`` on, without copying: for readers that only look
+        (encoding a request, journaling). Never modify what it returns; use :meth:`messages` for
+        copies you may change."""
+        with self._lock:
+            return tuple(self._messages[start:])
+
     def since(self, offset: int) -> list[Message] | None:
         """Copies of the messages from ``offset`` on; ``None`` when offset < 0 or >= len."""
         with self._lock:

@@ -151,7 +151,7 @@ class ThrottledCompleter:
         return getattr(self.inner, "usage", None)
 
     async def complete(self, chat: Chat, tools: list[ToolSpec]) -> Message:
-        slot = await self.limiter.acquire(estimate_tokens(chat.messages(), tools))
+        slot = await self.limiter.acquire(estimate_tokens(list(chat.view()), tools))
         reply: Message | None = None
         try:
             reply = await self.inner.complete(chat, tools)

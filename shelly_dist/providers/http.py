@@ -226,7 +226,7 @@ class HTTPCompleter:
         raise NotImplementedError
 
     async def complete(self, chat: Chat, tools: list[ToolSpec]) -> Message:
-        body = self.encode(chat.messages(), tools)
+        body = self.encode(list(chat.view()), tools)
         data = await post_json(
             self.url,
             body,

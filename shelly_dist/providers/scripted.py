@@ -44,7 +44,7 @@ def _estimate(text: str) -> int:
 
 
 def _last_user_text(chat: Chat) -> str:
-    for m in reversed(chat.messages()):
+    for m in reversed(chat.view()):
         if m.role == Role.USER and m.sender == "user":
             return m.text_content()
     return ""
@@ -115,7 +115,7 @@ class ScriptedCompleter:
             return len(self.requests)
 
     async def complete(self, chat: Chat, tools: list[ToolSpec]) -> Message:
-        messages = chat.messages()
+        messages = list(chat.view())  # messages are never changed once in a chat: no copy needed
         with self._lock:
             self.requests.append(Request(messages=messages, tool_names=[t.name for t in tools]))
         index = sum(1 for m in messages if m.role == Role.ASSISTANT)

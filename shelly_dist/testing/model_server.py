@@ -244,6 +244,8 @@ class _Handler(BaseHTTPRequestHandler):
         reply = owner._arrive(record)
         fmt = _format_of(self.path.split("?")[0], owner.format)
         owner._pause(reply)
+        # Stamped before the answer is written: once the client has it, a test may read it.
+        record.answered = time.monotonic()
         try:
             if fmt is None:
                 self._send(404, json.dumps({"error": f"mock: unknown path {self.path}"}).encode())
@@ -262,8 +264,6 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, json.dumps(payload).encode())
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test); nothing to answer
-        finally:
-            record.answered = time.monotonic()
 
 
 class _Server(ThreadingHTTPServer):

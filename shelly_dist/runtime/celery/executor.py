@@ -155,7 +155,7 @@ class Executor:
             if reason == "suspended":
                 r.emit(events.RUN_WAITING, waiting_on=len(r.missing()))
             offset, canceled = await self.journal.checkpoint(
-                record, offset, r.state, r.agent.chat.since(offset) or [], "running", sink.drain()
+                record, offset, r.state, list(r.agent.chat.view(offset)), "running", sink.drain()
             )
 
         async def before_model(r: Run) -> None:
