@@ -67,8 +67,9 @@ class Delegator(Protocol):
 
 
 Checkpoint = Callable[["Run", str], Awaitable[None]]
-"""Called after the reply is appended (``"reply"``), after each tool result (``"tool"``), when the
-run suspends (``"suspended"``) and after the tool results are appended (``"tools"``)."""
+"""Called after the reply is appended (``"reply"``), after each tool result while other calls of the
+reply still run (``"tool"``), when the run suspends (``"suspended"``) and after the tool results are
+appended (``"tools"``)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ class Run:
         self.checkpoint = checkpoint
         self.before_model = before_model
         self._prepared = False
+        self._running = 0
         self._tools: list[Tool] = []
         self._by_name: dict[str, Tool] = {}
         self._delegate: Tool | None = None
@@ -222,6 +224,14 @@ class Run:
         if self.checkpoint is not None:
             await self.checkpoint(self, reason)
 
+    async def _result_recorded(self) -> None:
+        """Journal a tool result while other calls of the step still run. The last one needs no
+        checkpoint of its own: the step's next checkpoint ("tools" or "suspended") follows with no
+        await in between and holds it too, atomically with the appended tool messages."""
+        self._running -= 1
+        if self._running > 0:
+            await self._checkpoint("tool")
+
     # -- the step machine ---------------------------------------------------------------------
 
     async def step(self) -> StepOutcome:
@@ -307,6 +317,7 @@ class Run:
                 jobs.append(self._delegate_call(call))
             else:
                 jobs.append(self._tool_call(call, tool))
+        self._running = len(jobs)
         await asyncio.gather(*jobs)
         missing = self.missing()
         if missing:
@@ -341,7 +352,7 @@ class Run:
             is_error=result.is_error,
             duration=round(time.monotonic() - started, 4),
         )
-        await self._checkpoint("tool")
+        await self._result_recorded()
 
     async def _invoke(self, call: ToolCall, tool: Tool | None) -> ToolResult:
         if tool is None:
@@ -372,16 +383,17 @@ class Run:
         except DelegationRejected as exc:
             state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)
             self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=True)
-            await self._checkpoint("tool")
+            await self._result_recorded()
             return
         if not requests:
             done = [e for e in entries if e is not None]
             state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=format_entries(done))
             self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
-            await self._checkpoint("tool")
+            await self._result_recorded()
             return
         pending = PendingDelegation(tool_call_id=call.id, entries=entries, requests=requests)
         state.pending.append(pending)
+        self._running -= 1  # a delegation is journaled with the suspension (or its results) instead
         if self.delegator is None:
             return
         results = await self.delegator.delegate(self, requests)

@@ -6,6 +6,8 @@ Everything else receives a client; nothing else calls ``Redis.from_url``. The po
   and never juggle bytes. Code that needs raw bytes must build its own pool on purpose.
 - Commands retry on connection and timeout errors with exponential backoff (5 attempts, capped at
   2 s): a Redis restart or a killed connection is survived by the next command.
+- The pool blocks rather than fails when all its connections are busy (redis-py's default pool
+  raises ``MaxConnectionsError`` past 100, which a burst of concurrent watches reaches).
 - ``socket_timeout`` (30 s) bounds a command; blocking reads (``XREAD BLOCK``, pub/sub waits) must
   use shorter blocks than that. ``health_check_interval`` pings idle connections before reuse.
 
@@ -28,6 +30,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from shelly_dist.errors import StoreError
 
 COMMAND_TIMEOUT = 30.0
+MAX_CONNECTIONS = 1000
+"""Connections one client may open. Past it, callers wait for a free one (a blocking pool) instead
+of failing: hundreds of runs or batch items waiting at once each hold a pub/sub connection."""
 CONNECT_TIMEOUT = 5.0
 RETRIES = 5
 
@@ -44,8 +49,10 @@ def connect(
     The client connects lazily; close it with ``await client.aclose()``. ``client_name`` is set on
     every connection (visible in ``CLIENT LIST``; operators and tests find connections by it).
     """
-    return aioredis.Redis.from_url(
+    pool = aioredis.BlockingConnectionPool.from_url(
         url,
+        max_connections=max_connections or MAX_CONNECTIONS,
+        timeout=COMMAND_TIMEOUT,
         decode_responses=True,
         socket_connect_timeout=CONNECT_TIMEOUT,
         socket_timeout=socket_timeout,
@@ -54,8 +61,8 @@ def connect(
         retry_on_error=[RedisConnectionError, RedisTimeoutError],
         health_check_interval=30,
         client_name=client_name,
-        max_connections=max_connections,
     )
+    return aioredis.Redis.from_pool(pool)
 
 
 @contextmanager

@@ -45,7 +45,7 @@ def create_app(settings: RuntimeSettings) -> Celery:
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         task_default_queue=settings.queue,
-        task_send_sent_event=True,
+        task_send_sent_event=False,  # Flower learns tasks from task-received; one PUBLISH less each
         worker_send_task_events=True,
         task_track_started=True,
         broker_transport_options={"visibility_timeout": settings.visibility_timeout},
@@ -110,13 +110,13 @@ def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> di
     return {"run": run_id, "outcome": "failed", "detail": error}
 
 
-def _advance(task: Task, run_id: str, root: str) -> dict[str, str]:
+def _advance(task: Task, run_id: str, root: str, session: str = "", agent: str = "") -> dict[str, str]:
     try:
         process = worker_process(task.app, task.request.hostname or "worker")
     except (ConfigError, MCPError, OSError) as exc:
         return _fail_unopened(task, run_id, root, exc)
     try:
-        progress = process.call(process.executor.advance(run_id, root))
+        progress = process.call(process.executor.advance(run_id, root, session=session, agent=agent))
     except StoreError as exc:  # Redis unreachable for now: the journal is intact, try again later
         logger.warning("run %s: %s; retrying", run_id, exc)
         raise task.retry(countdown=STORE_RETRY_SECONDS, max_retries=None) from exc
@@ -132,7 +132,7 @@ def _register_tasks(app: Celery) -> None:
         self: Task, run_id: str, root: str, agent: str = "", depth: int = 0, session: str = "", preview: str = ""
     ) -> dict[str, str]:
         """Start (or continue) run ``run_id`` of ``agent`` at ``depth`` in ``session``."""
-        return _advance(self, run_id, root)
+        return _advance(self, run_id, root, session, agent)
 
     @app.task(name=RESUME_AGENT, bind=True, max_retries=None)
     def resume_agent(

@@ -44,11 +44,16 @@ class StreamSink:
         batch, self._buffer = self._buffer, []
         return json.dumps([e.model_dump(mode="json") for e in batch])
 
-    async def flush(self) -> None:
+    async def flush(self, *, expire: bool = True) -> None:
+        """Write the buffered events now. ``expire=False`` skips refreshing the stream's TTL when a
+        journal script (which refreshes it) is about to follow."""
         payload = self.drain()
         if not payload:
             return
         with redis_errors("events"):
+            if not expire:
+                await self._client.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
+                return
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
                 pipe.expire(self._key, self._retention)

@@ -101,10 +101,13 @@ class Executor:
         self.settings: RuntimeSettings = journal.settings
         self.hostname = hostname or socket.gethostname()
 
-    async def advance(self, run_id: str, root: str) -> Progress:
-        """Do all the work run ``run_id`` allows now. Safe to call twice for the same run."""
+    async def advance(self, run_id: str, root: str, *, session: str = "", agent: str = "") -> Progress:
+        """Do all the work run ``run_id`` allows now. Safe to call twice for the same run.
+
+        ``session`` and ``agent`` (the task's kwargs) let the claim number a fresh instance in the
+        same round trip."""
         token = f"{self.hostname}:{uuid.uuid4().hex[:8]}"
-        claim = await self.journal.claim(run_id, root, token, self.hostname)
+        claim = await self.journal.claim(run_id, root, token, self.hostname, session=session, agent=agent)
         if claim.outcome in ("busy", "terminal", "missing"):
             return Progress("busy" if claim.outcome == "busy" else "skipped", claim.detail)
         record = claim.record or await self.journal.record(run_id)
@@ -147,7 +150,7 @@ class Executor:
         offset = int(record.get("msg_count") or 0)
         canceled = False
         if offset == 0:
-            await sink.flush()  # "started on <worker>" shows at once, not after the first model call
+            await sink.flush(expire=False)  # "started on <worker>" shows at once, not after the first model call
 
         async def checkpoint(r: Run, reason: str) -> None:
             # One round trip: the new messages, the state, the step's events, and the cancel flag.
@@ -228,7 +231,7 @@ class Executor:
         agent = registry.spawn(record["agent"], depth)
         agent.options.on_event = sink
         if request is not None:
-            n = await self.journal.next_instance(record["session"], request.agent)
+            n = int(record.get("instance_n") or 0) or await self.journal.next_instance(record["session"], request.agent)
             agent.name = instance_name(request.agent, request.task, n)
             run = Run.start(agent, child_messages(request), run_id=record["id"], visited=request.visited)
         else:

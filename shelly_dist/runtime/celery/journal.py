@@ -115,9 +115,16 @@ class Journal:
 
     # -- advancing ---------------------------------------------------------------------------
 
-    async def claim(self, run_id: str, root: str, token: str, worker: str) -> Claim:
+    async def claim(
+        self, run_id: str, root: str, token: str, worker: str, *, session: str = "", agent: str = ""
+    ) -> Claim:
+        """Take the run's lease; with ``session`` and ``agent`` (the task's kwargs) a fresh run also
+        gets its instance number (``instance_n``) in the same round trip."""
         keys = [self.keys.run(run_id), self.keys.run_lease(run_id), self.keys.run(root or run_id)]
-        args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(time.time())]
+        if session and agent:
+            keys.append(self.keys.instance_counter(session, agent))
+        args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(time.time()),
+                self.settings.retention]
         with redis_errors("journal"):
             out = await self._claim(keys=keys, args=args)
         outcome = str(out[0])

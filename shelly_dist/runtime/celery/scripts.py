@@ -11,7 +11,8 @@ Each script is one round trip and one atomic step, named for what it guarantees:
   entry on the session stream), and the answer carries the tree's cancel flag, so a step costs one
   round trip and the next model call needs no extra read to know it may go ahead.
 * ``CLAIM`` takes the run's lease (one task advances a run at a time), counts attempts without
-  progress, and returns the record, or why not.
+  progress, numbers a fresh run's instance once (``<agent>-<slug>-<n>``, unique across workers)
+  and returns the record, or why not.
 * ``RELEASE`` lets a suspended run go only while it still waits on a child; when every child has
   already joined it keeps the lease and the caller continues at once.
 * ``FINISH`` ends a run and joins its result into the parent: stored only if absent, the pending
@@ -79,6 +80,10 @@ if not redis.call('SET', lease, token, 'NX', 'PX', ttl) then return {'busy'} end
 local attempts = redis.call('HINCRBY', record, 'attempts', 1)
 if attempts > max_attempts then return {'exhausted', tostring(attempts - 1)} end
 redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now)
+if KEYS[4] and redis.call('HEXISTS', record, 'state') == 0 and redis.call('HEXISTS', record, 'instance_n') == 0 then
+  redis.call('HSET', record, 'instance_n', redis.call('INCR', KEYS[4]))
+  redis.call('EXPIRE', KEYS[4], ARGV[6])
+end
 local out = redis.call('HGETALL', record)
 table.insert(out, 1, 'ok')
 return out
