@@ -107,8 +107,10 @@ redis.call('HSET', record, 'status', status, 'result', result, 'updated', now, '
 for i = 8, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
 redis.call('EXPIRE', record, retention)
 if redis.call('GET', lease) == token then redis.call('DEL', lease) end
-redis.call('PUBLISH', record .. ':changed', status)
-if key == '' then return {-1, ''} end
+if key == '' then
+  redis.call('PUBLISH', record .. ':changed', status)  -- only root runs have waiters of their own
+  return {-1, ''}
+end
 if redis.call('HSETNX', children, key, result) == 0 then return {-1, ''} end
 redis.call('EXPIRE', children, retention)
 local left = redis.call('HINCRBY', parent, 'pending', -1)
