@@ -31,6 +31,10 @@ from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import connect
 from shelly_dist.state.subscription import Subscription
 
+LIVE_INTERVAL = 0.1
+"""Seconds between reads of the remote events for the live view: ten refreshes a second at most,
+and one read per burst of events instead of one per event."""
+
 
 def _tee(*sinks: EventSink | None) -> EventSink:
     live = [s for s in sinks if s is not None]
@@ -112,7 +116,7 @@ class CeleryRuntime:
         """Forward the session stream's events of *other* runs (the remote tree) to ``sink``."""
         start = f"{int(time.time() * 1000) - 1}-0"
         async for _, event in read_events(self.client, self.journal.keys, session, after=start, follow=True,
-                                          block_ms=500):
+                                          block_ms=500, batch_interval=LIVE_INTERVAL):
             if event.run_id != run_id:
                 sink(event)
 

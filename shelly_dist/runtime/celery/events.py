@@ -8,6 +8,7 @@ costs a couple of commands, not one per event. Readers (the coordinator's live v
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 
@@ -61,9 +62,20 @@ class StreamSink:
 
 
 async def read_events(
-    client: aioredis.Redis, keys: Keys, session: str, *, after: str = "0-0", follow: bool = False, block_ms: int = 1000
+    client: aioredis.Redis,
+    keys: Keys,
+    session: str,
+    *,
+    after: str = "0-0",
+    follow: bool = False,
+    block_ms: int = 1000,
+    batch_interval: float = 0.0,
 ) -> AsyncIterator[tuple[str, Event]]:
-    """Yield ``(stream id, event)`` from ``after`` on; with ``follow``, wait for new ones forever."""
+    """Yield ``(stream id, event)`` from ``after`` on; with ``follow``, wait for new ones forever.
+
+    ``batch_interval`` (seconds) paces a follower: after a read that returned entries it waits that
+    long before reading again, so a burst of writers costs one read, not one per entry.
+    """
     key = keys.events(session)
     last = after
     while True:
@@ -73,6 +85,8 @@ async def read_events(
             if not follow:
                 return
             continue
+        if follow and batch_interval:
+            await asyncio.sleep(batch_interval)
         for _stream, entries in answer:
             for entry_id, fields in entries:
                 last = entry_id
