@@ -386,3 +386,20 @@ def test_prefork_worker_that_cannot_open_its_engine_fails_the_run_instead_of_han
     assert json.loads(out.stdout)["reply"] == "lead saw the failure"
     child = next(r for r in cluster.runs(json.loads(out.stdout)["session"]) if r["parent"])
     assert child["status"] == "failed" and "cannot start" in child["error"] and '"team"' in child["error"]
+
+
+def test_two_delegate_calls_in_one_reply_both_return_through_one_subscription(cluster: Cluster):
+    both = {"tool_calls": [
+        {"name": "delegate", "arguments": {"tasks": [{"agent": "worker", "task": "left", "context": ""}]}},
+        {"name": "delegate", "arguments": {"tasks": [{"agent": "worker", "task": "right", "context": ""}]}},
+    ]}
+    cluster.write_config(
+        [scripted(orchestrator=[both, "both back"], worker=[{**complete("did {task}"), "delay": 0.1}])],
+        [{"name": "orchestrator", "options": {"max_delegation_depth": 1}}, {"name": "worker"}],
+    )
+    cluster.start_worker("w1")
+    out = run_json(cluster, "two calls")
+    assert out["reply"] == "both back"
+    tool_texts = [e["data"]["text"] for e in cluster.events(out["session"])
+                  if e["kind"] == "message_added" and e["data"].get("role") == "tool" and e["agent"] == "orchestrator"]
+    assert [json.loads(t)[0]["result"] for t in tool_texts] == ["did left", "did right"]

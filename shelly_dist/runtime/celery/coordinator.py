@@ -85,8 +85,8 @@ class CeleryRuntime:
             if await self.journal.is_canceled(run_id):
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
 
-        run = Run.start(agent, messages, run_id=run_id, delegator=_Awaiter(self, record, stream),
-                        checkpoint=flush, before_model=before_model)
+        awaiter = _Awaiter(self, record, stream)
+        run = Run.start(agent, messages, run_id=run_id, delegator=awaiter, checkpoint=flush, before_model=before_model)
         status, error = "failed", ""
         try:
             with acting_as(session=session):
@@ -101,6 +101,7 @@ class CeleryRuntime:
             error = str(exc)
             raise
         finally:
+            await awaiter.aclose()
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._close_root(record, status, error, run, stream))
             if tail is not None:
@@ -174,6 +175,37 @@ class CeleryRuntime:
             await asyncio.to_thread(self.app.close)
 
 
+class _Wakeups:
+    """One subscription to a coordinator run's channel, shared by every ``delegate`` call of the
+    run (several may wait at once). Each message — or each poll interval without one — bumps a
+    generation; a waiter notes the generation *before* it reads Redis and waits for it to move,
+    so a wake-up between its read and its wait is never lost."""
+
+    def __init__(self, sub: Subscription, poll: float) -> None:
+        self._sub = sub
+        self._poll = poll
+        self._cond = asyncio.Condition()
+        self.generation = 0
+        self._pump_task = asyncio.create_task(self._pump())
+
+    async def _pump(self) -> None:
+        while True:
+            await self._sub.wait(self._poll)
+            async with self._cond:
+                self.generation += 1
+                self._cond.notify_all()
+
+    async def moved(self, since: int) -> None:
+        """Return once the generation differs from ``since`` (at most one poll interval later)."""
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.generation != since)
+
+    async def aclose(self) -> None:
+        self._pump_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._pump_task
+
+
 class _Awaiter:
     """The coordinator's delegator: dispatch the children, then await their entries in Redis."""
 
@@ -181,22 +213,39 @@ class _Awaiter:
         self.runtime = runtime
         self.record = record
         self.stream = stream
+        self._stack = contextlib.AsyncExitStack()
+        self._wakeups: _Wakeups | None = None
+        self._opening = asyncio.Lock()
+
+    async def _subscribed(self) -> _Wakeups:
+        async with self._opening:  # subscribed before the first child can possibly join
+            if self._wakeups is None:
+                rt = self.runtime
+                sub = await self._stack.enter_async_context(
+                    Subscription(rt.client, rt.journal.keys.run_changed(self.record["id"]),
+                                 poll_interval=rt.settings.poll_interval))
+                self._wakeups = _Wakeups(sub, rt.settings.poll_interval)
+                self._stack.push_async_callback(self._wakeups.aclose)
+            return self._wakeups
 
     async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
         rt, run_id = self.runtime, self.record["id"]
         iteration = parent.state.iteration
         keys = [child_key(r, iteration) for r in requests]
-        async with Subscription(rt.client, rt.journal.keys.run_changed(run_id),
-                                poll_interval=rt.settings.poll_interval) as sub:
-            await dispatch_children(rt.journal, rt._send, self.record, requests, iteration, rt.fingerprint, parent)
-            await self.stream.flush()
-            while True:
-                got = await rt.journal.children(run_id, keys)
-                if len(got) == len(keys):
-                    return [got[k] for k in keys]
-                if await rt.journal.is_canceled(self.record["root"]):
-                    raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
-                await sub.wait(rt.settings.poll_interval)
+        wakeups = await self._subscribed()
+        await dispatch_children(rt.journal, rt._send, self.record, requests, iteration, rt.fingerprint, parent)
+        await self.stream.flush()
+        while True:
+            seen = wakeups.generation
+            got = await rt.journal.children(run_id, keys)
+            if len(got) == len(keys):
+                return [got[k] for k in keys]
+            if await rt.journal.is_canceled(self.record["root"]):
+                raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
+            await wakeups.moved(seen)
+
+    async def aclose(self) -> None:
+        await self._stack.aclose()
 
 
 def open_runtime(settings: RuntimeSettings, fingerprint: str) -> CeleryRuntime:
