@@ -53,3 +53,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1", "[::1]"}
+
+
+@pytest.fixture(autouse=True)
+def _no_real_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail any provider call to a host other than loopback (tests never reach a real LLM API)."""
+    from urllib.parse import urlsplit
+
+    from shelly_dist.providers import http
+
+    real = http.post_json
+
+    async def guarded(url: str, *args: object, **kwargs: object) -> object:
+        host = urlsplit(url).hostname or ""
+        if host not in LOOPBACK_HOSTS:
+            raise AssertionError(f"test tried to call a real model API: {url}")
+        return await real(url, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(http, "post_json", guarded)

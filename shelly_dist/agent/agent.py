@@ -15,12 +15,13 @@ from shelly_dist.agent.middleware import compose
 from shelly_dist.agent.options import AgentOptions
 from shelly_dist.agent.prompt import PromptInputs, build_system_prompt
 from shelly_dist.chats import Chat, Message, Role
+from shelly_dist.errors import UsageError
 from shelly_dist.models import Completer, UsageTracker
 from shelly_dist.tools import ToolBox
 
 if TYPE_CHECKING:
     from shelly_dist.agent.registry import Registry
-    from shelly_dist.agent.run import Delegator
+    from shelly_dist.agent.run import Delegator, Run
 
 
 class Agent:
@@ -35,8 +36,6 @@ class Agent:
         options: AgentOptions | None = None,
     ) -> None:
         if completer is None:
-            from shelly_dist.errors import UsageError
-
             raise UsageError(f"agent {name!r}: a completer is required")
         self.name = name
         self.config_name = name
@@ -105,9 +104,9 @@ class Agent:
         run = Run.start(self, delegator=delegator or InlineDelegator())
         return await self.execute(run)
 
-    async def execute(self, run: object) -> Message:
+    async def execute(self, run: Run) -> Message:
         """Run ``run`` (a :class:`Run` of this agent) to its end inside this agent's middleware."""
-        return await compose(self.options.middleware, run.until_done)()  # type: ignore[attr-defined]
+        return await compose(self.options.middleware, run.until_done)()
 
     def run_sync(self, prompt: str | None = None) -> Message:
         """``asyncio.run(self.run(prompt))``. Not usable inside a running event loop or a tool."""
