@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -121,6 +122,18 @@ class LiveView:
         self.board = Board()
         self._task: asyncio.Task[None] | None = None
         self._live: Live | None = None
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Stop redrawing while a question is asked on the terminal, then carry on."""
+        live = self._live
+        if live is not None:
+            live.stop()
+        try:
+            yield
+        finally:
+            if live is not None:
+                live.start()
 
     async def __aenter__(self) -> LiveView:
         if self.mode == "quiet":

@@ -3,14 +3,18 @@
 stdout carries only the result (the reply text, or exactly one JSON object with ``--json``:
 ``{session, agent, reply, usage, elapsed}``), so ``shelly run … | jq`` works. The session id goes
 to stderr so the user can continue with ``--session``. Ctrl-C cancels the run (and with it every
-child) and exits 130.
+child) and exits 130. On a terminal (stdin and stderr), the built-in tools may ask the user for a
+permission the config does not give, pausing the live view; piped, or on a worker, they refuse.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -21,6 +25,7 @@ from shelly_dist.cli.live import LiveView
 from shelly_dist.cli.options import config_options, json_option
 from shelly_dist.engine import Engine
 from shelly_dist.errors import UsageError
+from shelly_dist.tools.permissions import InteractiveApprover
 
 
 def read_task(task: str | None) -> str:
@@ -33,6 +38,21 @@ def read_task(task: str | None) -> str:
     return task
 
 
+def terminal_approver(console: Console, views: list[LiveView]) -> InteractiveApprover:
+    """Ask permission questions on the terminal, pausing the live view while the user answers
+    (as Shelly does; workers and pipes never ask)."""
+
+    def ask(question: str, options: Sequence[str]) -> str:
+        console.print(f"{question} [{'/'.join(options)}] ", markup=False, highlight=False, soft_wrap=True, end="")
+        return sys.stdin.readline()
+
+    async def ask_fn(question: str, options: Sequence[str]) -> str:
+        with views[-1].paused() if views else contextlib.nullcontext():
+            return await asyncio.to_thread(ask, question, options)
+
+    return InteractiveApprover(ask_fn)
+
+
 async def run_task(
     task: str,
     *,
@@ -42,10 +62,13 @@ async def run_task(
     session_id: str | None,
     view_mode: str,
     console: Console,
+    interactive: bool = False,
 ) -> dict[str, Any]:
     """Open the engine, run ``task`` in a new or resumed session, return the ``--json`` object."""
     started = time.monotonic()
-    async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
+    views: list[LiveView] = []
+    approver = terminal_approver(console, views) if interactive else None
+    async with await Engine.open(config_path, shelly_dir=shelly_dir, approver=approver) as engine:
         if session_id:
             session = await engine.resume_session(session_id)
             if agent and engine.agent_name(agent) != session.info.agent:
@@ -54,7 +77,8 @@ async def run_task(
             session = engine.session(agent=agent)
         if view_mode != "quiet":
             console.print(f"session {session.id} (continue with --session {session.id})", markup=False, highlight=False)
-        async with LiveView(engine.bus, console, view_mode):
+        async with LiveView(engine.bus, console, view_mode) as view:
+            views.append(view)
             outcome = await session.send(task)
     return {
         "session": session.id,
@@ -96,6 +120,7 @@ def run_command(
             session_id=session_id,
             view_mode="quiet" if quiet else "auto",
             console=console,
+            interactive=task is not None and sys.stdin.isatty() and console.is_terminal,
         )
     )
     if as_json:

@@ -111,8 +111,13 @@ class Engine:
         shelly_dir: str | os.PathLike[str] = ".shelly",
         runtime: Runtime | None = None,
         env: Mapping[str, str] | None = None,
+        approver: object | None = None,
     ) -> Engine:
         """Load and wire everything; ``config`` is a ``Config``, a path, or ``None`` (find it).
+
+        ``approver`` answers permission questions of the built-in tools (a
+        ``shelly_dist.tools.permissions.Approver``); without one, anything not allowed by the
+        config or ``.shelly/local/permissions.json`` is refused, as on a worker.
 
         Raises ``ConfigError`` (bad config, unknown skill, distributed runtime missing) or the
         first failing MCP server's ``MCPError``; nothing is left open on failure.
@@ -134,6 +139,7 @@ class Engine:
             await _close_mcp(clients)
             raise
         engine = cls(config, sd, skills=skills, context=context, mcp_clients=clients, mcp_toolboxes=boxes)
+        engine.toolboxes.approver = approver
         try:
             await asyncio.to_thread(engine.toolboxes.prepare)
             for spec in config.agents:  # an unknown skill name fails start-up, not the first send

@@ -48,6 +48,9 @@ class Toolboxes:
         self._builtins: dict[str, ToolBox] = {}
         self._permissions: object | None = None
         self._lock = threading.Lock()
+        self.approver: object | None = None
+        """Who answers permission questions: ``None`` refuses (headless, the default everywhere a
+        person cannot answer); ``shelly run`` on a terminal sets an interactive one."""
 
     def prepare(self) -> None:
         """Build every built-in toolbox some agent references (blocking: reads permissions).
@@ -112,5 +115,6 @@ class Toolboxes:
                 fs_directories=p.fs_directories,
                 trusted_commands=p.trusted_commands,
                 trusted_domains=p.trusted_domains,
+                approver=self.approver,  # type: ignore[arg-type]
             )
         return self._permissions
