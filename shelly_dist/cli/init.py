@@ -32,4 +32,6 @@ def init_command(shelly_dir: str, template: str, force: bool, list_only: bool) -
         click.echo(f"created {path}", err=True)
     if not written:
         click.echo(f"{root}: every file already exists (use --force to overwrite)", err=True)
-    click.echo(f'Initialised {root} from template "{template}". Try: shelly run "your task"', err=True)
+        return
+    hint = "shelly run" if str(root) == ".shelly" else f"shelly run --shelly-dir {root}"
+    click.echo(f'Initialised {root} from template "{template}". Try: {hint} "your task"', err=True)

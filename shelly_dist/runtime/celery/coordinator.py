@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from typing import Any
@@ -30,6 +31,11 @@ from shelly_dist.runtime.celery.journal import TERMINAL, Journal, child_key
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import connect
 from shelly_dist.state.subscription import Subscription
+
+logger = logging.getLogger(__name__)
+
+NO_WORKER_HINT = 30.0
+"""Seconds after which a coordinator whose children have not started says why it may be waiting."""
 
 LIVE_INTERVAL = 0.1
 """Seconds between reads of the remote events for the live view: ten refreshes a second at most,
@@ -233,8 +239,9 @@ class _Awaiter:
         iteration = parent.state.iteration
         keys = [child_key(r, iteration) for r in requests]
         wakeups = await self._subscribed()
-        await dispatch_children(rt.journal, rt._send, self.record, requests, iteration, rt.fingerprint, parent)
+        ids = await dispatch_children(rt.journal, rt._send, self.record, requests, iteration, rt.fingerprint, parent)
         await self.stream.flush()
+        hint_at: float | None = time.monotonic() + NO_WORKER_HINT
         while True:
             seen = wakeups.generation
             got = await rt.journal.children(run_id, keys)
@@ -242,7 +249,22 @@ class _Awaiter:
                 return [got[k] for k in keys]
             if await rt.journal.is_canceled(self.record["root"]):
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
+            if hint_at is not None and time.monotonic() > hint_at:
+                hint_at = None
+                await self._hint_if_unstarted(ids)
             await wakeups.moved(seen)
+
+    async def _hint_if_unstarted(self, ids: list[str]) -> None:
+        """Say so when no worker has picked any child up: the usual cause is no ``shelly worker``
+        listening on this queue and broker (the run simply waits; nothing is lost)."""
+        rt = self.runtime
+        statuses = [(await rt.journal.record(cid)).get("status") for cid in ids]
+        if statuses and all(s == "queued" for s in statuses):
+            logger.warning(
+                "delegate: no worker has started any of %d children after %.0fs; is `shelly worker` "
+                "running for queue %r on this broker? (the run waits; Ctrl-C cancels it)",
+                len(ids), NO_WORKER_HINT, rt.settings.queue,
+            )
 
     async def aclose(self) -> None:
         await self._stack.aclose()
