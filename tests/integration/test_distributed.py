@@ -403,3 +403,48 @@ def test_two_delegate_calls_in_one_reply_both_return_through_one_subscription(cl
     tool_texts = [e["data"]["text"] for e in cluster.events(out["session"])
                   if e["kind"] == "message_added" and e["data"].get("role") == "tool" and e["agent"] == "orchestrator"]
     assert [json.loads(t)[0]["result"] for t in tool_texts] == ["did left", "did right"]
+
+
+def test_a_run_that_keeps_killing_its_workers_is_failed_after_max_deliveries(rabbit_cluster: Cluster):
+    """The child's tool kills the worker process running it, every time. RabbitMQ hands the message
+    back at once when a worker dies, so each delivery is a fresh attempt; after ``max_deliveries``
+    starts without progress the run fails with a clear error instead of looping."""
+    import sys
+
+    cluster = rabbit_cluster
+    kill_parent = "import os, signal; os.kill(os.getppid(), signal.SIGKILL)"
+    cluster.write_config(
+        [scripted(lead=[delegate(("bomb", "go off")), "lead survived"],
+                  bomb=[{"tool_calls": [{"name": "exec_run",
+                                         "arguments": {"command": sys.executable, "args": ["-c", kill_parent]}}]},
+                        "unreachable"])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1}},
+         {"name": "bomb", "toolboxes": ["exec"]}],
+        permissions={"trusted_commands": [sys.executable]},
+    )
+    config = cluster.root / ".shelly" / "config.yaml"
+    text = config.read_text().replace("step_time_limit: 10", "step_time_limit: 2").replace(
+        "visibility_timeout: 15", "visibility_timeout: 4\n  max_deliveries: 2")
+    config.write_text(text)
+    coordinator = cluster.popen("run", "detonate", "--json")
+    starts = 0
+    try:
+        while coordinator.poll() is None:
+            starts += 1
+            assert starts <= 6, f"workers kept dying past the limit\n{cluster.worker_log()}"
+            host = cluster.start_worker(f"w{starts}")
+            worker = cluster.workers[host]
+            wait_until(lambda w=worker: w.poll() is not None or coordinator.poll() is not None,
+                       90, "the worker to die or the run to end")
+        stdout, stderr = coordinator.communicate(timeout=30)
+    finally:
+        if coordinator.poll() is None:
+            coordinator.kill()
+    assert coordinator.returncode == 0, f"{stderr}\n{cluster.worker_log()}"
+    out = json.loads(stdout)
+    assert out["reply"] == "lead survived"
+    child = next(r for r in cluster.runs(out["session"]) if r["parent"])
+    assert child["status"] == "failed" and "attempts without progress" in child["error"]
+    # The first delivery makes progress (its reply is journaled) before the tool kills it; then two
+    # deliveries die without progress; the fourth start fails the run.
+    assert starts == 4
