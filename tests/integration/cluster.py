@@ -55,7 +55,15 @@ class Cluster:
 
     # -- config ------------------------------------------------------------------------------
 
-    def write_config(self, providers: list[dict[str, Any]], agents: list[dict[str, Any]], **extra: Any) -> Path:
+    def write_config(
+        self,
+        providers: list[dict[str, Any]],
+        agents: list[dict[str, Any]],
+        *,
+        distributed: dict[str, Any] | None = None,
+        **extra: Any,
+    ) -> Path:
+        """Write ``.shelly/config.yaml``; ``distributed`` overrides this cluster's defaults."""
         config = {
             "providers": providers,
             "agents": agents,
@@ -66,6 +74,7 @@ class Cluster:
                 "key_prefix": self.prefix,
                 "step_time_limit": 10,
                 "visibility_timeout": 15,
+                **(distributed or {}),
             },
             **extra,
         }
@@ -96,7 +105,7 @@ class Cluster:
             cwd=self.root, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
 
-    def start_worker(self, name: str, *, concurrency: int = 8) -> str:
+    def start_worker(self, name: str, *, concurrency: int = 8, pool: str = "threads") -> str:
         """Start ``shelly worker`` as ``name@<cluster>``; returns the hostname once it is ready."""
         hostname = f"{name}@{self.id}"
         beat = self.root / f"{name}.heartbeat"
@@ -104,7 +113,7 @@ class Cluster:
         self.logs[hostname] = log
         self.workers[hostname] = subprocess.Popen(
             [sys.executable, "-m", "shelly_dist.cli.main", "worker", "--concurrency", str(concurrency),
-             "--hostname", hostname, "--heartbeat-file", str(beat), "--loglevel", "INFO"],
+             "--pool", pool, "--hostname", hostname, "--heartbeat-file", str(beat), "--loglevel", "INFO"],
             cwd=self.root, env=self.env(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
         )
         wait_until(lambda: beat.exists() or self.workers[hostname].poll() is not None, 60, f"worker {hostname}")

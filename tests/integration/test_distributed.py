@@ -370,14 +370,7 @@ def test_prefork_worker_that_cannot_open_its_engine_fails_the_run_instead_of_han
         [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "helper", "toolboxes": ["team"]}],
         mcp_servers=[{"name": "team", "command": "team-mcp-server"}],
     )
-    beat, log = cluster.root / "prefork.heartbeat", cluster.root / "prefork.log"
-    cluster.logs["prefork"] = log
-    cluster.workers["prefork"] = subprocess.Popen(
-        [sys.executable, "-m", "shelly_dist.cli.main", "worker", "--pool", "prefork", "--concurrency", "1",
-         "--hostname", f"prefork@{cluster.id}", "--heartbeat-file", str(beat)],
-        cwd=cluster.root, env=cluster.env(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
-    )
-    wait_until(lambda: beat.exists(), 60, "the prefork worker")
+    cluster.start_worker("prefork", concurrency=1, pool="prefork")
     env = cluster.env()
     env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
     out = subprocess.run([sys.executable, "-m", "shelly_dist.cli.main", "run", "go", "--json"], cwd=cluster.root,
@@ -421,11 +414,8 @@ def test_a_run_that_keeps_killing_its_workers_is_failed_after_max_deliveries(rab
         [{"name": "lead", "options": {"max_delegation_depth": 1}},
          {"name": "bomb", "toolboxes": ["exec"]}],
         permissions={"trusted_commands": [sys.executable]},
+        distributed={"step_time_limit": 2, "visibility_timeout": 4, "max_deliveries": 2},
     )
-    config = cluster.root / ".shelly" / "config.yaml"
-    text = config.read_text().replace("step_time_limit: 10", "step_time_limit: 2").replace(
-        "visibility_timeout: 15", "visibility_timeout: 4\n  max_deliveries: 2")
-    config.write_text(text)
     coordinator = cluster.popen("run", "detonate", "--json")
     starts = 0
     try:

@@ -82,26 +82,24 @@ def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> di
     import asyncio
 
     from shelly_dist.agent import DelegateEntry
-    from shelly_dist.runtime.celery.executor import task_kwargs
+    from shelly_dist.runtime.celery.executor import finish_and_join
     from shelly_dist.runtime.celery.journal import Journal
     from shelly_dist.state.connection import connect
 
     spec: WorkerSpec = task.app.shelly_spec  # type: ignore[attr-defined]
     error = f"worker {task.request.hostname}: cannot start: {exc}"
 
+    async def enqueue(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        task.app.send_task(name, args=args, kwargs=kwargs, queue=spec.settings.queue)
+
     async def fail() -> None:
         client = connect(spec.settings.redis_url, client_name="shelly-worker-unopened")
         try:
             journal = Journal(client, spec.settings)
             claim = await journal.claim(run_id, root, "unopened", task.request.hostname or "worker")
-            if claim.outcome != "ok":
-                return
-            entry = DelegateEntry(agent=claim.record.get("agent", ""), error=error)
-            left, mode = await journal.finish(claim.record, "unopened", "failed", entry.to_json(), error=error)
-            if left == 0 and mode == "worker":
-                parent = await journal.record(claim.record["parent"])
-                task.app.send_task(RESUME_AGENT, args=[claim.record["parent"], root], kwargs=task_kwargs(parent),
-                                   queue=spec.settings.queue)
+            if claim.outcome == "ok":
+                entry = DelegateEntry(agent=claim.record.get("agent", ""), error=error)
+                await finish_and_join(journal, enqueue, claim.record, "unopened", "failed", entry, error=error)
         finally:
             await client.aclose()
 

@@ -128,8 +128,6 @@ class CeleryRuntime:
                 sink(event)
 
     async def _stop_tail(self, tail: asyncio.Task[None]) -> None:
-        # Give the stream a moment to deliver the last remote events, then stop following.
-        await asyncio.sleep(0)
         tail.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await tail

@@ -279,12 +279,28 @@ class Executor:
         sink(Event(kind=events.RUN_FINISHED, agent=run.agent.name if run else record["agent"], run_id=record["id"],
                    session_id=record["session"],
                    data={"status": status, "worker": self.hostname, "entry": entry.to_json(),
-                         "usage": json.loads(fields.get("usage", "{}") or "{}")}))
-        left, mode = await self.journal.finish(record, token, status, entry.to_json(), events=sink.drain(), **fields)
-        if left == 0 and mode == "worker":
-            parent = await self.journal.record(record["parent"])
-            await self.enqueue(RESUME_AGENT, [record["parent"], record["root"]], task_kwargs(parent))
+                         "usage": run.state.usage.model_dump() if run else {}}))
+        await finish_and_join(self.journal, self.enqueue, record, token, status, entry, events=sink.drain(), **fields)
         return Progress(status, entry.error or "")
+
+
+async def finish_and_join(
+    journal: Journal,
+    enqueue: Enqueue,
+    record: dict[str, str],
+    token: str,
+    status: str,
+    entry: DelegateEntry,
+    *,
+    events: str = "",
+    **fields: str,
+) -> None:
+    """End the run and join its entry into its parent; the call that completes the parent's join
+    enqueues the parent's resume (coordinators are woken by the join's publish instead)."""
+    left, mode = await journal.finish(record, token, status, entry.to_json(), events=events, **fields)
+    if left == 0 and mode == "worker":
+        parent = await journal.record(record["parent"])
+        await enqueue(RESUME_AGENT, [record["parent"], record["root"]], task_kwargs(parent))
 
 
 class _WorkerDelegator:
