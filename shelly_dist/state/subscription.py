@@ -11,6 +11,7 @@ watch; if Redis stays unreachable, the wait raises ``StoreError`` naming the cha
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from types import TracebackType
@@ -77,6 +78,7 @@ class Subscription:
         try:
             await self._pubsub.get_message(timeout=limit)
         except CONNECTION_ERRORS as exc:
+            _reraise_swallowed_cancel()
             logger.warning("watch: connection lost on %s (%s); resubscribing", self._channel, exc)
             await self._close()
             try:
@@ -87,3 +89,14 @@ class Subscription:
                 ) from again
         except RedisError as exc:
             raise StoreError(f"watch: redis error on {self._channel}: {exc}") from exc
+        _reraise_swallowed_cancel()
+
+
+def _reraise_swallowed_cancel() -> None:
+    """Raise ``CancelledError`` when this task was cancelled but a library under the read turned
+    the cancellation into a timeout or a plain return (Python 3.11's ``asyncio.wait_for`` does when
+    the cancel and its own timeout coincide, as fakeredis's read uses it). Without this, a watch
+    that is cancelled at the wrong instant would re-read and wait forever."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
