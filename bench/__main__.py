@@ -17,15 +17,18 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from bench import commands, embedded, fanout, memory, nested, overhead, scaling, throughput
+from bench import commands, embedded, fanout, memory, nested, overhead, recovery, scaling, throughput
 from bench.context import Bench
 from bench.harness import REDIS_URL, BenchError, Stack
 from bench.machine import describe
 from bench.report import Row, table
 from bench.team import FULL, QUICK, config
 
-SCENARIOS = {m.NAME: m for m in (overhead, throughput, commands, scaling, memory, fanout, nested, embedded)}
+SCENARIOS = {m.NAME: m for m in (overhead, throughput, commands, scaling, memory, fanout, nested, embedded, recovery)}
 """In the order they run: each needs a different worker set, and this order restarts fewest."""
+
+OPT_IN = {recovery.NAME}
+"""Scenarios run only when named with ``--only`` (recovery kills workers and waits out leases)."""
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench:results -->", "<!-- /bench:results -->"
@@ -48,7 +51,7 @@ async def run(args: argparse.Namespace) -> str:
         stack.start_model("fifty", sizes.scaling_latency)
         stack.start_model("embed", sizes.embed_latency)
         stack.write_config(*config(sizes, stack.models))
-        for name in args.only or list(SCENARIOS):
+        for name in args.only or [n for n in SCENARIOS if n not in OPT_IN]:
             print(f"bench: {name} …", file=sys.stderr, flush=True)
             t = time.monotonic()
             rows += await SCENARIOS[name].measure(bench)

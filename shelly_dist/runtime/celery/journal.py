@@ -118,6 +118,7 @@ class Journal:
                     pipe.zadd(self.keys.tree_deadlines(run_id), {run_id: _ms(now + self.settings.requeue_after)})
                     pipe.expire(self.keys.tree_deadlines(run_id), retention)
                 pipe.zadd(self.keys.live_trees(), {run_id: now})
+                pipe.expire(self.keys.live_trees(), retention)
                 await pipe.execute()
 
     async def open_root(
