@@ -62,7 +62,8 @@ async def run(args: argparse.Namespace) -> str:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     mode = "quick" if args.quick else "full"
     return "\n".join([
-        f"Measured {when}: `python -m bench{' --quick' if args.quick else ''} --runs {args.runs}` "
+        f"Measured {when}: `python -m bench{' --quick' if args.quick else ''}"
+        f"{''.join(f' --only {n}' for n in args.only or [])} --runs {args.runs}` "
         f"({mode} sizes, {time.monotonic() - started:.0f} s). Medians over {args.runs} run(s), min–max in "
         "brackets; ratios are computed per run against the reference measured in the same run.",
         "",

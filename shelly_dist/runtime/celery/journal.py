@@ -153,7 +153,8 @@ class Journal:
         if outcome in ("ok", "exhausted", "canceled"):
             if outcome == "ok":
                 flat = out[1:]
-                record: RunRecord | None = RunRecord.parse(dict(zip(flat[::2], flat[1::2], strict=True)))
+                fields = dict(zip(flat[::2], flat[1::2], strict=True))
+                record: RunRecord | None = RunRecord.parse({"id": run_id, **fields})
             else:
                 record = await self.record(run_id)
             if record is None:
@@ -246,7 +247,7 @@ class Journal:
         """The run's record, or None when it does not exist (never created, or expired)."""
         with redis_errors("journal"):
             raw = await self.client.hgetall(self.keys.run(run_id))
-        return RunRecord.parse(raw) if raw else None
+        return RunRecord.parse({"id": run_id, **raw}) if raw else None
 
     async def fields(self, run_id: str) -> dict[str, str]:
         """Every field of the run's hash, for displays (``shelly runs``) and tests."""
