@@ -356,3 +356,13 @@ def test_find_config_with_nothing_found_fails(tmp_path: Path, monkeypatch: pytes
 def test_find_config_explicit_missing_file_fails(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--config: file not found"):
         find_config(str(tmp_path / "missing.yaml"), ".shelly", {})
+
+
+def test_distributed_lease_reaches_the_runtime_settings_and_defaults_to_ten_seconds() -> None:
+    from shelly_dist.engine.worker import runtime_settings
+
+    data = base()
+    data["distributed"] = {"broker_url": "redis://127.0.0.1:6379/0"}
+    assert runtime_settings(config_from_data(data, {})).lease == 10.0
+    data["distributed"]["lease"] = "30s"
+    assert runtime_settings(config_from_data(data, {})).lease == 30.0
