@@ -24,10 +24,12 @@ from types import TracebackType
 from typing import Any
 
 from shelly_dist.agent import Registry
-from shelly_dist.engine.agents import build_registry
-from shelly_dist.engine.config import find_config, fingerprint, load_config
+from shelly_dist.engine.agents import build_registry, config_warnings
+from shelly_dist.engine.config import find_config, fingerprint, load_config, report
 from shelly_dist.engine.config_models import Config, MCPServerConfig
+from shelly_dist.engine.config_rules import shadowed_mcp_servers
 from shelly_dist.engine.eventbus import EventBus
+from shelly_dist.engine.legacy import permissions_file
 from shelly_dist.engine.project_context import load_project_context
 from shelly_dist.engine.providers import Providers
 from shelly_dist.engine.session import Session
@@ -141,9 +143,9 @@ class Engine:
         engine = cls(config, sd, skills=skills, context=context, mcp_clients=clients, mcp_toolboxes=boxes)
         engine.toolboxes.approver = approver
         try:
+            engine.toolboxes.permissions_file = await asyncio.to_thread(permissions_file, sd)
             await asyncio.to_thread(engine.toolboxes.prepare)
-            for spec in config.agents:  # an unknown skill name fails start-up, not the first send
-                skills.select(spec.skills)
+            report(config_warnings(config, skills, env))  # strict mode: raises ConfigError
             if runtime is not None:
                 engine.runtime = runtime
             elif config.distributed.broker_url:
@@ -256,11 +258,15 @@ def _load_skills(sd: ShellyDir) -> SkillStore:
 
 
 async def _connect_mcp(config: Config) -> list[Any]:
-    if not config.mcp_servers:
+    """Connect every MCP server except those named like a built-in toolbox (whose name resolves
+    to the built-in, as in Shelly, so nothing could reach their tools)."""
+    shadowed = set(shadowed_mcp_servers(config))
+    servers = [s for s in config.mcp_servers if s.name not in shadowed]
+    if not servers:
         return []
     from shelly_dist.tools.mcp import connect_all
 
-    return await connect_all([_mcp_spec(s) for s in config.mcp_servers])
+    return await connect_all([_mcp_spec(s) for s in servers])
 
 
 async def _close_mcp(clients: list[Any]) -> None:

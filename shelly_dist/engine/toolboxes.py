@@ -5,7 +5,9 @@
 - ``filesystem``, ``exec``, ``search``, ``git``, ``http``, ``notes`` are built once per engine on
   first use and share one permission store (Shelly: the permission-gated toolboxes share one
   store). The process CWD is pre-approved, as in Shelly.
-- an MCP server's name is that server's toolbox (connected at engine start-up).
+- an MCP server's name is that server's toolbox (connected at engine start-up); a server named
+  like a built-in toolbox is not connected, and the name means the built-in (as in Shelly, whose
+  built-ins are wired after the MCP servers under the same name).
 - ``ask`` (Shelly's ``ask_user``) is **left out**: it blocks until a human answers in the TUI,
   and shelly-dist runs headless (CLI, batch, Celery workers), where nobody could answer.
 
@@ -48,6 +50,8 @@ class Toolboxes:
         self._builtins: dict[str, ToolBox] = {}
         self._permissions: object | None = None
         self._lock = threading.Lock()
+        self.permissions_file: Path = shelly_dir.permissions
+        """Where the persisted grants are (the engine re-points it: see ``engine.legacy``)."""
         self.approver: object | None = None
         """Who answers permission questions: ``None`` refuses (headless, the default everywhere a
         person cannot answer); ``shelly run`` on a terminal sets an interactive one."""
@@ -60,7 +64,7 @@ class Toolboxes:
         from shelly_dist.tools.builtin import BUILTIN_NAMES
 
         for name in BUILTIN_NAMES:
-            if self.config.uses_toolbox(name) and name not in self.mcp:
+            if self.config.uses_toolbox(name):
                 self._builtin(name)
 
     def for_agent(self, spec: AgentConfig, session: str) -> list[ToolBox]:
@@ -80,7 +84,9 @@ class Toolboxes:
             return state_tools(self.stores.store(session))
         if name == "tasks":
             return task_tools(self.stores.board(session))
-        if name in self.mcp:
+        from shelly_dist.tools.builtin import BUILTIN_NAMES
+
+        if name in self.mcp and name not in BUILTIN_NAMES:
             return self.mcp[name]
         return self._builtin(name)
 
@@ -106,7 +112,7 @@ class Toolboxes:
 
         if self._permissions is None:
             p = self.config.permissions
-            store = self.shelly_dir.permissions
+            store = self.permissions_file
             if not self.shelly_dir.exists() and self.config.filesystem.permissions_file:
                 store = Path(self.config.filesystem.permissions_file)
             self._permissions = Permissions.load(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -212,9 +213,20 @@ async def test_skills_are_loaded_from_the_shelly_dir_and_filtered_per_agent(tmp_
     assert "load_skill" in [t.name for box in a.toolboxes for t in box]
 
 
-async def test_unknown_skill_fails_start_up(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="unknown skill"):
-        await open_engine(make_config(a={"skills": ["nope"]}), tmp_path)
+async def test_a_skill_with_no_folder_is_skipped_with_one_warning_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with await open_engine(make_config(a={"skills": ["nope"]}), tmp_path) as engine:
+        agent = engine.registry("s1").spawn("a", depth=0)
+        assert agent.options.skills == []
+    err = capsys.readouterr().err
+    assert err.count('skill "nope"') == 1 and "agents[0].skills[0]" in err
+
+
+async def test_a_skill_with_no_folder_fails_start_up_under_strict_config(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r'agents\[0\]\.skills\[0\]: skill "nope"'):
+        await Engine.open(make_config(a={"skills": ["nope"]}), shelly_dir=tmp_path / ".shelly",
+                          env={"SHELLY_STRICT_CONFIG": "1"})
 
 
 async def test_broker_url_selects_the_distributed_runtime(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
@@ -244,3 +256,38 @@ async def test_redis_url_puts_the_session_blackboard_in_redis(tmp_path: Path, re
         assert client.exists(f"{key_prefix}s:sess:state")
     finally:
         client.close()
+
+
+async def test_a_legacy_permissions_file_is_moved_into_local_and_its_grants_apply(tmp_path: Path) -> None:
+    sd = tmp_path / ".shelly"
+    sd.mkdir()
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    (granted / "f.txt").write_text("inside")
+    (sd / "permissions.json").write_text(json.dumps([str(granted)]))  # Shelly's legacy flat array
+    async with await Engine.open(make_config(a={"toolboxes": ["filesystem"]}), shelly_dir=sd) as engine:
+        assert not (sd / "permissions.json").exists()
+        assert json.loads((sd / "local" / "permissions.json").read_text()) == [str(granted)]
+        agent = engine.registry("probe").spawn("a", depth=0)
+        result = await next(t for box in agent.toolboxes for t in box if t.name == "fs_read").handler(
+            json.dumps({"path": str(granted / "f.txt")}))
+        assert result == "inside"
+
+
+async def test_an_mcp_server_named_like_a_builtin_is_not_started_and_the_builtin_wins(tmp_path: Path) -> None:
+    cfg = config_from_data({
+        "providers": [{"name": "p", "kind": "scripted", "model": "m", "script": {"*": ["hi"]}}],
+        "mcp_servers": [{"name": "search", "command": "no-such-mcp-server-binary", "url": ""}],
+        "agents": [{"name": "a", "toolboxes": ["search"]}],
+    }, {})
+    async with await open_engine(cfg, tmp_path) as engine:
+        agent = engine.registry("s").spawn("a", depth=0)
+        assert {"search_content", "search_files"} <= {t.name for box in agent.toolboxes for t in box}
+
+
+async def test_max_external_file_size_zero_reads_claude_md_as_go_does(tmp_path: Path) -> None:
+    (tmp_path / "CLAUDE.md").write_text("house rules: tabs")
+    data = {"providers": [{"name": "p", "kind": "scripted", "model": "m"}], "agents": [{"name": "a"}],
+            "context": {"max_external_file_size": 0}}
+    async with await open_engine(config_from_data(data, {}), tmp_path) as engine:
+        assert "house rules: tabs" in engine.context
