@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from shelly_dist import events, identity
 from shelly_dist.agent import Registry
 from shelly_dist.engine.agents import build_registry, config_warnings
 from shelly_dist.engine.config import find_config, fingerprint, load_config, report
@@ -42,6 +43,7 @@ from shelly_dist.events import Event, EventSink
 from shelly_dist.runtime import LocalRuntime, Runtime
 from shelly_dist.skills import SkillStore, load_skills
 from shelly_dist.tools import ToolBox
+from shelly_dist.tools.builtin.ask import Answerer, Question
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +100,7 @@ class Engine:
         self.stores = SessionStores.from_config(config.distributed)
         self.providers = Providers(config, on_event=self.bus.publish)
         self.toolboxes = Toolboxes(config, shelly_dir, self.stores, mcp_toolboxes)
+        self.toolboxes.responder.on_ask = self._announce_question
         self.runtime: Runtime = LocalRuntime()
         self._mcp_clients = mcp_clients
         self._registries: dict[str, Registry] = {}
@@ -114,12 +117,17 @@ class Engine:
         runtime: Runtime | None = None,
         env: Mapping[str, str] | None = None,
         approver: object | None = None,
+        answerer: Answerer | None = None,
     ) -> Engine:
         """Load and wire everything; ``config`` is a ``Config``, a path, or ``None`` (find it).
 
         ``approver`` answers permission questions of the built-in tools (a
         ``shelly_dist.tools.permissions.Approver``); without one, anything not allowed by the
         config or ``.shelly/local/permissions.json`` is refused, as on a worker.
+
+        ``answerer`` answers the agents' ``ask_user`` questions (a terminal prompt, or any
+        ``shelly_dist.tools.builtin.ask.Answerer``); without one, each question is an error
+        result that tells the model nobody can answer and how to get an answer channel.
 
         Raises ``ConfigError`` (bad config, unknown skill, distributed runtime missing) or the
         first failing MCP server's ``MCPError``; nothing is left open on failure.
@@ -142,6 +150,8 @@ class Engine:
             raise
         engine = cls(config, sd, skills=skills, context=context, mcp_clients=clients, mcp_toolboxes=boxes)
         engine.toolboxes.approver = approver
+        if answerer is not None:
+            engine.toolboxes.responder.answerer = answerer
         try:
             engine.toolboxes.permissions_file = await asyncio.to_thread(permissions_file, sd)
             await asyncio.to_thread(engine.toolboxes.prepare)
@@ -179,6 +189,16 @@ class Engine:
             await aclose_http_client()
 
     # -- agents ------------------------------------------------------------------------------
+
+    def _announce_question(self, question: Question) -> None:
+        """Publish an ``ask_user`` event (Shelly's) for ``question``, from whoever is asking."""
+        self.bus.publish(Event(
+            kind=events.ASK_USER,
+            agent=identity.agent_name(),
+            session_id=identity.session_id(),
+            run_id=identity.run_id(),
+            data=question.event_data(),
+        ))
 
     def event_sink(self, session: str) -> EventSink:
         """A sink that publishes to the engine's bus with ``session_id`` set to ``session``."""

@@ -95,12 +95,84 @@ async def test_toolbox_ref_with_tools_keeps_only_those_tools(tmp_path: Path) -> 
     cfg = make_config(a={"toolboxes": [{"name": "notes", "tools": ["write_note"]}, "state"]})
     async with await open_engine(cfg, tmp_path) as engine:
         boxes = engine.registry("s").spawn("a").toolboxes
-    assert [b.names() for b in boxes][0] == ["write_note"]
+    assert [b.names() for b in boxes][1] == ["write_note"]
 
 
-async def test_ask_toolbox_is_left_out_headless(tmp_path: Path) -> None:
-    async with await open_engine(make_config(a={"toolboxes": ["ask"]}), tmp_path) as engine:
-        assert engine.registry("s").spawn("a").toolboxes == []
+async def test_every_agent_gets_ask_user_first_whether_it_lists_ask_or_not(tmp_path: Path) -> None:
+    async with await open_engine(make_config(a={"toolboxes": ["ask", "notes"]}, b={}), tmp_path) as engine:
+        a, b = engine.registry("s").spawn("a"), engine.registry("s").spawn("b")
+    assert [box.names() for box in a.toolboxes][:2] == [["ask_user"], ["write_note", "read_note", "list_notes"]]
+    assert [box.names() for box in b.toolboxes] == [["ask_user"]]
+
+
+ASK = {"tool_calls": [{"name": "ask_user", "arguments": {"question": "Which colour?", "options": ["red", "blue"]}}]}
+ASKS = {"*": [ASK, "done"]}
+
+
+def ask_result(session: Any) -> tuple[str, bool]:
+    part = next(p for m in session.agent.chat.messages() for p in m.parts if p.kind == "tool_result")
+    return part.content, part.is_error
+
+
+async def test_ask_user_without_an_answer_channel_is_an_error_result_saying_how_to_get_one(tmp_path: Path) -> None:
+    async with await open_engine(make_config(script=ASKS, a={}), tmp_path) as engine:
+        sub = engine.bus.subscribe()
+        session = engine.session()
+        assert (await session.send("go")).reply.text_content() == "done"
+        asked = [e for e in await drain(sub) if e.kind == events.ASK_USER]
+    content, is_error = ask_result(session)
+    assert is_error and content.startswith("ask_user: nobody can answer")
+    assert "shelly run" in content and "answerer" in content
+    assert [(e.agent, e.session_id, e.data) for e in asked] == [
+        ("a", session.id, {"id": "q-1", "text": "Which colour?", "options": ["red", "blue"]})]
+
+
+class Scripted:
+    """An answerer that records the questions and answers from a list."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers, self.asked = list(answers), []
+
+    async def answer(self, question: Any) -> str:
+        self.asked.append(question)
+        return self.answers.pop(0)
+
+
+async def test_ask_user_returns_the_answerers_answer_with_q_n_ids(tmp_path: Path) -> None:
+    script = {"*": [ASKS["*"][0], ASKS["*"][0], "done"]}
+    answerer = Scripted("blue", "red")
+    async with await Engine.open(make_config(script=script, a={}), shelly_dir=tmp_path / ".shelly",
+                                 answerer=answerer) as engine:
+        session = engine.session()
+        await session.send("go")
+    results = [p.content for m in session.agent.chat.messages() for p in m.parts if p.kind == "tool_result"]
+    assert results == ["blue", "red"]
+    assert [(q.id, q.text, q.options) for q in answerer.asked] == [
+        ("q-1", "Which colour?", ["red", "blue"]), ("q-2", "Which colour?", ["red", "blue"])]
+
+
+class Silent:
+    async def answer(self, question: Any) -> str:
+        await asyncio.Event().wait()
+        return ""
+
+
+async def test_question_timeout_ends_the_wait_with_an_error_result(tmp_path: Path) -> None:
+    cfg = make_config(script=ASKS, a={"options": {"question_timeout": "50ms"}})
+    async with await Engine.open(cfg, shelly_dir=tmp_path / ".shelly", answerer=Silent()) as engine:
+        session = engine.session()
+        assert (await session.send("go")).reply.text_content() == "done"
+    content, is_error = ask_result(session)
+    assert is_error and content == "ask_user: no answer to q-1 within 0.05s (options.question_timeout)"
+
+
+async def test_an_empty_question_is_an_error_naming_the_field(tmp_path: Path) -> None:
+    script = {"*": [{"tool_calls": [{"name": "ask_user", "arguments": {"question": ""}}]}, "done"]}
+    async with await Engine.open(make_config(script=script, a={}), shelly_dir=tmp_path / ".shelly",
+                                 answerer=Scripted("x")) as engine:
+        session = engine.session()
+        await session.send("go")
+    assert ask_result(session) == ("ask_user: ask: question is required", True)
 
 
 async def test_unknown_agent_is_a_usage_error(tmp_path: Path) -> None:
