@@ -23,7 +23,7 @@ from shelly_dist.cli.errors import fail, run_async
 from shelly_dist.cli.live import LiveView
 from shelly_dist.cli.options import config_options, json_option
 from shelly_dist.cli.prompt import TerminalAnswerer, TerminalPrompt
-from shelly_dist.engine import Engine
+from shelly_dist.engine import Config, Engine
 from shelly_dist.errors import UsageError
 
 
@@ -41,7 +41,7 @@ async def run_task(
     task: str,
     *,
     agent: str | None,
-    config_path: str | None,
+    config_path: Config | str | None,
     shelly_dir: str,
     session_id: str | None,
     view_mode: str,
@@ -95,25 +95,44 @@ def run_command(
     quiet: bool,
 ) -> None:
     """Run TASK (or stdin) through the team and print the final answer."""
-    console = Console(stderr=True)
     try:
         text = read_task(task)
     except UsageError as exc:
         fail(exc)
+    run_and_print(
+        text, agent=agent, config_path=config_path, shelly_dir=shelly_dir, session_id=session_id,
+        quiet=quiet, as_json=as_json, may_ask=task is not None,
+    )
+
+
+def run_and_print(
+    task: str,
+    *,
+    agent: str | None,
+    config_path: Config | str | None,
+    shelly_dir: str,
+    session_id: str | None,
+    quiet: bool,
+    as_json: bool,
+    may_ask: bool,
+) -> None:
+    """Run ``task`` (see :func:`run_task`) and print the reply, or the ``--json`` object.
+
+    The user is asked questions only when ``may_ask`` (stdin is not the task) and both stdin and
+    stderr are a terminal.
+    """
+    console = Console(stderr=True)
     result = run_async(
         run_task(
-            text,
+            task,
             agent=agent,
             config_path=config_path,
             shelly_dir=shelly_dir,
             session_id=session_id,
             view_mode="quiet" if quiet else "auto",
             console=console,
-            interactive=task is not None and sys.stdin.isatty() and console.is_terminal,
+            interactive=may_ask and sys.stdin.isatty() and console.is_terminal,
         )
     )
-    if as_json:
-        click.echo(json.dumps(result, ensure_ascii=False))
-    else:
-        click.echo(result["reply"])
+    click.echo(json.dumps(result, ensure_ascii=False) if as_json else result["reply"])
 

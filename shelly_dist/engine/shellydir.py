@@ -154,6 +154,22 @@ def _template_files(node: Traversable, prefix: Path) -> list[tuple[Path, str]]:
     return out
 
 
+def template_skill_files(name: str) -> list[tuple[Path, str]]:
+    """The shared skills (``templates/skills/<skill>/``) that template ``name``'s agents list,
+    as (path under ``.shelly/``, text): Shelly's ``embedded_skills``, kept once for every
+    template that uses them."""
+    import yaml
+
+    listed = {s for a in yaml.safe_load(template_config(name)).get("agents") or [] for s in a.get("skills") or []}
+    shared = _templates().joinpath("skills")
+    return [
+        (Path("skills") / skill / rel, text)
+        for skill in sorted(listed)
+        if shared.joinpath(skill).is_dir()
+        for rel, text in _template_files(shared.joinpath(skill), Path())
+    ]
+
+
 def ensure_structure(shelly_dir: str | os.PathLike[str]) -> list[Path]:
     """Create ``local/``, ``local/sessions/`` and ``.gitignore`` if missing. Idempotent."""
     d = ShellyDir(Path(shelly_dir))
@@ -179,6 +195,7 @@ def bootstrap(
     written: list[Path] = []
     _write(d.gitignore, GITIGNORE, force, written)
     files = dict(_template_files(node, Path()))
+    files.update(template_skill_files(template))
     files.setdefault(Path("context.md"), CONTEXT_STUB)
     for rel, content in sorted(files.items()):
         _write(d.root / rel, content, force, written)

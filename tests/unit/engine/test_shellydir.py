@@ -47,7 +47,7 @@ def test_bootstrap_creates_dirs_gitignore_config_and_context(tmp_path: Path) -> 
     assert d.gitignore.read_text() == "local/\n"
     assert "${ANTHROPIC_API_KEY}" in d.config.read_text()
     assert d.context.read_text().strip()
-    assert set(written) == {d.gitignore, d.config, d.context}
+    assert set(written) == {d.gitignore, d.config, d.context, d.skills / "project-indexer" / "SKILL.md"}
 
 
 def test_bootstrap_never_overwrites_without_force(tmp_path: Path) -> None:
@@ -69,10 +69,13 @@ def test_bootstrap_with_force_overwrites(tmp_path: Path) -> None:
     assert root / "config.yaml" in written
 
 
-def test_bootstrap_copies_template_skills(tmp_path: Path) -> None:
+def test_bootstrap_writes_the_skills_the_templates_agents_list_as_go_shelly_does(tmp_path: Path) -> None:
     root = tmp_path / ".shelly"
     bootstrap(root, template="dev-team")
-    assert (root / "skills" / "code-review" / "SKILL.md").is_file()
+    assert sorted(p.name for p in (root / "skills").iterdir()) == [
+        "coder-workflow", "explorer-workflow", "lead-workflow", "planner-workflow", "project-indexer",
+        "reviewer-workflow"]
+    assert (root / "skills" / "lead-workflow" / "SKILL.md").read_text().startswith("---\ndescription: ")
 
 
 def test_bootstrap_unknown_template_fails_listing_known_ones(tmp_path: Path) -> None:
@@ -82,7 +85,8 @@ def test_bootstrap_unknown_template_fails_listing_known_ones(tmp_path: Path) -> 
 
 def test_list_templates_names_and_describes_each() -> None:
     templates = dict(list_templates())
-    assert {"simple-assistant", "dev-team", "demo"} <= set(templates)
+    assert {"simple-assistant", "dev-team", "project-indexer", "demo"} <= set(templates)
+    assert "skills" not in templates
     assert all(templates.values())
 
 
