@@ -244,3 +244,33 @@ async def test_redis_url_puts_the_session_blackboard_in_redis(tmp_path: Path, re
         assert client.exists(f"{key_prefix}s:sess:state")
     finally:
         client.close()
+
+
+async def test_opening_and_running_writes_nothing_into_the_shelly_dir(tmp_path: Path) -> None:
+    shelly = tmp_path / ".shelly"
+    shelly.mkdir()
+    (shelly / "config.yaml").write_text("agents: []\n")
+    before = sorted(p.relative_to(shelly) for p in shelly.rglob("*"))
+    cfg = make_config()
+    async with await Engine.open(cfg, shelly_dir=shelly, env={"SHELLY_STATE_DIR": str(tmp_path / "st")}) as engine:
+        await engine.session().send("hello")
+    assert sorted(p.relative_to(shelly) for p in shelly.rglob("*")) == before
+    assert list((tmp_path / "st" / "sessions").iterdir())
+
+
+async def test_sessions_continue_from_redis_when_the_engine_has_redis(
+    tmp_path: Path, redis_url: str, key_prefix: str
+) -> None:
+    cfg = make_config({"*": ["first answer", "second answer"]}).model_copy(deep=True)
+    cfg.distributed.redis_url = redis_url
+    cfg.distributed.key_prefix = key_prefix
+    async with await Engine.open(cfg, shelly_dir=tmp_path / "a" / ".shelly") as engine:
+        session = engine.session()
+        await session.send("hello")
+    async with await Engine.open(cfg, shelly_dir=tmp_path / "b" / ".shelly") as engine:
+        resumed = await engine.resume_session(session.id)
+        outcome = await resumed.send("again")
+        (info,) = await engine.sessions.list()
+    assert outcome.reply.text_content() == "second answer"
+    assert (info.id, info.preview) == (session.id, "again")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
