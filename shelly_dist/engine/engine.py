@@ -1,6 +1,10 @@
 """The composition root: one :class:`Engine` wires config, skills, context, MCP, providers,
 stores, toolboxes, the event bus and the runtime, and hands out sessions.
 
+Nothing is written into ``.shelly/`` (it may be a read-only mount, DESIGN §3 rule 13): runtime
+state goes to the state directory (:func:`~shelly_dist.engine.shellydir.state_dir`), saved
+sessions to Redis when the engine has one.
+
 Start-up follows Shelly: skills, the project context and the MCP connections load concurrently,
 and one failing MCP server fails the whole start (the others are closed). The runtime is
 :class:`~shelly_dist.runtime.LocalRuntime` unless ``distributed.broker_url`` (or
@@ -35,7 +39,7 @@ from shelly_dist.engine.project_context import load_project_context
 from shelly_dist.engine.providers import Providers
 from shelly_dist.engine.session import Session
 from shelly_dist.engine.sessions import ProviderInfo, SessionInfo, SessionStore, new_session_id
-from shelly_dist.engine.shellydir import ShellyDir, ensure_structure
+from shelly_dist.engine.shellydir import ShellyDir, state_dir
 from shelly_dist.engine.stores import SessionStores
 from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.errors import UsageError
@@ -96,8 +100,8 @@ class Engine:
         self.skills = skills
         self.context = context
         self.bus = EventBus()
-        self.sessions = SessionStore(shelly_dir.sessions)
         self.stores = SessionStores.from_config(config.distributed)
+        self.sessions = _session_store(self.stores, shelly_dir)
         self.providers = Providers(config, on_event=self.bus.publish)
         self.toolboxes = Toolboxes(config, shelly_dir, self.stores, mcp_toolboxes)
         self.toolboxes.responder.on_ask = self._announce_question
@@ -132,12 +136,10 @@ class Engine:
         Raises ``ConfigError`` (bad config, unknown skill, distributed runtime missing) or the
         first failing MCP server's ``MCPError``; nothing is left open on failure.
         """
-        sd = ShellyDir(Path(shelly_dir))
+        sd = ShellyDir(Path(shelly_dir), state=state_dir(shelly_dir, {**os.environ, **env} if env else None))
         if not isinstance(config, Config):
             path = find_config(config, sd.root, env)
             config = await asyncio.to_thread(load_config, path, env)
-        if sd.exists():
-            await asyncio.to_thread(ensure_structure, sd.root)
         skills, context, clients = await asyncio.gather(
             asyncio.to_thread(_load_skills, sd),
             asyncio.to_thread(load_project_context, sd.root, config.context.max_external_file_size),
@@ -270,6 +272,16 @@ class Engine:
         assert spec is not None
         provider = self.config.provider_for(spec)
         return ProviderInfo(kind=provider.kind, model=provider.model)
+
+
+def _session_store(stores: SessionStores, sd: ShellyDir) -> Any:
+    """Where saved sessions go: Redis when the stores are shared (every process of a deployment
+    sees them, and no directory needs to be writable), else the state directory."""
+    if not stores.shared:
+        return SessionStore(sd.sessions)
+    from shelly_dist.engine.redis_sessions import RedisSessionStore
+
+    return RedisSessionStore(stores.client, stores.keys, retention=stores.retention)
 
 
 def _load_skills(sd: ShellyDir) -> SkillStore:

@@ -363,3 +363,64 @@ async def test_max_external_file_size_zero_reads_claude_md_as_go_does(tmp_path: 
             "context": {"max_external_file_size": 0}}
     async with await open_engine(config_from_data(data, {}), tmp_path) as engine:
         assert "house rules: tabs" in engine.context
+
+
+async def test_opening_and_running_writes_nothing_into_the_shelly_dir(tmp_path: Path) -> None:
+    shelly = tmp_path / ".shelly"
+    shelly.mkdir()
+    (shelly / "config.yaml").write_text("agents: []\n")
+    before = sorted(p.relative_to(shelly) for p in shelly.rglob("*"))
+    cfg = make_config()
+    async with await Engine.open(cfg, shelly_dir=shelly, env={"SHELLY_STATE_DIR": str(tmp_path / "st")}) as engine:
+        await engine.session().send("hello")
+    assert sorted(p.relative_to(shelly) for p in shelly.rglob("*")) == before
+    assert list((tmp_path / "st" / "sessions").iterdir())
+
+
+async def test_sessions_continue_from_redis_when_the_engine_has_redis(
+    tmp_path: Path, redis_url: str, key_prefix: str
+) -> None:
+    cfg = make_config({"*": ["first answer", "second answer"]}).model_copy(deep=True)
+    cfg.distributed.redis_url = redis_url
+    cfg.distributed.key_prefix = key_prefix
+    async with await Engine.open(cfg, shelly_dir=tmp_path / "a" / ".shelly") as engine:
+        session = engine.session()
+        await session.send("hello")
+    async with await Engine.open(cfg, shelly_dir=tmp_path / "b" / ".shelly") as engine:
+        resumed = await engine.resume_session(session.id)
+        outcome = await resumed.send("again")
+        (info,) = await engine.sessions.list()
+    assert outcome.reply.text_content() == "second answer"
+    assert (info.id, info.preview) == (session.id, "again")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+async def test_a_legacy_permissions_file_is_moved_into_the_state_dir(tmp_path: Path) -> None:
+    sd, state = tmp_path / ".shelly", tmp_path / "state"
+    sd.mkdir()
+    (sd / "permissions.json").write_text(json.dumps({"fs_directories": ["/srv/x"]}))
+    async with await Engine.open(make_config(a={"toolboxes": ["filesystem"]}), shelly_dir=sd,
+                                 env={"SHELLY_STATE_DIR": str(state)}):
+        pass
+    assert json.loads((state / "permissions.json").read_text()) == {"fs_directories": ["/srv/x"]}
+    assert not (sd / "permissions.json").exists() and not (sd / "local").exists()
+
+
+def test_a_legacy_permissions_file_on_a_read_only_shelly_dir_is_copied_and_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shelly_dist.engine import legacy
+    from shelly_dist.engine.shellydir import ShellyDir
+
+    sd = ShellyDir(tmp_path / ".shelly", state=tmp_path / "state")
+    sd.root.mkdir()
+    sd.legacy_permissions.write_text('["/srv/x"]')
+
+    def read_only(*_: Any) -> None:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(legacy.os, "replace", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    assert legacy.permissions_file(sd) == sd.permissions
+    assert sd.permissions.read_text() == '["/srv/x"]' and sd.legacy_permissions.read_text() == '["/srv/x"]'
+    assert legacy.permissions_file(sd) == sd.permissions  # the next start finds the new file

@@ -1,7 +1,8 @@
-"""The .shelly/ layout, bootstrap from templates, and ensure_structure."""
+"""The .shelly/ layout, bootstrap from templates, and where runtime state goes (state_dir)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,9 +10,9 @@ import pytest
 from shelly_dist.engine.shellydir import (
     ShellyDir,
     bootstrap,
-    ensure_structure,
     list_templates,
     migrate_permissions,
+    state_dir,
 )
 from shelly_dist.errors import UsageError
 
@@ -90,14 +91,45 @@ def test_list_templates_names_and_describes_each() -> None:
     assert all(templates.values())
 
 
-def test_ensure_structure_is_idempotent_and_creates_only_local_parts(tmp_path: Path) -> None:
+def test_state_dir_is_local_when_the_shelly_dir_is_writable(tmp_path: Path) -> None:
     root = tmp_path / ".shelly"
-    first = ensure_structure(root)
-    second = ensure_structure(root)
-    d = ShellyDir(root)
-    assert first == [d.gitignore] and second == []
-    assert d.sessions.is_dir()
-    assert not d.skills.exists() and not d.config.exists()
+    root.mkdir()
+    assert state_dir(root, {"HOME": str(tmp_path / "home")}) == root / "local"
+
+
+def test_state_dir_moves_to_the_user_state_home_when_the_shelly_dir_is_read_only(tmp_path: Path) -> None:
+    root = tmp_path / "proj" / ".shelly"
+    root.mkdir(parents=True)
+    root.chmod(0o555)
+    try:
+        found = state_dir(root, {"XDG_STATE_HOME": str(tmp_path / "xdg")})
+        home = state_dir(root, {"HOME": str(tmp_path / "home")})
+    finally:
+        root.chmod(0o755)
+    if os.geteuid() == 0:  # root writes through mode bits: only a read-only mount moves it (see the e2e test)
+        assert found == root / "local"
+        return
+    assert found.parent == tmp_path / "xdg" / "shelly" and found.name.startswith("proj-")
+    assert home.parent == tmp_path / "home" / ".local" / "state" / "shelly"
+
+
+def test_state_dir_env_variable_wins(tmp_path: Path) -> None:
+    root = tmp_path / ".shelly"
+    root.mkdir()
+    assert state_dir(root, {"SHELLY_STATE_DIR": str(tmp_path / "st")}) == tmp_path / "st"
+
+
+def test_state_dir_is_not_created_by_asking(tmp_path: Path) -> None:
+    root = tmp_path / ".shelly"
+    root.mkdir()
+    state_dir(root, {})
+    assert list(root.iterdir()) == []
+
+
+def test_shelly_dir_puts_sessions_and_permissions_in_its_state_dir(tmp_path: Path) -> None:
+    d = ShellyDir(tmp_path / ".shelly", state=tmp_path / "st")
+    assert d.sessions == tmp_path / "st" / "sessions"
+    assert d.permissions == tmp_path / "st" / "permissions.json"
 
 
 def test_migrate_permissions_moves_legacy_file_once(tmp_path: Path) -> None:
