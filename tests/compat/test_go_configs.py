@@ -224,3 +224,25 @@ def test_shelly_index_without_a_shelly_dir_says_to_run_init(tmp_path: Path) -> N
     out = shelly(tmp_path, "index")
     assert out.returncode == 2
     assert "index: .shelly/ directory not found at .shelly (run 'shelly init' first)" in out.stderr
+
+
+def test_go_zero_max_external_file_size_still_loads_claude_md_into_the_prompt(tmp_path: Path) -> None:
+    with ModelServer(format="anthropic", default=Reply(text="ok")) as server:
+        root = go_project(tmp_path, "simple-assistant", base_url=server.url)
+        (root / "CLAUDE.md").write_text("House rule: tabs, never spaces.\n")
+        out = shelly(root, "run", "--quiet", "hi")
+        system = server.requests[0].body["system"][0]["text"]
+    assert out.returncode == 0, out.stderr
+    assert "max_external_file_size: 0" in (root / ".shelly" / "config.yaml").read_text()
+    assert "House rule: tabs, never spaces." in system
+
+
+def test_go_zero_max_retries_is_three_retries_on_rate_limits(tmp_path: Path) -> None:
+    with ModelServer(format="anthropic", default=Reply(text="through")) as server:
+        server.push(*[Reply.error(429) for _ in range(3)])
+        root = go_project(tmp_path, "simple-assistant", base_url=server.url)
+        out = shelly(root, "run", "--json", "--quiet", "hi")
+        attempts = len(server.requests)
+    assert "        max_retries: 0\n" in (root / ".shelly" / "config.yaml").read_text()
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["reply"] == "through" and attempts == 4
