@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from shelly_dist.cli.errors import fail
-from shelly_dist.cli.options import json_option
+from shelly_dist.cli.options import json_option, strict_option
 from shelly_dist.cli.run import run_and_print
 from shelly_dist.engine import is_knowledge_stale, load_config, parse_config
 from shelly_dist.engine.config_models import Config
@@ -53,6 +53,7 @@ def write_missing_skills(sd: ShellyDir) -> list[Path]:
 @click.option("--config", "config_path", default=None, help="Run this indexer config instead of the template.")
 @click.option("--check", is_flag=True, help="Only check whether the knowledge graph is stale (exit 1 if so).")
 @json_option
+@strict_option
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def index_command(shelly_dir: str, config_path: str | None, check: bool, as_json: bool, quiet: bool) -> None:
     """Build or update the project knowledge graph (.shelly/context.md and .shelly/knowledge/)."""

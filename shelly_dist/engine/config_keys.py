@@ -6,7 +6,8 @@ README; ``skills:`` left empty), so before validation :func:`prune` walks the pa
 the schema of :mod:`shelly_dist.engine.config_models`, removes every unknown key (returning its
 path, so the loader can warn, or refuse under strict mode) and removes every ``null`` the field
 cannot hold, so the field takes its default, which is the empty list, mapping or section.
-Free-form values (``effects[].params``) are left alone.
+Free-form values (``effects[].params``) are left alone, and so are unknown keys in shelly-dist's
+own sections (``go_section = False``), which validation then rejects.
 """
 
 from __future__ import annotations
@@ -51,11 +52,13 @@ def _walk(value: Any, annotation: Any, path: str, unknown: list[str]) -> None:
     target = found[0]
     if isinstance(target, type) and issubclass(target, BaseModel):
         fields = target.model_fields
+        lenient = getattr(target, "go_section", True)
         for key in list(value):
             at = f"{path}.{key}" if path else str(key)
             if key not in fields:
-                unknown.append(at)
-                del value[key]
+                if lenient:  # shelly-dist's own sections keep unknown keys, for pydantic to reject
+                    unknown.append(at)
+                    del value[key]
             elif value[key] is None and not _admits_none(fields[key].annotation):
                 del value[key]
             else:

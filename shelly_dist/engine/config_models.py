@@ -10,8 +10,10 @@ nothing is set, so a zero here means what it means in Go:
   default 100, ``context.max_external_file_size: 0`` the default 512 KB;
 - ``null`` for a list, mapping or section is its empty value.
 
-Unknown keys are dropped with a warning by the loader (:mod:`shelly_dist.engine.config`), as Go
-ignores them; ``extra="forbid"`` below is only the safety net behind that. Cross-field rules
+Unknown keys in Go's sections are dropped with a warning by the loader
+(:mod:`shelly_dist.engine.config`), as Go ignores them; in shelly-dist's own sections
+(``distributed``, ``permissions``, ``loop_detection``, an agent's ``tools``, a ``script``) they
+stay errors (see :class:`Section`). Cross-field rules
 (names that must exist, ranges that depend on each other) live in
 :mod:`shelly_dist.engine.config_rules`; type and shape checks are here. Durations accept Go
 syntax (``"1m30s"``, ``"500ms"``) or a number of seconds and are stored as float seconds.
@@ -20,7 +22,7 @@ syntax (``"1m30s"``, ``"500ms"``) or a number of seconds and are stored as float
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag
 
@@ -97,9 +99,19 @@ DEFAULT_CONTEXT_WINDOWS = {"anthropic": 200_000, "openai": 128_000, "grok": 131_
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors (see the module docstring)."""
+    """Base of every config section. ``go_section``: a section Go Shelly's configs hold, whose
+    unknown keys the loader drops with a warning as Go does; in shelly-dist's own sections
+    (``OursSection``) an unknown key stays an error, since no Go config holds them and a typo
+    there (``distributed: {broker_ur: …}``) would silently change where runs execute."""
 
     model_config = ConfigDict(extra="forbid")
+    go_section: ClassVar[bool] = True
+
+
+class OursSection(Section):
+    """A section only shelly-dist configs have: unknown keys are errors ("did you mean")."""
+
+    go_section: ClassVar[bool] = False
 
 
 # --- providers ------------------------------------------------------------------------------
@@ -123,7 +135,7 @@ class Batch(Section):
     """``None`` (or Go's 0) = 100."""
 
 
-class ScriptToolCall(Section):
+class ScriptToolCall(OursSection):
     """A tool call a scripted model makes; ``arguments`` is an object or raw JSON text."""
 
     name: str = Field(min_length=1)
@@ -131,7 +143,7 @@ class ScriptToolCall(Section):
     id: str = ""
 
 
-class ScriptStep(Section):
+class ScriptStep(OursSection):
     """One scripted reply in mapping form (see ``shelly_dist.providers.scripted``)."""
 
     text: str = ""
@@ -224,7 +236,7 @@ class AgentOptions(Section):
     delegate_fail_fast: bool = False
 
 
-class ToolPolicy(Section):
+class ToolPolicy(OursSection):
     """Which tools an agent may call (ours). ``allow`` ``None`` = everything not denied.
 
     Entries are tool names or ``group:<name>``. ``deny_at_depth`` maps a depth to tools denied
@@ -285,7 +297,7 @@ class GitConfig(Section):
     work_dir: str = ""
 
 
-class PermissionsConfig(Section):
+class PermissionsConfig(OursSection):
     """Pre-approved permissions (ours), merged with ``.shelly/local/permissions.json``."""
 
     fs_directories: list[str] = Field(default_factory=list)
@@ -293,12 +305,12 @@ class PermissionsConfig(Section):
     trusted_domains: list[str] = Field(default_factory=list)
 
 
-class LoopDetectionConfig(Section):
+class LoopDetectionConfig(OursSection):
     warn_after: int | None = Field(None, ge=1)
     stop_after: int | None = Field(None, ge=1)
 
 
-class DistributedConfig(Section):
+class DistributedConfig(OursSection):
     """Where the distributed runtime finds its broker and Redis. No ``broker_url`` = embedded."""
 
     broker_url: str = ""

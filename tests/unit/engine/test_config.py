@@ -398,3 +398,8 @@ def test_find_config_with_nothing_found_fails(tmp_path: Path, monkeypatch: pytes
 def test_find_config_explicit_missing_file_fails(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--config: file not found"):
         find_config(str(tmp_path / "missing.yaml"), ".shelly", {})
+
+
+def test_an_unknown_key_in_a_shelly_dist_section_stays_an_error_with_a_suggestion() -> None:
+    fails({**base(), "distributed": {"broker_ur": "redis://x"}}, "distributed.broker_ur",
+          'unknown key; did you mean "broker_url"?')
