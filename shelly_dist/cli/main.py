@@ -20,6 +20,7 @@ from shelly_dist.cli.doctor import doctor_command
 from shelly_dist.cli.dotenv import load_dotenv
 from shelly_dist.cli.events import events_command
 from shelly_dist.cli.flower import flower_command
+from shelly_dist.cli.index import index_command
 from shelly_dist.cli.init import init_command
 from shelly_dist.cli.mcp import mcp_group
 from shelly_dist.cli.run import run_command
@@ -48,6 +49,7 @@ def cli(verbose: int) -> None:
 
 
 cli.add_command(init_command)
+cli.add_command(index_command)
 cli.add_command(run_command)
 cli.add_command(agents_command)
 cli.add_command(batch_command)

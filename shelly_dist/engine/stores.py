@@ -40,6 +40,10 @@ class SessionStores:
         """True when the stores are in Redis (visible to other processes)."""
         return bool(self.redis_url)
 
+    def client(self) -> Any:
+        """The Redis client (opened on first use); only when :attr:`shared`."""
+        return self._redis()
+
     def _redis(self) -> Any:
         if self._client is None:
             from shelly_dist.state.connection import connect

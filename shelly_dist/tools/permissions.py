@@ -322,7 +322,12 @@ class Permissions:
         if self.store_path is None:
             return
         snapshot = {k: list(v) for k, v in self._saved.items()}
-        await asyncio.to_thread(_write_store, self.store_path, snapshot)
+        try:
+            await asyncio.to_thread(_write_store, self.store_path, snapshot)
+        except OSError as exc:  # the grant holds for this process; only remembering it failed
+            logger.warning("permissions: cannot save the grant in %s: %s (set SHELLY_STATE_DIR to a writable "
+                           "directory)", self.store_path, exc.strerror or exc)
+            return
         logger.info("permissions: persisted %s %s to %s", kind, value, self.store_path)
 
 
