@@ -12,6 +12,7 @@ import pytest
 from shelly_dist.testing.model_server import ModelServer, Reply
 
 from .cluster import Cluster, wait_until
+from .keys import assert_all_keys_have_ttl
 
 pytestmark = pytest.mark.integration
 
@@ -79,6 +80,7 @@ def test_ctrl_c_on_a_pool_batch_cancels_every_submitted_run_and_exits_130(cluste
                    f"every submitted run canceled\n{cluster.worker_log()}")
         assert len(server.requests) == 4, "no model request after the cancel"
         assert output_lines(cluster) == []
+        assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
 
 
 def test_rerun_after_a_killed_batch_continues_its_runs_without_submitting_them_again(cluster: Cluster):
@@ -95,6 +97,7 @@ def test_rerun_after_a_killed_batch_continues_its_runs_without_submitting_them_a
         assert {r["reply"] for r in lines} == {"the answer"}
         assert len(roots(cluster)) == 4, "one run per item"
         assert len(server.requests) == 4, "each item asked the model once"
+        assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
 
 
 def test_rerun_after_ctrl_c_runs_the_canceled_items_again_as_a_new_attempt(cluster: Cluster):
