@@ -97,7 +97,10 @@ async def run_item(engine: Engine, item: BatchItem, pool: PoolItems | None = Non
             record.update(await pool.run(agent, item.id, item_messages(item)))
         else:
             session = engine.session(agent=agent, persist=False)
-            outcome = await session.send_messages(item_messages(item))
+            try:
+                outcome = await session.send_messages(item_messages(item))
+            finally:  # the item's session ends with it: a long batch must not keep every one
+                engine.discard_session(session.id)
             record.update(status="completed", reply=outcome.reply.text_content())
     except Exception as exc:  # a failing item never stops the batch
         record.update(status="error", error=str(exc) or type(exc).__name__)

@@ -209,6 +209,13 @@ class Engine:
         self._registries.set_limits(max_size=max_size, ttl=ttl)
         self.stores.bound(max_size=max_size, ttl=ttl)
 
+    def discard_session(self, session: str) -> None:
+        """Forget everything held for ``session`` in this process (its registry, its boards; for
+        in-memory boards, their data): for a caller that knows the session is over, such as an
+        in-process batch item."""
+        self._registries.discard(session)
+        self.stores.discard(session)
+
     def cached_sessions(self) -> dict[str, int]:
         """How many sessions this engine holds objects for, by kind (for bounds checks and soaks)."""
         return {"registries": len(self._registries), **self.stores.cached_sessions()}

@@ -59,6 +59,11 @@ class SessionCache(Generic[T]):
             self._evict(now)
             return value
 
+    def discard(self, session: str) -> None:
+        """Forget ``session`` now (its objects are no longer needed)."""
+        with self._lock:
+            self._items.pop(session, None)
+
     def set_limits(self, *, max_size: int | None, ttl: float | None) -> None:
         """Bound the cache from now on (and evict what is over the new bounds at once)."""
         with self._lock:

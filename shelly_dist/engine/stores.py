@@ -73,6 +73,11 @@ class SessionStores:
         """Whether any store or board of ``session`` is held in this process."""
         return session in self._stores or session in self._boards
 
+    def discard(self, session: str) -> None:
+        """Forget ``session``'s blackboard and task board handles (in memory: their data too)."""
+        self._stores.discard(session)
+        self._boards.discard(session)
+
     def bound(self, *, max_size: int, ttl: float) -> None:
         """Forget Redis-backed handles beyond ``max_size`` sessions or unused for ``ttl`` seconds
         (a handle is rebuilt on next use; the data is in Redis). Memory stores are the only copy
