@@ -11,6 +11,13 @@ Everything else receives a client; nothing else calls ``Redis.from_url``. The po
 - ``socket_timeout`` (30 s) bounds a command; blocking reads (``XREAD BLOCK``, pub/sub waits) must
   use shorter blocks than that. ``health_check_interval`` pings idle connections before reuse.
 
+A Redis Cluster is named by its URL scheme, ``redis+cluster://host:port`` (or
+``rediss+cluster://``; any one node, the client discovers the rest): :func:`connect` then returns a
+``redis.asyncio.cluster.RedisCluster`` with the same policy (per node: redis-py keeps a pool per
+node and loads each script on the node that runs it). Every script and transaction we run keeps to
+one hash slot (``state/keys.py``). The Celery broker cannot be a cluster (kombu has no cluster
+transport): keep it on a single Redis or RabbitMQ.
+
 Redis exceptions never leave the Redis modules: :func:`redis_errors` turns them into
 :class:`~shelly_dist.errors.StoreError` naming the operation.
 """
@@ -21,6 +28,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -35,6 +44,31 @@ MAX_CONNECTIONS = 1000
 of failing: hundreds of runs or batch items waiting at once each hold a pub/sub connection."""
 CONNECT_TIMEOUT = 5.0
 RETRIES = 5
+CLUSTER_SCHEMES = {"redis+cluster://": "redis://", "rediss+cluster://": "rediss://"}
+"""URL schemes that name a Redis Cluster, and the plain scheme redis-py is given."""
+
+
+def cluster_url(url: str) -> str | None:
+    """The plain ``redis://`` URL of a cluster URL (``redis+cluster://…``), or None for a single
+    Redis."""
+    for scheme, plain in CLUSTER_SCHEMES.items():
+        if url.startswith(scheme):
+            return plain + url[len(scheme):]
+    return None
+
+
+def is_cluster(client: object) -> bool:
+    """Whether ``client`` talks to a Redis Cluster (scripts may then touch one slot only)."""
+    return isinstance(client, RedisCluster)
+
+
+async def open_pubsub(client: aioredis.Redis) -> PubSub:
+    """A pub/sub of ``client``. A cluster client learns its slot map first: its pub/sub picks the
+    node by the channel's slot and does not load the map itself (classic pub/sub reaches every
+    node of a cluster, so any node serves)."""
+    if isinstance(client, RedisCluster):
+        await client.initialize()
+    return client.pubsub()
 
 
 def connect(
@@ -43,21 +77,41 @@ def connect(
     client_name: str | None = None,
     socket_timeout: float = COMMAND_TIMEOUT,
     max_connections: int | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    retries: int = RETRIES,
 ) -> aioredis.Redis:
-    """A client for ``url`` (``redis://``, ``rediss://``, ``unix://``) with our retry policy.
+    """A client for ``url`` (``redis://``, ``rediss://``, ``unix://``, or a cluster's
+    ``redis+cluster://``) with our retry policy.
 
     The client connects lazily; close it with ``await client.aclose()``. ``client_name`` is set on
     every connection (visible in ``CLIENT LIST``; operators and tests find connections by it).
+    A probe that must answer quickly (``shelly doctor``) passes a short ``connect_timeout`` and
+    ``retries=0``.
     """
+    plain = cluster_url(url)
+    if plain is not None:
+        cluster = RedisCluster.from_url(
+            plain,
+            max_connections=max_connections or MAX_CONNECTIONS,
+            decode_responses=True,
+            socket_connect_timeout=connect_timeout,
+            socket_timeout=socket_timeout,
+            socket_keepalive=True,
+            retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries),
+            retry_on_error=[RedisConnectionError, RedisTimeoutError],
+            health_check_interval=30,
+            client_name=client_name,
+        )
+        return cluster  # type: ignore[return-value]  # the same commands, routed by slot
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         max_connections=max_connections or MAX_CONNECTIONS,
         timeout=COMMAND_TIMEOUT,
         decode_responses=True,
-        socket_connect_timeout=CONNECT_TIMEOUT,
+        socket_connect_timeout=connect_timeout,
         socket_timeout=socket_timeout,
         socket_keepalive=True,
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), RETRIES),
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries),
         retry_on_error=[RedisConnectionError, RedisTimeoutError],
         health_check_interval=30,
         client_name=client_name,

@@ -5,6 +5,27 @@ process are literal templates, never derived from module paths, so moving code n
 already in Redis. Everything per session lives under ``{prefix}s:{session}:`` and everything per
 run under ``{prefix}run:{id}``; both carry a retention TTL set by their writers (DESIGN.md §3,
 rule 10). Channels are named after the key they announce, with a ``:changed`` suffix.
+
+Hash tags (DESIGN.md §3, rule 14: a clustered Redis routes a key by the text between its first
+``{`` and ``}``, and a script or MULTI may only touch keys of one slot):
+
+* a session's keys are tagged by the session: ``shelly:s:{S}:state``, ``…:tasks``, ``…:events``,
+  ``…:runs``, ``…:n:<agent>``, ``…:saved`` all share one slot;
+* a run tree's keys are tagged by its *tree tag*, the run id up to its first ``-``:
+  ``shelly:run:{abc}`` (root ``abc``), ``shelly:run:{abc}-1f2e…:msgs`` (a child). A child's id is
+  its parent's id plus ``-<digest>`` (``journal.child_run_id``), so every id of a tree starts with
+  the root's tag and a run is found from its id alone (``shelly cancel RUN_ID``, ``shelly runs``)
+  without any index. Two trees may share a tag (``b1a2…`` and its rerun ``b1a2…-2``): they
+  then share a slot, which is harmless.
+* the few global keys (``…:trees``, ``…:generations``, ``…:sessions``, cooldowns) are each
+  touched alone, never in a script or transaction with another key.
+
+A tree and its session are in different slots, so no script touches both: the step's events that
+``CHECKPOINT``/``FINISH`` append to the session's stream are passed in ``KEYS`` only on a single
+Redis (atomic with the step, as before); on a cluster the journal appends them right after the
+script succeeds (see ``Journal``): a holder's events still appear once and in step order, and
+only a crash between the two loses that one step's events from the live view (the journal, the
+truth, has the step). Braces are therefore not allowed in a prefix, session id or run id.
 """
 
 from __future__ import annotations
@@ -19,9 +40,17 @@ batch with ``shelly state``/``shelly tasks``, short enough that Redis does not f
 
 
 def _name(kind: str, value: str) -> str:
-    if not value or any(c.isspace() for c in value):
-        raise UsageError(f"keys: invalid {kind} {value!r}: must be non-empty without whitespace")
+    if not value or any(c.isspace() or c in "{}" for c in value):
+        raise UsageError(f"keys: invalid {kind} {value!r}: must be non-empty without whitespace or braces")
     return value
+
+
+def tree_tag(run_id: str) -> str:
+    """The hash tag shared by every run of a tree: the id up to its first ``-`` (see above)."""
+    tag = _name("run id", run_id).split("-", 1)[0]
+    if not tag:
+        raise UsageError(f"keys: invalid run id {run_id!r}: must not start with '-'")
+    return tag
 
 
 class Keys:
@@ -30,6 +59,8 @@ class Keys:
     def __init__(self, prefix: str = DEFAULT_PREFIX) -> None:
         if prefix and not prefix.endswith(":"):
             prefix += ":"
+        if "{" in prefix or "}" in prefix:
+            raise UsageError(f"keys: invalid prefix {prefix!r}: braces would change the hash tags")
         self.prefix = prefix
 
     def __repr__(self) -> str:
@@ -44,8 +75,9 @@ class Keys:
     # -- per session -------------------------------------------------------------------------
 
     def session(self, session: str) -> str:
-        """The common prefix of one session's keys (``shelly:s:{session}``)."""
-        return f"{self.prefix}s:{_name('session', session)}"
+        """The common prefix of one session's keys (``shelly:s:{session}``, braces included: the
+        session is their hash tag)."""
+        return f"{self.prefix}s:{{{_name('session', session)}}}"
 
     def state(self, session: str) -> str:
         """Blackboard hash: field = key, value = entry JSON."""
@@ -67,11 +99,21 @@ class Keys:
         """Event stream of the session (XADD/XREAD)."""
         return f"{self.session(session)}:events"
 
+    def saved_session(self, session: str) -> str:
+        """A saved conversation (hash: ``meta``, ``messages``), when sessions live in Redis."""
+        return f"{self.session(session)}:saved"
+
+    def saved_sessions(self) -> str:
+        """Sorted set of saved session ids, scored by their ``updated_at``."""
+        return f"{self.prefix}sessions"
+
     # -- per run -----------------------------------------------------------------------------
 
     def run(self, run_id: str) -> str:
-        """Run record hash (agent, depth, parent, root, session, status, step)."""
-        return f"{self.prefix}run:{_name('run id', run_id)}"
+        """Run record hash (agent, depth, parent, root, session, status, step); the id's tree tag
+        in braces (``shelly:run:{abc}-1f2e…``)."""
+        tag = tree_tag(run_id)
+        return f"{self.prefix}run:{{{tag}}}{run_id[len(tag):]}"
 
     def run_msgs(self, run_id: str) -> str:
         """The run's message journal (append-only list)."""

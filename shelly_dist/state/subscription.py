@@ -21,7 +21,7 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from shelly_dist.errors import StoreError
-from shelly_dist.state.connection import COMMAND_TIMEOUT, CONNECTION_ERRORS
+from shelly_dist.state.connection import COMMAND_TIMEOUT, CONNECTION_ERRORS, open_pubsub
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class Subscription:
         await self._close()
 
     async def _open(self) -> None:
-        self._pubsub = self._client.pubsub()
+        self._pubsub = await open_pubsub(self._client)
         await self._pubsub.subscribe(self._channel)
         deadline = time.monotonic() + COMMAND_TIMEOUT
         while time.monotonic() < deadline:

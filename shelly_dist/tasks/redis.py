@@ -68,11 +68,14 @@ class RedisBoard(BoardBase):
                         pipe.multi()
                         pipe.hset(self._hash, task.id, task.model_dump_json())
                         pipe.expire(self._hash, self._retention)
-                        pipe.publish(self._channel, task.id)
                         await pipe.execute()
-                        return task
+                        break
                     except WatchError:
                         continue
+            # After the transaction, not inside it: a cluster's transactions hold keyed commands
+            # only, and a lost announcement costs a watcher one poll interval (DESIGN §3 rule 6).
+            await self._client.publish(self._channel, task.id)
+        return task
 
     def changes(self) -> AbstractAsyncContextManager[Changes]:
         return Subscription(self._client, self._channel, poll_interval=self._poll)

@@ -10,6 +10,7 @@ import pytest
 
 from .cluster import Cluster
 from .ops import Processes
+from .redis_cluster import redis_cluster
 
 
 @pytest.fixture
@@ -53,3 +54,10 @@ def procs(cluster: Cluster) -> Iterator[Processes]:
         yield p
     finally:
         p.close()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real three-node Redis Cluster of this suite's own (ports 7101-7103), for the whole session."""
+    with redis_cluster(tmp_path_factory.mktemp("redis-cluster")) as url:
+        yield url

@@ -257,7 +257,7 @@ def test_pickled_message_on_the_queue_is_refused_not_executed(cluster: Cluster):
 
     cluster.write_config([scripted(solo=["hi"])], [{"name": "solo"}])
     host = cluster.start_worker("w1")
-    marker = cluster.prefix + "run:pickled"
+    marker = cluster.prefix + "run:{pickled}"
     cluster.redis.hset(marker, mapping={"id": "pickled", "root": "pickled", "status": "queued", "agent": "solo",
                                         "session": "0123456789abcdef", "depth": "0", "task": "pwn"})
     evil = Celery("evil", broker=cluster.broker_url, set_as_current=False)

@@ -17,18 +17,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import ResponseError, WatchError
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message
 from shelly_dist.runtime.celery import scripts
+from shelly_dist.runtime.celery.events import STREAM_MAXLEN
 from shelly_dist.runtime.celery.lease import Lease, LeaseLost
 from shelly_dist.runtime.celery.record import TERMINAL, RunRecord
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.state.connection import redis_errors
+from shelly_dist.state.connection import is_cluster, redis_errors
 from shelly_dist.state.keys import Keys
 
 __all__ = ["TERMINAL", "Claim", "Journal", "child_key", "child_run_id"]
+
+SESSION_RUNS_MAX = 10_000
+"""Root runs a session's index keeps (the newest); older ones drop out of ``shelly runs`` and
+``shelly cancel --session`` (their records still expire by retention)."""
 
 
 def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
@@ -65,6 +70,9 @@ class Journal:
         self.client = client
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
+        self.clustered = is_cluster(client)
+        """On a Redis Cluster the session's event stream (another slot than the tree) is written
+        after a script, not inside it (see ``state/keys.py``)."""
         self._expect = client.register_script(scripts.EXPECT)
         self._checkpoint = client.register_script(scripts.CHECKPOINT)
         self._claim = client.register_script(scripts.CLAIM)
@@ -89,11 +97,15 @@ class Journal:
 
     async def create_root(
         self, run_id: str, *, agent: str, session: str, mode: str, task: str, fingerprint: str,
-        messages: list[Message] | None = None, owner: str = "",
-    ) -> None:
+        messages: list[Message] | None = None, owner: str = "", if_absent: bool = False,
+    ) -> bool:
         """A top-level run: ``mode`` is ``coordinator`` (in the CLI process, written only by
         ``owner``) or ``worker`` (its first user ``messages`` are stored for the worker that starts
-        it; its deadline lets the reaper re-send it if its task never arrives)."""
+        it; its deadline lets the reaper re-send it if its task never arrives).
+
+        With ``if_absent`` nothing is written when a record ``run_id`` exists (or is created by
+        someone else meanwhile): the id is an idempotency key. Returns whether this call created it.
+        """
         now = time.time()
         fields = {
             "id": run_id, "agent": agent, "depth": "0", "parent": "", "parent_key": "", "root": run_id,
@@ -107,19 +119,47 @@ class Journal:
             fields["input"] = json.dumps([m.model_dump(mode="json") for m in messages])
         key, retention = self.keys.run(run_id), self.settings.retention
         with redis_errors("journal"):
+            # The tree's keys in one transaction (one slot); the indexes of other slots around
+            # it: the live-tree entry before (a crash after the transaction still leaves the root
+            # where the reapers look) and again after (a reaper that dropped the entry meanwhile,
+            # seeing no record yet, cannot hide the tree).
+            await self._index_root(run_id, session, now)
             async with self.client.pipeline(transaction=True) as pipe:
+                if if_absent:
+                    await pipe.watch(key)
+                    if await pipe.exists(key):
+                        return False
+                    pipe.multi()
                 pipe.hset(key, mapping=fields)
                 pipe.expire(key, retention)
-                pipe.zadd(self.keys.session_runs(session), {run_id: now})
-                pipe.expire(self.keys.session_runs(session), retention)
                 pipe.sadd(self.keys.tree_runs(run_id), run_id)
                 pipe.expire(self.keys.tree_runs(run_id), retention)
                 if mode == "worker":
                     pipe.zadd(self.keys.tree_deadlines(run_id), {run_id: _ms(now + self.settings.requeue_after)})
                     pipe.expire(self.keys.tree_deadlines(run_id), retention)
-                pipe.zadd(self.keys.live_trees(), {run_id: now})
-                pipe.expire(self.keys.live_trees(), retention)
-                await pipe.execute()
+                try:
+                    await pipe.execute()
+                except WatchError:
+                    return False
+            await self.client.zadd(self.keys.live_trees(), {run_id: now}, nx=True)
+        return True
+
+    async def _index_root(self, run_id: str, session: str, now: float) -> None:
+        """List a new root in its session's index and among the live trees (keys of other slots
+        than the tree, written without a transaction; an entry whose record never appears is
+        dropped by its readers, as one whose record expired)."""
+        retention = self.settings.retention
+        index = self.keys.session_runs(session)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.zadd(index, {run_id: now}, nx=True)
+            # Trimmed on every write: roots past retention (their records are gone) and the
+            # oldest beyond SESSION_RUNS_MAX (a long-lived session must not grow without bound).
+            pipe.zremrangebyscore(index, "-inf", now - retention)
+            pipe.zremrangebyrank(index, 0, -SESSION_RUNS_MAX - 1)
+            pipe.expire(index, retention)
+            pipe.zadd(self.keys.live_trees(), {run_id: now}, nx=True)
+            pipe.expire(self.keys.live_trees(), retention)
+            await pipe.execute()
 
     async def open_root(
         self, run_id: str, *, agent: str, session: str, task: str, fingerprint: str
@@ -139,12 +179,10 @@ class Journal:
         fingerprint: str = "",
     ) -> Claim:
         """Take the run's lease; with ``session`` and ``agent`` (the task's kwargs) a fresh run also
-        gets its instance number (``instance_n``) in the same round trip. With ``fingerprint``, a
-        run of another config generation is left alone (``foreign``, its fingerprint as detail)."""
+        gets its instance number (``instance_n``), once. With ``fingerprint``, a run of another
+        config generation is left alone (``foreign``, its fingerprint as detail)."""
         root = root or run_id
         keys = [self.keys.run(run_id), self.keys.run_lease(run_id), self.keys.run(root), self.keys.tree_deadlines(root)]
-        if session and agent:
-            keys.append(self.keys.instance_counter(session, agent))
         now = time.time()
         args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(now),
                 self.settings.retention, fingerprint, _ms(now), run_id]
@@ -154,6 +192,8 @@ class Journal:
             if outcome == "ok":
                 flat = out[1:]
                 fields = dict(zip(flat[::2], flat[1::2], strict=True))
+                if session and agent and "state" not in fields and "instance_n" not in fields:
+                    fields["instance_n"] = await self._number_instance(run_id, session, agent)
                 record: RunRecord | None = RunRecord.parse({"id": run_id, **fields})
             else:
                 record = await self.record(run_id)
@@ -162,6 +202,35 @@ class Journal:
             detail = str(out[1]) if outcome == "exhausted" else ""
             return Claim(outcome, Lease(self, record, token, now + self.settings.lease), detail)
         return Claim(outcome, None, str(out[1]) if len(out) > 1 else "")
+
+    async def _number_instance(self, run_id: str, session: str, agent: str) -> str:
+        """The fresh run's instance number: drawn from the session's counter (another slot than
+        the run, so not inside ``CLAIM``) and kept only if the run has none yet (``HSETNX``), so a
+        redelivered fresh run keeps the number of its first claim; a crash in between skips one."""
+        n = await self.next_instance(session, agent)
+        key = self.keys.run(run_id)
+        with redis_errors("journal"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.hsetnx(key, "instance_n", n)
+                pipe.hget(key, "instance_n")
+                _, kept = await pipe.execute()
+        return str(kept or n)
+
+    async def _append_events(self, session: str, events: str) -> None:
+        """On a cluster, the step's events after its script succeeded (one batch entry, as the
+        script would have written it)."""
+        if not events:
+            return
+        stream = self.keys.events(session)
+        with redis_errors("journal"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.xadd(stream, {"events": events}, maxlen=STREAM_MAXLEN, approximate=True)
+                pipe.expire(stream, self.settings.retention)
+                await pipe.execute()
+
+    def _stream(self, session: str) -> list[str]:
+        """The session's event stream as the scripts' optional last key (none on a cluster)."""
+        return [] if self.clustered else [self.keys.events(session)]
 
     # -- the lease's writes (call them through :class:`Lease`) -----------------------------------
 
@@ -204,9 +273,11 @@ class Journal:
         args: list[Any] = [lease.token, offset, state.model_dump_json(exclude={"messages"}), status,
                            self.settings.retention, str(time.time()), events]
         args += [m.model_dump_json() for m in new]
-        keys = [self.keys.run(r.id), self.keys.run_msgs(r.id), self.keys.events(r.session), self.keys.run(r.root),
-                self.keys.run_lease(r.id)]
+        keys = [self.keys.run(r.id), self.keys.run_msgs(r.id), self.keys.run(r.root), self.keys.run_lease(r.id),
+                *self._stream(r.session)]
         count, canceled = await self._run_script(self._checkpoint, keys, args)
+        if self.clustered:
+            await self._append_events(r.session, events)
         return int(count), canceled == "1"
 
     async def _release_run(self, lease: Lease) -> int:
@@ -223,7 +294,7 @@ class Journal:
         r = lease.record
         parent = r.parent or r.id
         keys = [self.keys.run(r.id), self.keys.run_lease(r.id), self.keys.run(parent), self.keys.run_children(parent),
-                self.keys.events(r.session), self.keys.tree_deadlines(r.root)]
+                self.keys.tree_deadlines(r.root), *self._stream(r.session)]
         now = time.time()
         args: list[Any] = [lease.token, status, json.dumps(result), str(now), self.settings.retention,
                            r.parent_key if r.parent else "", events, r.id, r.parent,
@@ -231,6 +302,10 @@ class Journal:
         for k, v in fields.items():
             args += [k, v]
         left, mode = await self._run_script(self._finish, keys, args)
+        if mode == "terminal":
+            return -1, ""
+        if self.clustered:
+            await self._append_events(r.session, events)
         return int(left), str(mode)
 
     # -- the reaper's step ----------------------------------------------------------------------

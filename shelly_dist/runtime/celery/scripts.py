@@ -1,9 +1,11 @@
 """The Lua scripts that make the run journal, its leases and the join atomic.
 
 Each script is one round trip and one atomic step, named for what it guarantees. Every key a
-script touches is passed in ``KEYS`` (DESIGN §3 rule 14): the keys of one run tree (records,
-journals, leases, the tree's deadline index) are all built from the run ids of that tree, whose
-child ids start with the root's id, so a hash tag on the root id puts a whole tree in one slot.
+script touches is passed in ``KEYS`` (DESIGN §3 rule 14) and all of them carry one tree's hash
+tag (records, journals, leases, the tree's deadline index: see ``state/keys.py``), so every
+script runs on a Redis Cluster. The one key of another slot, the session's event stream, is
+passed (as the last key) only on a single Redis; on a cluster the journal appends the step's
+events right after the script. ``PUBLISH`` names channels, not keys, so it may be called here.
 
 Fencing: every write to a run (``CHECKPOINT``, ``FINISH``, ``EXPECT``, ``RELEASE``) first checks
 that the caller holds the run — its token is the value of the run's lease key, or, for a root run
@@ -13,8 +15,7 @@ can therefore write nothing, however late its writes arrive.
 
 * ``CLAIM`` takes the run's lease (one task advances a run at a time; also when the tree is
   canceled, so the claimer can finish the run as canceled), counts attempts without
-  progress, numbers a fresh run's instance once (``<agent>-<slug>-<n>``, unique across workers),
-  leaves a run of another config generation untouched (``foreign``) and returns the record, or why
+  progress, leaves a run of another config generation untouched (``foreign``) and returns the record, or why
   not. The lease's deadline goes into the tree's deadline index for the reaper.
 * ``RENEW`` is the heartbeat: it extends the lease and its deadline only while the caller still
   holds it.
@@ -25,14 +26,15 @@ can therefore write nothing, however late its writes arrive.
 * ``CHECKPOINT`` appends messages to the journal and stores the state together, and refuses when
   the journal is not at the offset the writer expects, so a crash can never leave messages without
   their state or the reverse. The step's buffered events ride along (one batch entry on the session
-  stream), and the answer carries the tree's cancel flag.
+  stream, when it is passed), and the answer carries the tree's cancel flag.
 * ``RELEASE`` lets a suspended run go only while it still waits on a child; when every child has
   already joined it keeps the lease and the caller continues at once.
 * ``FINISH`` ends a run and joins its result into the parent: stored only if absent, the pending
   count decremented once per child however often the finish is repeated, nothing written to a
   parent record that has expired. The caller that brings the count to zero enqueues the parent's
   resume (no chords); the same step puts the parent in the deadline index, so the reaper resumes
-  it if that caller dies first. A finish of a run that is already terminal is a no-op.
+  it if that caller dies first. A finish of a run that is already terminal is a no-op (answered
+  ``{-1, 'terminal'}``, so the caller appends no events either).
 * ``REAP`` decides, for one run whose deadline passed, whether to re-enqueue it. It moves the
   deadline forward in the same step, so of several reapers racing only one re-enqueues; each
   re-send of the same run doubles the wait before the next (up to 64 × ``requeue_after``), so a
@@ -57,7 +59,7 @@ end
 
 _EVENTS = """
 local function add_events(stream, batch, retention)
-  if batch ~= '' then
+  if stream and batch ~= '' then
     redis.call('XADD', stream, 'MAXLEN', '~', 20000, '*', 'events', batch)
     redis.call('EXPIRE', stream, retention)
   end
@@ -90,7 +92,7 @@ return to_start
 """
 
 CHECKPOINT = _FENCE + _EVENTS + """
-local record, msgs, stream, root, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local record, msgs, root, lease, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, offset, state, status, retention, now, events =
   ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 if not holds(record, lease, token) then return lost(record) end
@@ -123,10 +125,6 @@ if redis.call('HGET', root, 'canceled') == '1' then return {'canceled'} end
 local attempts = redis.call('HINCRBY', record, 'attempts', 1)
 if attempts > max_attempts then return {'exhausted', tostring(attempts - 1)} end
 redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now, 'requeues', 0)
-if KEYS[5] and redis.call('HEXISTS', record, 'state') == 0 and redis.call('HEXISTS', record, 'instance_n') == 0 then
-  redis.call('HSET', record, 'instance_n', redis.call('INCR', KEYS[5]))
-  redis.call('EXPIRE', KEYS[5], retention)
-end
 local out = redis.call('HGETALL', record)
 table.insert(out, 1, 'ok')
 return out
@@ -161,11 +159,11 @@ return 0
 """
 
 FINISH = _FENCE + _EVENTS + """
-local record, lease, parent, children, stream, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local record, lease, parent, children, deadlines, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, status, result, now, retention, key, events, run_id, parent_id, resume_at =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local was = redis.call('HGET', record, 'status')
-if was == 'done' or was == 'failed' or was == 'canceled' then return {-1, ''} end
+if was == 'done' or was == 'failed' or was == 'canceled' then return {-1, 'terminal'} end
 if not holds(record, lease, token) then return lost(record) end
 add_events(stream, events, retention)
 redis.call('HSET', record, 'status', status, 'result', result, 'updated', now, 'ended', now)

@@ -1,0 +1,152 @@
+"""Every script and transaction against a real Redis Cluster (three local nodes): the journal and
+its leases, the reaper, cancel, the blackboard, the task board, cooldowns and saved sessions all
+keep each script and MULTI to one hash slot (DESIGN §3 rule 14), so none meets ``CROSSSLOT``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
+from shelly_dist.chats import Message, Role
+from shelly_dist.engine.redis_sessions import RedisSessionStore
+from shelly_dist.engine.sessions import SessionInfo
+from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
+from shelly_dist.runtime.celery.events import read_events
+from shelly_dist.runtime.celery.journal import Journal
+from shelly_dist.runtime.celery.reaper import Reaper
+from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
+from shelly_dist.state import Keys
+from shelly_dist.state.connection import connect, is_cluster
+from shelly_dist.state.redis import RedisStore
+from shelly_dist.tasks.redis import RedisBoard
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def journal(redis_cluster_url: str) -> AsyncIterator[Journal]:
+    client = connect(redis_cluster_url)
+    prefix = f"shelly-test:{uuid.uuid4().hex[:12]}:"
+    settings = RuntimeSettings(broker_url="redis://127.0.0.1:6379/5", redis_url=redis_cluster_url,
+                               key_prefix=prefix, lease=1.0, requeue_after=0.5)
+    yield Journal(client, settings)
+    await client.aclose()
+
+
+def child(i: int) -> ChildRequest:
+    return ChildRequest(key=f"call_1:{i}", tool_call_id="call_1", index=i, agent="w", task=f"t{i}", depth=1,
+                        visited=["lead", "w"], parent_run_id="root1", parent_agent="lead")
+
+
+def step_events(text: str) -> str:
+    return json.dumps([{"kind": "message", "agent": "lead", "session_id": "sess-1", "data": {"text": text}}])
+
+
+async def stream_texts(journal: Journal, session: str) -> list[str]:
+    out = []
+    async for _, event in read_events(journal.client, journal.keys, session):
+        out.append(str(event.data.get("text")))
+    return out
+
+
+async def test_the_client_factory_makes_a_cluster_client_for_a_cluster_url(journal: Journal) -> None:
+    assert is_cluster(journal.client) and journal.clustered
+
+
+async def test_a_delegating_tree_runs_every_journal_script_on_a_cluster(journal: Journal) -> None:
+    await journal.create_root("root1", agent="lead", session="sess-1", mode="worker", task="go", fingerprint="fp")
+    claim = await journal.claim("root1", "root1", "tok-root", "w0", session="sess-1", agent="lead")
+    assert claim.outcome == "ok" and claim.lease is not None
+    parent = claim.lease
+    assert parent.record.instance_n == 1
+    assert await parent.renew()
+    state = RunState(run_id="root1", config_name="lead", instance_name="lead-1")
+    count, canceled = await parent.checkpoint(0, state, [Message.text("u", Role.USER, "go")], "running",
+                                              step_events("step 1"))
+    assert (count, canceled) == (1, False)
+    ids, to_start = await parent.expect([child(0), child(1)], 1, "fp")
+    assert to_start == ids
+    assert await parent.release() == 2
+    for i, cid in enumerate(ids):
+        got = await journal.claim(cid, "root1", f"tok-{i}", "w1", session="sess-1", agent="w")
+        assert got.lease is not None, got.outcome
+        left, mode = await got.lease.finish("done", DelegateEntry(agent="w", result=f"r{i}").to_json(),
+                                            events=step_events(f"child {i} done"))
+        assert (left, mode) == (1 - i, "worker")
+    resumed = await journal.claim("root1", "root1", "tok-root-2", "w0")
+    assert resumed.lease is not None
+    await resumed.lease.finish("done", DelegateEntry(agent="lead", result="all").to_json(),
+                               events=step_events("root done"))
+    assert (await journal.fields("root1"))["status"] == "done"
+    assert await stream_texts(journal, "sess-1") == ["step 1", "child 0 done", "child 1 done", "root done"]
+
+
+async def test_a_repeated_finish_on_a_cluster_appends_its_events_once(journal: Journal) -> None:
+    await journal.create_root("root2", agent="lead", session="sess-2", mode="worker", task="go", fingerprint="fp")
+    lease = (await journal.claim("root2", "root2", "tok", "w0")).lease
+    assert lease is not None
+    await lease.finish("done", DelegateEntry(agent="lead", result="x").to_json(), events=step_events("end"))
+    assert await lease.finish("done", DelegateEntry(agent="lead", result="x").to_json(),
+                              events=step_events("end")) == (-1, "")
+    assert await stream_texts(journal, "sess-2") == ["end"]
+
+
+async def test_the_reaper_re_enqueues_a_lapsed_run_on_a_cluster(journal: Journal) -> None:
+    await journal.create_root("root3", agent="lead", session="sess-3", mode="worker", task="go", fingerprint="fp")
+    sent: list[tuple[str, list[Any]]] = []
+
+    async def enqueue(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        sent.append((name, args))
+
+    reaper = Reaper(journal, enqueue, "fp")
+    deadline = asyncio.get_running_loop().time() + 30
+    while not sent and asyncio.get_running_loop().time() < deadline:
+        await reaper.scan()
+        await asyncio.sleep(0.2)
+    assert sent and sent[0][1] == ["root3", "root3"]
+
+
+async def test_cancel_by_run_id_and_by_session_find_the_tree_on_a_cluster(journal: Journal) -> None:
+    await journal.create_root("root4", agent="lead", session="sess-4", mode="worker", task="go", fingerprint="fp")
+    lease = (await journal.claim("root4", "root4", "tok", "w0")).lease
+    assert lease is not None
+    ids, _ = await lease.expect([child(0)], 1, "fp")
+    await lease.release()
+    assert await cancel_tree(journal.client, journal.keys, "root4") == sorted(["root4", *ids])
+    assert (await journal.fields(ids[0]))["status"] == "canceled"
+    assert await journal.is_canceled("root4")
+    assert await cancel_session(journal.client, journal.keys, "sess-4") == ["root4"]
+
+
+async def test_blackboard_writes_and_watches_work_on_a_cluster(journal: Journal) -> None:
+    store = RedisStore(journal.client, journal.keys, session="sess-5")
+    watch = asyncio.create_task(store.watch("k", timeout=30))
+    await asyncio.sleep(0)
+    await store.set("k", {"v": 1})
+    assert (await watch).value == {"v": 1}
+    assert (await store.compare_and_set("k", {"v": 2}, 1)) is not None
+    assert await store.delete("k")
+
+
+async def test_task_board_mutations_work_on_a_cluster(journal: Journal) -> None:
+    board = RedisBoard(journal.client, journal.keys, session="sess-6")
+    task = await board.create("write the report", created_by="lead")
+    done = asyncio.create_task(board.watch_completed(task.id, timeout=30))
+    await board.claim(task.id, "w")
+    await board.update(task.id, status="completed")
+    assert (await done).status == "completed"
+
+
+async def test_cooldowns_and_saved_sessions_work_on_a_cluster(journal: Journal) -> None:
+    cooldowns = RedisCooldownStore(journal.client, prefix=journal.keys.prefix)
+    assert await cooldowns.record_failure("p", billing=False, now=1000.0) > 1000.0
+    sessions = RedisSessionStore(lambda: journal.client, Keys(journal.keys.prefix))
+    info = await sessions.save(SessionInfo(id="0123456789abcdef", agent="lead"), [Message.text("u", Role.USER, "hi")])
+    assert [s.id for s in await sessions.list()] == [info.id]
