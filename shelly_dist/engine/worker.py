@@ -56,12 +56,19 @@ def session_cache_limits(env: dict[str, str] | None = None) -> tuple[int, float]
 def runtime_settings(config: Config) -> RuntimeSettings:
     """The distributed runtime's settings from the ``distributed:`` section (env overrides applied)."""
     from shelly_dist.runtime.celery import RuntimeSettings
+    from shelly_dist.state.connection import cluster_url
 
     d = config.distributed
     if not d.broker_url:
         raise ConfigError(
             "config: distributed.broker_url: a broker is required to run workers "
             "(set it in the config or SHELLY_BROKER_URL)",
+            field="distributed.broker_url",
+        )
+    if cluster_url(d.broker_url) is not None:
+        raise ConfigError(
+            "config: distributed.broker_url: a Redis Cluster cannot be the Celery broker (kombu has no "
+            "cluster transport); use a single Redis or RabbitMQ there and the cluster in distributed.redis_url",
             field="distributed.broker_url",
         )
     redis_url = d.effective_redis_url()

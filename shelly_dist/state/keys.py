@@ -53,6 +53,13 @@ def tree_tag(run_id: str) -> str:
     return tag
 
 
+def tagged(run_id: str) -> str:
+    """``run_id`` with its tree tag in braces (``{abc}-1f2e…``): how any per-run key names the run,
+    so that it lands in its tree's slot."""
+    tag = tree_tag(run_id)
+    return f"{{{tag}}}{run_id[len(tag):]}"
+
+
 class Keys:
     """Key and channel templates under one prefix (default ``shelly:``; a missing ``:`` is added)."""
 
@@ -112,8 +119,7 @@ class Keys:
     def run(self, run_id: str) -> str:
         """Run record hash (agent, depth, parent, root, session, status, step); the id's tree tag
         in braces (``shelly:run:{abc}-1f2e…``)."""
-        tag = tree_tag(run_id)
-        return f"{self.prefix}run:{{{tag}}}{run_id[len(tag):]}"
+        return f"{self.prefix}run:{tagged(run_id)}"
 
     def run_msgs(self, run_id: str) -> str:
         """The run's message journal (append-only list)."""

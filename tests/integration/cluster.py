@@ -21,6 +21,8 @@ from typing import Any
 import redis
 import yaml
 
+from shelly_dist.state.connection import cluster_url
+
 BROKER_DB = 5
 """The Redis database the broker uses in tests (state and journals stay in db 0 with a prefix)."""
 
@@ -50,7 +52,9 @@ class Cluster:
         self.broker_url = broker_url or f"{base}/{BROKER_DB}"
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
-        self.redis = redis.Redis.from_url(redis_url, decode_responses=True)
+        plain = cluster_url(redis_url)
+        self.redis: Any = (redis.RedisCluster.from_url(plain, decode_responses=True) if plain
+                           else redis.Redis.from_url(redis_url, decode_responses=True))
         self.wrapper: list[str] = []
         """argv prepended to every shelly process (e.g. a read-only mount around it)."""
         (root / ".shelly").mkdir(parents=True, exist_ok=True)
@@ -174,7 +178,7 @@ class Cluster:
         """Sessions that have runs in this cluster's Redis (waits until there is one)."""
 
         def found() -> list[str]:
-            keys = self.redis.keys(f"{self.prefix}s:*:runs")
+            keys = list(self.redis.scan_iter(match=f"{self.prefix}s:*:runs"))  # every node of a cluster
             return [k[len(self.prefix) + 3 : -len("}:runs")] for k in keys]
 
         return wait_until(found, 30, "a session with runs")

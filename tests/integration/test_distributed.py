@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from shelly_dist.agent.run import OUTCOME_UNKNOWN
+from shelly_dist.state import Keys
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
 
 from .cluster import Cluster, complete, delegate, scripted, wait_until
@@ -243,7 +244,7 @@ def test_batch_of_a_hundred_runs_on_two_workers_and_a_rerun_does_nothing(cluster
     assert records["ghost-item"]["status"] == "error" and "ghost" in records["ghost-item"]["error"]
     done = [r for r in records.values() if r["status"] == "completed"]
     assert len(done) == 100 and records["item-7"]["reply"] == "answer to question 7"
-    workers = {cluster.redis.hget(cluster.prefix + f"run:{r['run']}", "worker") for r in done}
+    workers = {cluster.redis.hget(Keys(cluster.prefix).run(r["run"]), "worker") for r in done}
     assert len(workers) == 2, "both workers take items"
 
     again = cluster.shelly("batch", "--tasks", str(tasks), "--output", str(output), "--quiet", timeout=120)

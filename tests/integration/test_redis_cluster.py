@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +28,9 @@ from shelly_dist.state import Keys
 from shelly_dist.state.connection import connect, is_cluster
 from shelly_dist.state.redis import RedisStore
 from shelly_dist.tasks.redis import RedisBoard
+from shelly_dist.testing.model_server import ModelServer, Reply
+
+from .cluster import BROKER_DB, Cluster, complete, delegate, scripted, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -150,3 +155,89 @@ async def test_cooldowns_and_saved_sessions_work_on_a_cluster(journal: Journal) 
     sessions = RedisSessionStore(lambda: journal.client, Keys(journal.keys.prefix))
     info = await sessions.save(SessionInfo(id="0123456789abcdef", agent="lead"), [Message.text("u", Role.USER, "hi")])
     assert [s.id for s in await sessions.list()] == [info.id]
+
+
+# -- end to end: `shelly worker` and the CLI with their state on the cluster --------------------
+
+
+@pytest.fixture
+def on_cluster(tmp_path: Path, redis_url: str, redis_cluster_url: str) -> Iterator[Cluster]:
+    """A project whose state lives on the Redis Cluster; the broker stays a single Redis (kombu has
+    no cluster transport): the shared one, database 5, as every integration cluster."""
+    c = Cluster(tmp_path, redis_url=redis_cluster_url, broker_url=f"{redis_url.rsplit('/', 1)[0]}/{BROKER_DB}")
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def test_a_delegating_run_on_the_pool_keeps_its_state_on_a_cluster(on_cluster: Cluster) -> None:
+    on_cluster.write_config(
+        [scripted(
+            orchestrator=[delegate(("worker", "first part"), ("worker", "second part")), "combined answer"],
+            worker=[{**complete("finished {task}"), "text": "working on {task}", "delay": 0.2}],
+        )],
+        [{"name": "orchestrator", "description": "splits work", "options": {"max_delegation_depth": 1}},
+         {"name": "worker", "description": "does one part"}],
+    )
+    host = on_cluster.start_worker("w1")
+    out = on_cluster.shelly("run", "do it")
+    assert out.returncode == 0, f"{out.stderr}\n{on_cluster.worker_log()}"
+    assert out.stdout.strip() == "combined answer"
+    started = [line for line in out.stderr.splitlines() if "started on" in line]
+    assert len(started) == 2 and all(host in line for line in started), out.stderr  # the live view
+    session = on_cluster.session_ids()[0]
+    runs = on_cluster.runs(session)
+    assert len(runs) == 3 and {r["status"] for r in runs} == {"done"}
+    events = on_cluster.events(session)
+    finished = [e["data"]["entry"]["result"] for e in events if e["kind"] == "run_finished"]
+    assert sorted(finished) == ["finished first part", "finished second part"]
+    for child in (r for r in runs if r["parent"]):  # each child's events in step order
+        kinds = [e["kind"] for e in events if e.get("run_id") == child["id"]]
+        assert kinds.index("run_started") < kinds.index("run_finished"), kinds
+
+
+def test_shelly_events_follow_reads_the_whole_stream_from_a_cluster(on_cluster: Cluster) -> None:
+    on_cluster.write_config([scripted(solo=["hello from the cluster"])], [{"name": "solo"}])
+    on_cluster.start_worker("w1")
+    out = on_cluster.shelly("run", "hi", "--json")
+    assert out.returncode == 0, f"{out.stderr}\n{on_cluster.worker_log()}"
+    session = json.loads(out.stdout)["session"]
+    expected = on_cluster.events(session)
+    follower = on_cluster.popen("events", "--session", session, "--follow", "--json")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(follower.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: len(lines) >= len(expected), 60, f"{len(expected)} followed events")
+        assert follower.poll() is None, "--follow must keep waiting for more"
+    finally:
+        follower.terminate()
+        follower.wait(20)
+    assert [json.loads(line)["kind"] for line in lines[:len(expected)]] == [e["kind"] for e in expected]
+
+
+def test_cancel_by_run_id_finds_the_tree_on_a_cluster(on_cluster: Cluster) -> None:
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
+        on_cluster.write_config(
+            [scripted("lead", lead=[delegate(("slow", "one"), ("slow", "two")), "unreachable"]),
+             {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+              "rate_limit": {"max_retries": 0}}],
+            [{"name": "lead", "provider": "lead", "options": {"max_delegation_depth": 1}},
+             {"name": "slow", "provider": "mock"}],
+        )
+        on_cluster.start_worker("w1")
+        coordinator = on_cluster.popen("run", "cancel me", "--json")
+        try:
+            server.wait_for_requests(2, timeout=60)
+            session = on_cluster.session_ids()[0]
+            child = next(r for r in on_cluster.runs(session) if r["parent"])
+            out = on_cluster.shelly("cancel", child["id"])
+            assert out.returncode == 0, out.stderr
+            wait_until(lambda: all(r["status"] == "canceled" for r in on_cluster.runs(session)), 30,
+                       "every run canceled")
+            coordinator.wait(30)
+        finally:
+            if coordinator.poll() is None:
+                coordinator.kill()
+        assert coordinator.returncode == 130

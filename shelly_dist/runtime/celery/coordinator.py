@@ -149,7 +149,7 @@ class CeleryRuntime:
                                                  fingerprint=self.fingerprint, messages=messages,
                                                  if_absent=explicit)
         if not created:
-            record = await self.journal.record(run_id)
+            record = await self.journal.fields(run_id)
             if record.get("status") != "queued":
                 return run_id
             agent, session = record.get("agent", agent), record.get("session", session)
@@ -159,7 +159,7 @@ class CeleryRuntime:
 
     async def record(self, run_id: str) -> dict[str, str]:
         """The run's record as it is now (empty when there is none)."""
-        return await self.journal.record(run_id)
+        return await self.journal.fields(run_id)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> dict[str, str]:  # noqa: ASYNC109
         """The run's record once it has ended (re-read on every wake-up and poll)."""

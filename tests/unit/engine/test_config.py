@@ -428,3 +428,20 @@ def test_distributed_lease_reaches_the_runtime_settings_and_defaults_to_ten_seco
 def test_an_unknown_key_in_a_shelly_dist_section_stays_an_error_with_a_suggestion() -> None:
     fails({**base(), "distributed": {"broker_ur": "redis://x"}}, "distributed.broker_ur",
           'unknown key; did you mean "broker_url"?')
+
+
+def test_a_redis_cluster_as_broker_is_a_config_error_naming_the_field() -> None:
+    from shelly_dist.engine.worker import runtime_settings
+
+    data = base()
+    data["distributed"] = {"broker_url": "redis+cluster://127.0.0.1:7101", "redis_url": "redis+cluster://127.0.0.1:7101"}
+    with pytest.raises(ConfigError, match=r"distributed\.broker_url: a Redis Cluster cannot be the Celery broker"):
+        runtime_settings(config_from_data(data, {}))
+
+
+def test_a_redis_cluster_for_state_reaches_the_runtime_settings() -> None:
+    from shelly_dist.engine.worker import runtime_settings
+
+    data = base()
+    data["distributed"] = {"broker_url": "redis://127.0.0.1:6379/5", "redis_url": "redis+cluster://127.0.0.1:7101"}
+    assert runtime_settings(config_from_data(data, {})).redis_url == "redis+cluster://127.0.0.1:7101"
