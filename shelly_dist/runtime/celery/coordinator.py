@@ -149,10 +149,10 @@ class CeleryRuntime:
                                                  fingerprint=self.fingerprint, messages=messages,
                                                  if_absent=explicit)
         if not created:
-            record = await self.journal.fields(run_id)
-            if record.get("status") != "queued":
+            record = await self.journal.record(run_id)
+            if record is None or record.status != "queued":
                 return run_id
-            agent, session = record.get("agent", agent), record.get("session", session)
+            agent, session = record.agent or agent, record.session or session
         await self._send(RUN_AGENT, [run_id, run_id],
                          {"agent": agent, "depth": 0, "session": session, "preview": task[:80]})
         return run_id
