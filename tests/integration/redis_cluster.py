@@ -1,9 +1,11 @@
 """A real Redis Cluster of the suite's own: three ``redis-server --cluster-enabled yes`` nodes on
-ports 7101-7103 (their cluster bus on 17101-17103), each with its own ``--dir`` under the test's
-tmp directory, joined with ``redis-cli --cluster create`` and always stopped and reaped.
+ports 7101-7103, or 7104-7106 when those are taken (their cluster bus on port + 10000), each with
+its own ``--dir`` under the test's tmp directory, joined with ``redis-cli --cluster create`` and
+always stopped and reaped.
 
-Only this module starts servers on these ports, and one cluster at a time (a module-scoped
-fixture); a port already taken fails the fixture at once instead of joining a stranger's node.
+Only this module starts servers on these ports, one cluster per test session (a session-scoped
+fixture); a second suite running at once on the machine takes the other set, and when both sets
+are taken the fixture fails at once instead of joining a stranger's node.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from pathlib import Path
 
 from .cluster import wait_until
 
-PORTS = (7101, 7102, 7103)
-"""The cluster's node ports (the cluster bus uses each port + 10000)."""
+PORT_SETS = ((7101, 7102, 7103), (7104, 7105, 7106))
+"""The node ports a cluster may use (the cluster bus uses each port + 10000)."""
 
 
 def _taken(port: int) -> bool:
@@ -37,11 +39,12 @@ def _state_ok(port: int) -> bool:
 def redis_cluster(tmp: Path) -> Iterator[str]:
     """Start the nodes, create the cluster, wait until every node says ``cluster_state:ok``; yields
     the cluster URL (``redis+cluster://127.0.0.1:7101``)."""
-    busy = [p for p in PORTS if _taken(p) or _taken(p + 10000)]
-    assert not busy, f"redis cluster: ports {busy} are taken (left over from another run?)"
+    free = [ports for ports in PORT_SETS if not any(_taken(p) or _taken(p + 10000) for p in ports)]
+    assert free, f"redis cluster: every port of {PORT_SETS} is taken (left over from another run?)"
+    ports = free[0]
     procs: list[subprocess.Popen[bytes]] = []
     try:
-        for port in PORTS:
+        for port in ports:
             data = tmp / f"cluster-{port}"
             data.mkdir(parents=True)
             procs.append(subprocess.Popen(
@@ -50,14 +53,14 @@ def redis_cluster(tmp: Path) -> Iterator[str]:
                  "--cluster-node-timeout", "5000", "--save", "", "--appendonly", "no"],
                 stdout=(data / "log").open("wb"), stderr=subprocess.STDOUT,
             ))
-        for port, proc in zip(PORTS, procs, strict=True):
+        for port, proc in zip(ports, procs, strict=True):
             wait_until(lambda p=port, pr=proc: _taken(p) or pr.poll() is not None, 30, f"redis-server on {port}")
             assert proc.poll() is None, (tmp / f"cluster-{port}" / "log").read_text()
-        created = _cli("--cluster", "create", *(f"127.0.0.1:{p}" for p in PORTS),
+        created = _cli("--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
                        "--cluster-replicas", "0", "--cluster-yes")
         assert created.returncode == 0, created.stdout + created.stderr
-        wait_until(lambda: all(_state_ok(p) for p in PORTS), 60, "cluster_state:ok on every node")
-        yield f"redis+cluster://127.0.0.1:{PORTS[0]}"
+        wait_until(lambda: all(_state_ok(p) for p in ports), 60, "cluster_state:ok on every node")
+        yield f"redis+cluster://127.0.0.1:{ports[0]}"
     finally:
         for proc in procs:
             proc.terminate()
