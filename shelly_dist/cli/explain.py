@@ -15,6 +15,8 @@ import errno
 import re
 from collections.abc import Iterator
 
+from shelly_dist.errors import ShellyError
+
 EXIT_FAILED = 1
 """The run failed (here: a service could not be reached)."""
 EXIT_USAGE = 2
@@ -98,9 +100,14 @@ def _module(e: BaseException) -> tuple[int, str] | None:
 
 
 def explain(exc: BaseException) -> tuple[int, str] | None:
-    """``(exit code, one line)`` for a first-hour failure anywhere in ``exc``'s chain, else ``None``."""
+    """``(exit code, one line)`` for a first-hour failure anywhere in ``exc``'s chain, else ``None``.
+
+    A file-system error wrapped in a shelly error was already translated where it happened (the
+    session store names ``SHELLY_STATE_DIR``), so only a bare one is explained here.
+    """
+    rules = (_module, _redis, _broker) if isinstance(exc, ShellyError) else (_module, _redis, _broker, _os)
     for e in _chain(exc):
-        for rule in (_module, _redis, _broker, _os):
+        for rule in rules:
             found = rule(e)
             if found is not None:
                 return found

@@ -101,3 +101,11 @@ def test_refused_redis_at_the_cli_is_one_line_and_exit_1(refused_run: Callable[.
 def test_verbose_shows_the_traceback(refused_run: Callable[..., Result]) -> None:
     result = refused_run("-v")
     assert result.exit_code == 1 and "Traceback" in result.stderr
+
+
+def test_a_file_error_already_translated_by_the_session_store_keeps_its_message() -> None:
+    try:
+        raise StoreError("sessions: cannot save session x in /st: No such file or directory (set SHELLY_STATE_DIR "
+                         "to a writable directory)") from FileNotFoundError(errno.ENOENT, "No such file", "/st")
+    except StoreError as exc:
+        assert "SHELLY_STATE_DIR" in describe(exc)[1]
