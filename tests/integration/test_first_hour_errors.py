@@ -91,17 +91,16 @@ def test_wrong_redis_password_is_one_line_exit_2(tmp_path: Path, password_redis:
     assert the_line(out).startswith("shelly: Redis refused the password: put the password in distributed.redis_url")
 
 
-def test_unreachable_amqp_broker_is_one_line_exit_1(tmp_path: Path, redis_url: str) -> None:
+def test_unreachable_amqp_broker_is_one_line_exit_1(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
     broker = f"amqp://guest:guest@127.0.0.1:{REFUSED_PORT}//"
-    out = shelly(project(tmp_path, {"broker_url": broker, "redis_url": redis_url}), "run", "go")
+    out = shelly(project(tmp_path, {"broker_url": broker, "redis_url": redis_url, "key_prefix": key_prefix}),
+                 "run", "go")
     assert out.returncode == 1
     assert the_line(out).startswith("shelly: the broker cannot be reached")
     assert "distributed.broker_url" in the_line(out)
 
 
-def test_a_dependency_that_cannot_be_imported_stops_the_worker_with_one_line_exit_2(
-    tmp_path: Path, redis_url: str
-) -> None:
+def test_a_dependency_that_cannot_be_imported_stops_the_worker_with_one_line_exit_2(tmp_path: Path) -> None:
     shadow = tmp_path / "shadow" / "packaging"
     shadow.mkdir(parents=True)
     (shadow / "__init__.py").write_text('raise ModuleNotFoundError("No module named packaging", name="packaging")\n')
