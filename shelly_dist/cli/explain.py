@@ -24,7 +24,8 @@ EXIT_USAGE = 2
 
 REDIS_FIX = "start Redis, or fix distributed.redis_url (or SHELLY_REDIS_URL)"
 BROKER_FIX = "start the broker, or fix distributed.broker_url (or SHELLY_BROKER_URL)"
-REDIS_AUTH_FIX = "put the password in distributed.redis_url as redis://:PASSWORD@host:6379/0 (or SHELLY_REDIS_URL)"
+REDIS_AUTH_FIX = ("put the password in the Redis URL, redis://:PASSWORD@host:6379/0, of distributed.redis_url "
+                  "(or SHELLY_REDIS_URL) and of a Redis distributed.broker_url")
 BROKER_AUTH_FIX = "put user and password in distributed.broker_url: amqp://USER:PASSWORD@host// (or SHELLY_BROKER_URL)"
 STATE_FIX = "set SHELLY_STATE_DIR to a writable directory"
 
@@ -54,7 +55,7 @@ def _where(message: str) -> str:
     return f" at {found.group(1)}" if found else ""
 
 
-def _redis(e: BaseException) -> tuple[int, str] | None:
+def _auth(e: BaseException) -> tuple[int, str] | None:
     text = str(e)
     if _is(e, "redis", "AuthenticationError", "AuthenticationWrongNumberOfArgsError") or (
         _is(e, "redis", "ResponseError") and re.match(r"(NOAUTH|WRONGPASS)", text)
@@ -62,6 +63,13 @@ def _redis(e: BaseException) -> tuple[int, str] | None:
         missing = re.search(r"NOAUTH|Authentication required|already authenticated", text)
         cause = "requires a password and none was given" if missing else "refused the password"
         return EXIT_USAGE, f"Redis{_where(text)} {cause}: {REDIS_AUTH_FIX}"
+    if _is(e, "amqp", "AccessRefused") or "ACCESS_REFUSED" in text:
+        return EXIT_USAGE, f"the broker refused the user or password: {BROKER_AUTH_FIX}"
+    return None
+
+
+def _redis(e: BaseException) -> tuple[int, str] | None:
+    text = str(e)
     if _is(e, "redis", "ConnectionError", "TimeoutError"):
         refused = "refused" in text.lower() or "111" in text
         cause = "refused the connection" if refused else f"cannot be reached ({text.rstrip('.')})"
@@ -71,8 +79,6 @@ def _redis(e: BaseException) -> tuple[int, str] | None:
 
 def _broker(e: BaseException) -> tuple[int, str] | None:
     text = str(e)
-    if _is(e, "amqp", "AccessRefused") or "ACCESS_REFUSED" in text:
-        return EXIT_USAGE, f"the broker refused the user or password: {BROKER_AUTH_FIX}"
     if _is(e, "kombu", "OperationalError") or _is(e, "amqp", "RecoverableConnectionError", "ConnectionError"):
         return EXIT_FAILED, f"the broker cannot be reached ({text.rstrip('.') or type(e).__name__}): {BROKER_FIX}"
     return None
@@ -83,7 +89,8 @@ def _os(e: BaseException) -> tuple[int, str] | None:
         return None
     path = f" {e.filename}" if e.filename else ""
     if e.errno == errno.EROFS:
-        return EXIT_USAGE, f"cannot write{path}: the file system is read-only: {STATE_FIX}, or mount it writable"
+        return EXIT_USAGE, (f"cannot write{path}: the file system is read-only: pass a writable path or mount it "
+                            f"writable (shelly's own state: {STATE_FIX})")
     if e.errno == errno.EACCES:
         return EXIT_USAGE, f"permission denied:{path or ' ' + str(e)}: fix its permissions, or {STATE_FIX}"
     if e.errno == errno.ENOENT and e.filename:
@@ -105,9 +112,12 @@ def explain(exc: BaseException) -> tuple[int, str] | None:
     A file-system error wrapped in a shelly error was already translated where it happened (the
     session store names ``SHELLY_STATE_DIR``), so only a bare one is explained here.
     """
-    rules = (_module, _redis, _broker) if isinstance(exc, ShellyError) else (_module, _redis, _broker, _os)
-    for e in _chain(exc):
-        for rule in rules:
+    rules = [_module, _auth, _broker, _redis]  # most specific first: a broker error wraps a Redis one
+    if not isinstance(exc, ShellyError):
+        rules.append(_os)
+    chain = list(_chain(exc))
+    for rule in rules:
+        for e in chain:
             found = rule(e)
             if found is not None:
                 return found

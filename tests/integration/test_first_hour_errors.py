@@ -88,7 +88,7 @@ def test_wrong_redis_password_is_one_line_exit_2(tmp_path: Path, password_redis:
     url = f"redis://:wrong@127.0.0.1:{password_redis}/0"
     out = shelly(project(tmp_path, {"broker_url": url}), "run", "go")
     assert out.returncode == 2
-    assert the_line(out).startswith("shelly: Redis refused the password: put the password in distributed.redis_url")
+    assert the_line(out).startswith("shelly: Redis refused the password: put the password in the Redis URL")
 
 
 def test_unreachable_amqp_broker_is_one_line_exit_1(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
@@ -108,3 +108,17 @@ def test_a_dependency_that_cannot_be_imported_stops_the_worker_with_one_line_exi
     out = shelly(root, "worker", env={"PYTHONPATH": str(tmp_path / "shadow")})
     assert out.returncode == 2
     assert the_line(out).startswith('shelly: missing Python module "packaging"')
+
+
+def test_a_worker_whose_broker_refuses_stops_with_one_line_exit_1(tmp_path: Path) -> None:
+    out = shelly(project(tmp_path, {"broker_url": f"redis://127.0.0.1:{REFUSED_PORT}/0"}), "worker")
+    assert out.returncode == 1
+    assert the_line(out).startswith("shelly: the broker cannot be reached (Error 111 connecting to 127.0.0.1:6421")
+
+
+def test_a_worker_given_the_wrong_redis_password_stops_with_one_line_exit_2(
+    tmp_path: Path, password_redis: int
+) -> None:
+    out = shelly(project(tmp_path, {"broker_url": f"redis://:wrong@127.0.0.1:{password_redis}/0"}), "worker")
+    assert out.returncode == 2
+    assert the_line(out).startswith("shelly: Redis refused the password")
