@@ -38,11 +38,11 @@ def _loop_alive() -> bool:
 def check_reachable(app: object) -> None:
     """Fail fast when the broker or Redis cannot be reached at start, instead of Celery retrying for
     many minutes: the error becomes one line naming the setting to fix (``cli.explain``)."""
-    import redis
+    from shelly_dist.state.connection import sync_client
 
     with app.connection_for_write() as conn:  # type: ignore[attr-defined]
         conn.ensure_connection(max_retries=STARTUP_RETRIES)
-    client = redis.Redis.from_url(app.shelly_settings.redis_url, socket_connect_timeout=10)  # type: ignore[attr-defined]
+    client = sync_client(app.shelly_settings.redis_url, socket_connect_timeout=10)  # type: ignore[attr-defined]
     try:
         client.ping()
     finally:

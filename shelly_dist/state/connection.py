@@ -26,7 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import redis
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
@@ -55,6 +57,15 @@ def cluster_url(url: str) -> str | None:
         if url.startswith(scheme):
             return plain + url[len(scheme):]
     return None
+
+
+def sync_client(url: str, **options: Any) -> redis.Redis:
+    """A synchronous client for one-off checks outside an event loop (``shelly worker``'s start
+    check): a ``redis.RedisCluster`` for a cluster URL, else ``redis.Redis``."""
+    plain = cluster_url(url)
+    if plain is not None:
+        return redis.RedisCluster.from_url(plain, **options)  # type: ignore[return-value]
+    return redis.Redis.from_url(url, **options)
 
 
 def is_cluster(client: object) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 import redis
 import yaml
 
-from shelly_dist.state.connection import cluster_url
+from shelly_dist.state.connection import sync_client
 
 BROKER_DB = 5
 """The Redis database the broker uses in tests (state and journals stay in db 0 with a prefix)."""
@@ -52,9 +52,7 @@ class Cluster:
         self.broker_url = broker_url or f"{base}/{BROKER_DB}"
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
-        plain = cluster_url(redis_url)
-        self.redis: Any = (redis.RedisCluster.from_url(plain, decode_responses=True) if plain
-                           else redis.Redis.from_url(redis_url, decode_responses=True))
+        self.redis: Any = sync_client(redis_url, decode_responses=True)  # a RedisCluster for a cluster URL
         self.wrapper: list[str] = []
         """argv prepended to every shelly process (e.g. a read-only mount around it)."""
         (root / ".shelly").mkdir(parents=True, exist_ok=True)
