@@ -103,6 +103,18 @@ async def test_a_repeated_finish_on_a_cluster_appends_its_events_once(journal: J
     assert await stream_texts(journal, "sess-2") == ["end"]
 
 
+async def test_a_coordinator_root_and_a_dropped_lease_work_on_a_cluster(journal: Journal) -> None:
+    owner = await journal.open_root("root5", agent="lead", session="sess-7", task="go", fingerprint="fp")
+    state = RunState(run_id="root5", config_name="lead", instance_name="lead")
+    assert await owner.checkpoint(0, state, [Message.text("u", Role.USER, "go")], "running") == (1, False)
+    ids, _ = await owner.expect([child(0)], 1, "fp")
+    first = (await journal.claim(ids[0], "root5", "tok-1", "w1")).lease
+    assert first is not None
+    await first.drop()
+    again = await journal.claim(ids[0], "root5", "tok-2", "w2")
+    assert again.outcome == "ok", "a dropped lease frees the run at once"
+
+
 async def test_the_reaper_re_enqueues_a_lapsed_run_on_a_cluster(journal: Journal) -> None:
     await journal.create_root("root3", agent="lead", session="sess-3", mode="worker", task="go", fingerprint="fp")
     sent: list[tuple[str, list[Any]]] = []
