@@ -112,4 +112,7 @@ class RunState(BaseModel):
     pending: list[PendingDelegation] = Field(default_factory=list)
     completion: CompletionResult | None = None
     usage: Usage = Field(default_factory=Usage)
+    hook_memory: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """What tool hooks remember across the run's calls (the loop detector's counts), journaled
+    with every checkpoint so a run continued elsewhere keeps counting."""
     messages: list[Message] = Field(default_factory=list)
