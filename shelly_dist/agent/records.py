@@ -70,6 +70,8 @@ class ChildRequest(BaseModel):
     visited: list[str]
     parent_run_id: str
     parent_agent: str
+    fail_fast: bool = False
+    """The parent's ``delegate_fail_fast``: a failure of this child stops its siblings."""
 
 
 class PendingDelegation(BaseModel):

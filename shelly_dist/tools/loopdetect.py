@@ -13,6 +13,7 @@ suspension keeps counting; outside a run (a detector used on its own) the detect
 from __future__ import annotations
 
 import json
+
 from shelly_dist import identity
 from shelly_dist.chats import ToolCall, ToolResult
 from shelly_dist.errors import LoopDetected, UsageError

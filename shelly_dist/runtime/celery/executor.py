@@ -34,6 +34,7 @@ from shelly_dist.agent import (
     entry_from_outcome,
     instance_name,
 )
+from shelly_dist.agent.stops import BoardCancelScope, stops_siblings
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
@@ -41,6 +42,7 @@ from shelly_dist.identity import acting_as
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.events import StreamSink
 from shelly_dist.runtime.celery.journal import Journal, child_key
+from shelly_dist.runtime.celery.policy import PoolPolicy
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -100,8 +102,18 @@ class Executor:
         self.cancel_watch = cancel_watch
         self.settings: RuntimeSettings = journal.settings
         self.hostname = hostname or socket.gethostname()
+        self.policy = PoolPolicy(journal.client, journal.keys)
 
     async def advance(self, run_id: str, root: str, *, session: str = "", agent: str = "") -> Progress:
+        """Take a ``max_concurrency`` slot for the run (policy), then advance it; a full agent
+        sends the task back to the queue (``busy``) instead of waiting in it."""
+        slot = await self.policy.slot(self.ctx.registry, run_id, session=session, agent=agent)
+        if slot is None:
+            return Progress("busy", f"max_concurrency: every slot of {agent or 'its agent'} is taken")
+        async with slot:
+            return await self._claim_and_advance(run_id, root, session=session, agent=agent)
+
+    async def _claim_and_advance(self, run_id: str, root: str, *, session: str = "", agent: str = "") -> Progress:
         """Do all the work run ``run_id`` allows now. Safe to call twice for the same run.
 
         ``session`` and ``agent`` (the task's kwargs) let the claim number a fresh instance in the
@@ -121,6 +133,9 @@ class Executor:
             error = (f"run {run_id}: failed after {claim.detail} attempts without progress "
                      f"(its step keeps killing workers)")
             return await self._end(record, token, sink, "failed", DelegateEntry(agent=record["agent"], error=error))
+        if self.policy.stopped(record):  # policy: a sibling failed before this run started
+            return await self._end(record, token, sink, "canceled",
+                                   DelegateEntry(agent=record["agent"], error=self.policy.stopped(record)))
         if record.get("fingerprint") and record["fingerprint"] != self.ctx.fingerprint:
             error = (f"run {run_id}: config fingerprint mismatch: the run has {record['fingerprint']}, "
                      f"worker {self.hostname} has {self.ctx.fingerprint}")
@@ -128,6 +143,7 @@ class Executor:
         task = asyncio.current_task()
         assert task is not None
         self.cancel_watch.track(record["root"], task)  # type: ignore[arg-type]
+        self.cancel_watch.track(record["id"], task)  # type: ignore[arg-type]  # policy: sibling stops
         try:
             with acting_as(session=record["session"]):
                 return await self._advance(record, token, sink)
@@ -166,6 +182,8 @@ class Executor:
             # in-flight step through CancelWatch.
             if canceled:
                 raise RunCancelled(f"run {record['id']}: canceled", run_id=record["id"])
+            if request is not None and request.fail_fast:  # policy: a failed sibling stops this run
+                await self.policy.check_stop(record["id"])
 
         run.checkpoint = checkpoint
         run.before_model = before_model
@@ -186,7 +204,7 @@ class Executor:
                         if left > 0:
                             return Progress("waiting", f"{left} children pending")
                         continue
-                async with asyncio.timeout(self.settings.step_time_limit):
+                async with asyncio.timeout(self.settings.step_time_limit), self._board_scope(board, request):
                     outcome = await run.step()
                 if isinstance(outcome, Finished):
                     entry = entry_from_outcome(record["agent"], reply=outcome.reply, completion=outcome.completion)
@@ -195,12 +213,13 @@ class Executor:
                 if isinstance(outcome, Suspended):
                     continue
         except asyncio.CancelledError:
-            if not await self.journal.is_canceled(record["root"]):
+            stop = await self.policy.stop_reason(record["id"])  # policy: a sibling's failure
+            if not stop and not await self.journal.is_canceled(record["root"]):
                 raise
-            entry = DelegateEntry(agent=record["agent"], error="task canceled")
+            entry = DelegateEntry(agent=record["agent"], error=stop or "task canceled")
             return await self._end(record, token, sink, "canceled", entry, run=run, board=board, request=request)
-        except RunCancelled:
-            entry = DelegateEntry(agent=record["agent"], error="task canceled")
+        except RunCancelled as exc:
+            entry = entry_from_outcome(record["agent"], error=exc)
             return await self._end(record, token, sink, "canceled", entry, run=run, board=board, request=request)
         except StoreError:
             raise  # not the run's fault: the task retries from the journal
@@ -216,6 +235,11 @@ class Executor:
             entry = entry_from_outcome(record["agent"], error=exc, instance=agent.name,
                                        max_iterations=agent.options.max_iterations)
             return await self._end(record, token, sink, "failed", entry, run=run, board=board, request=request)
+
+    @staticmethod
+    def _board_scope(board: Any, request: ChildRequest | None) -> BoardCancelScope:
+        """Policy: the step is stopped when the child's task is canceled on the board."""
+        return BoardCancelScope(board, request.task_id if request is not None else None)
 
     async def _rebuild(self, record: dict[str, str], sink: StreamSink) -> tuple[Run, ChildRequest | None]:
         registry = self.ctx.registry(record["session"])
@@ -281,6 +305,8 @@ class Executor:
                    data={"status": status, "worker": self.hostname, "entry": entry.to_json(),
                          "usage": run.state.usage.model_dump() if run else {}}))
         await finish_and_join(self.journal, self.enqueue, record, token, status, entry, events=sink.drain(), **fields)
+        if stops_siblings(request, entry):  # policy: delegate_fail_fast
+            await self.policy.stop_siblings(record)
         return Progress(status, entry.error or "")
 
 
