@@ -4,6 +4,7 @@ specs: tests/unit/agent/test_delegate.py, test_delegate_board.py, test_step_mach
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from typing import Any
@@ -56,10 +57,8 @@ def test_max_concurrency_one_runs_three_instances_one_at_a_time_across_two_worke
         assert out["reply"] == "all done"
         spans = sorted((r.arrived, r.answered) for r in server.requests if agent_of(r) == "w")
     assert len(spans) == 3
-    for (_, end), (start, _) in zip(spans, spans[1:], strict=False):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end, f"two instances of w ran at once: {spans}"
-    workers = {r["worker"] for r in cluster.runs(out["session"]) if r.get("parent")}
-    assert workers, "the children ran on the pool"
 
 
 def test_max_concurrency_slot_of_a_worker_killed_with_kill_9_frees_itself(cluster: Cluster):
@@ -117,7 +116,7 @@ def test_fail_fast_cancels_a_slow_remote_sibling_with_no_further_model_requests(
         assert out["reply"] == "lead done"
         entries = lead_output(cluster, out["session"])
         assert entries[0] == {"agent": "slow", "error": "canceled: sibling failed"}
-        assert "400" in entries[1]["error"] or entries[1]["error"]
+        assert entries[1]["agent"] == "bad" and "400" in entries[1]["error"]
         slow_calls = [r for r in server.requests if agent_of(r) == "slow"]
     assert len(slow_calls) == 1, "the stopped sibling asked the model nothing more"
     statuses = {r["agent"]: r["status"] for r in cluster.runs(out["session"]) if r.get("parent")}
