@@ -34,7 +34,7 @@ from shelly_dist.agent import (
     entry_from_outcome,
     instance_name,
 )
-from shelly_dist.agent.stops import BoardCancelScope, stops_siblings
+from shelly_dist.agent.stops import BoardCancelScope
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
@@ -182,7 +182,7 @@ class Executor:
             # in-flight step through CancelWatch.
             if canceled:
                 raise RunCancelled(f"run {record['id']}: canceled", run_id=record["id"])
-            if request is not None and request.fail_fast:  # policy: a failed sibling stops this run
+            if request is not None:  # policy: a failed sibling (fail-fast) stops this run and its subtree
                 await self.policy.check_stop(record["id"])
 
         run.checkpoint = checkpoint
@@ -304,9 +304,8 @@ class Executor:
                    session_id=record["session"],
                    data={"status": status, "worker": self.hostname, "entry": entry.to_json(),
                          "usage": run.state.usage.model_dump() if run else {}}))
+        await self.policy.on_end(record, request, entry)  # policy: delegate_fail_fast stops the siblings
         await finish_and_join(self.journal, self.enqueue, record, token, status, entry, events=sink.drain(), **fields)
-        if stops_siblings(request, entry):  # policy: delegate_fail_fast
-            await self.policy.stop_siblings(record)
         return Progress(status, entry.error or "")
 
 

@@ -12,10 +12,10 @@ state in Redis, where every worker sees it.
   strand a child, and a slot freed by an expired lease (a holder killed outright) needs nobody to
   announce it. The cost is up to one countdown of latency after a slot frees.
 * ``delegate_fail_fast``: a child that fails stops its siblings of the same ``delegate`` call: a
-  ``stop`` field on each sibling's run record (the flag, read when a task claims the run and
-  before every model call) and its run id on the cancel channel (the wake-up that aborts the
-  in-flight step, as the tree cancel does). The stopped sibling ends with ``canceled: sibling
-  failed`` and joins its parent like any child.
+  ``stop`` field on each sibling's run record and on those of its unfinished descendants (the
+  flag, read when a task claims the run and before every model call of a child run) and its run
+  id on the cancel channel (the wake-up that aborts the in-flight step, as the tree cancel does).
+  A stopped run ends with ``canceled: sibling failed`` and joins its parent like any child.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from contextlib import AbstractAsyncContextManager
 
 import redis.asyncio as aioredis
 
-from shelly_dist.agent import Registry
+from shelly_dist.agent import ChildRequest, DelegateEntry, Registry
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, SlotLease
-from shelly_dist.agent.stops import SIBLING_FAILED, SiblingFailed
+from shelly_dist.agent.stops import SIBLING_FAILED, SiblingFailed, stops_siblings
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.state.slots import RedisSlots
@@ -64,7 +64,7 @@ class PoolPolicy:
         self._keys = keys
         self.slots = RedisSlots(client, keys)
         self.slot_lease = slot_lease
-        self._stop = client.register_script(STOP)
+        self._stop_script = client.register_script(STOP)
 
     # -- max_concurrency -----------------------------------------------------------------------
 
@@ -113,21 +113,44 @@ class PoolPolicy:
         with redis_errors("journal"):
             return await self._client.hget(self._keys.run(run_id), STOP_FIELD) or ""
 
+    async def on_end(self, record: dict[str, str], request: ChildRequest | None, entry: DelegateEntry) -> None:
+        """A child run is about to finish with ``entry``: under fail-fast, a failure stops its
+        siblings (called before the finish, so a retried finish stops them again)."""
+        if request is None and record.get("request"):
+            request = ChildRequest.model_validate_json(record["request"])
+        if stops_siblings(request, entry):
+            await self.stop_siblings(record)
+
     async def stop_siblings(self, record: dict[str, str]) -> list[str]:
-        """Stop every unfinished sibling of ``record``'s run in its ``delegate`` call; returns
-        the ids stopped. The siblings are the parent's expected children of the same suspension
-        and tool call (their join keys share ``<iteration>:<tool_call_id>:``)."""
+        """Stop every unfinished sibling of ``record``'s run in its ``delegate`` call, and each
+        one's own subtree (a sibling waiting on its children ends once they are stopped, as an
+        in-process sibling's cancel takes its children with it); returns the run ids stopped.
+
+        The siblings are the parent's expected children of the same suspension and tool call
+        (their join keys share ``<iteration>:<tool_call_id>:``)."""
         parent, key = record.get("parent", ""), record.get("parent_key", "")
         if not parent or not key:
             return []
         group = key.rsplit(":", 1)[0] + ":"
         with redis_errors("journal"):
             members = await self._client.smembers(self._keys.run_expected(parent))
-            ids = [sibling_run_id(parent, m) for m in sorted(members) if m.startswith(group) and m != key]
-            if not ids:
-                return []
-            hit = await self._stop(keys=[self._keys.run(i) for i in ids], args=[SIBLING_FAILED])
-            stopped = [ids[int(i) - 1] for i in hit]
+        return await self._stop([sibling_run_id(parent, m) for m in sorted(members)
+                                 if m.startswith(group) and m != key])
+
+    async def _stop(self, ids: list[str]) -> list[str]:
+        """Flag ``ids`` and their unfinished descendants, then wake the workers running them."""
+        stopped: list[str] = []
+        with redis_errors("journal"):
+            while ids:
+                hit = await self._stop_script(keys=[self._keys.run(i) for i in ids], args=[SIBLING_FAILED])
+                level = [ids[int(i) - 1] for i in hit]
+                stopped += level
+                async with self._client.pipeline(transaction=False) as pipe:
+                    for rid in level:
+                        pipe.smembers(self._keys.run_expected(rid))
+                    below = await pipe.execute()
+                ids = [sibling_run_id(rid, m) for rid, members in zip(level, below, strict=True)
+                       for m in sorted(members)]
             if stopped:
                 async with self._client.pipeline(transaction=False) as pipe:
                     for rid in stopped:

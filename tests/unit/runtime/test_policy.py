@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
-from shelly_dist.agent import ChildRequest
+from shelly_dist.agent import ChildRequest, DelegateEntry
 from shelly_dist.runtime.celery.journal import child_key, child_run_id
 from shelly_dist.runtime.celery.policy import PoolPolicy, sibling_run_id
 from shelly_dist.state.keys import Keys
@@ -65,3 +65,25 @@ async def test_a_stopped_run_says_why_before_its_next_model_call(pool):
     await policy.stop_siblings(kids["1:call_1:0"])
     with pytest.raises(SiblingFailed, match="canceled: sibling failed"):
         await policy.check_stop(kids["1:call_1:1"]["id"])
+
+
+async def test_a_stopped_sibling_waiting_on_its_own_children_takes_them_with_it(pool):
+    policy, client, keys = pool
+    kids = await _children(client, keys, {"1:call_1:0": "failed", "1:call_1:1": "waiting"})
+    waiting = kids["1:call_1:1"]["id"]
+    grandchild = sibling_run_id(waiting, "1:call_9:0")
+    await client.hset(keys.run(grandchild), mapping={"id": grandchild, "parent": waiting, "status": "running"})
+    await client.sadd(keys.run_expected(waiting), "1:call_9:0")
+    assert await policy.stop_siblings(kids["1:call_1:0"]) == [waiting, grandchild]
+    assert await client.hget(keys.run(grandchild), "stop") == "canceled: sibling failed"
+
+
+async def test_only_a_fail_fast_childs_failure_stops_siblings(pool):
+    policy, client, keys = pool
+    kids = await _children(client, keys, {"1:call_1:0": "running", "1:call_1:1": "running"})
+    failed = DelegateEntry(agent="w", error="boom")
+    await policy.on_end({**kids["1:call_1:0"], "request": request(0).model_copy(update={"fail_fast": False})
+                         .model_dump_json()}, None, failed)
+    assert await client.hget(keys.run(kids["1:call_1:1"]["id"]), "stop") is None
+    await policy.on_end({**kids["1:call_1:0"], "request": request(0).model_dump_json()}, None, failed)
+    assert await client.hget(keys.run(kids["1:call_1:1"]["id"]), "stop") == "canceled: sibling failed"
