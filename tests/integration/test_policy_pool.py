@@ -123,6 +123,31 @@ def test_fail_fast_cancels_a_slow_remote_sibling_with_no_further_model_requests(
     assert statuses == {"slow": "canceled", "bad": "failed"}
 
 
+def test_fail_fast_stops_a_sibling_waiting_on_its_own_child_and_that_child(cluster: Cluster):
+    def respond(req: RecordedRequest) -> Reply | None:
+        if agent_of(req) == "bad":  # fails once the waiting sibling's own child is in flight
+            return Reply(status=400, hold_until=2)
+        return Reply(text="never in time", delay=60)
+
+    with ModelServer(format="openai", responder=respond) as server:
+        cluster.write_config(
+            [scripted("team", lead=[delegate(("mid", "split"), ("bad", "fail")), "lead done"],
+                      mid=[delegate(("slow", "deep work")), "mid done"]), mock(server)],
+            [{"name": "lead", "provider": "team",
+              "options": {"max_delegation_depth": 2, "delegate_fail_fast": True}},
+             {"name": "mid", "provider": "team", "options": {"max_delegation_depth": 2}},
+             {"name": "slow", "provider": "mock"}, {"name": "bad", "provider": "mock"}],
+        )
+        cluster.start_worker("w1")
+        cluster.start_worker("w2")
+        out = run(cluster, "fail fast deep")
+        assert out["reply"] == "lead done"
+        assert lead_output(cluster, out["session"])[0] == {"agent": "mid", "error": "canceled: sibling failed"}
+        assert sum(1 for r in server.requests if agent_of(r) == "slow") == 1
+    statuses = {r["agent"]: r["status"] for r in cluster.runs(out["session"]) if r.get("parent")}
+    assert statuses == {"mid": "canceled", "slow": "canceled", "bad": "failed"}
+
+
 def test_cancelling_the_board_task_stops_the_remote_child_working_on_it(cluster: Cluster):
     created: dict[str, str] = {}
 
