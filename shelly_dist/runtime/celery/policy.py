@@ -30,6 +30,7 @@ import redis.asyncio as aioredis
 from shelly_dist.agent import ChildRequest, DelegateEntry, Registry
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, SlotLease
 from shelly_dist.agent.stops import SIBLING_FAILED, SiblingFailed, stops_siblings
+from shelly_dist.errors import ShellyError
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.state.slots import RedisSlots
@@ -83,7 +84,10 @@ class PoolPolicy:
             agent, session, parent = fields
             if not (agent and session):
                 return contextlib.nullcontext()  # a missing run: the claim says so
-        entry = registry_for(session).get(agent)
+        try:
+            entry = registry_for(session).get(agent)
+        except ShellyError:  # a config this worker cannot build: the run's start fails it, naming why
+            return contextlib.nullcontext()
         limit = entry.max_concurrency if entry is not None else 0
         if limit > 0 and parent is None:
             with redis_errors("max_concurrency"):
