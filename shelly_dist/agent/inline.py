@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shelly_dist import events, identity
 from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
 from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
-from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, MemorySlots, SlotLease
+from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, MemorySlots, SlotLease
 from shelly_dist.agent.stops import SIBLING_FAILED, BoardCancelScope, stops_siblings
 from shelly_dist.errors import AgentError
 from shelly_dist.events import Event, EventSink
@@ -64,21 +65,33 @@ class InlineDelegator:
 
     def __init__(self, slots: MemorySlots | None = None) -> None:
         self.slots = slots or MemorySlots()
+        self._slot_of: dict[str, _Slot] = {}
+        """The slot each limited child run holds, by run id, so its own delegation can give it back."""
 
-    async def _slot(self, registry: Registry, request: ChildRequest) -> contextlib.AbstractAsyncContextManager[object]:
+    async def _slot(self, registry: Registry, request: ChildRequest) -> _Slot | None:
         """Wait for a slot of the child's agent when it has a ``max_concurrency``."""
         entry = registry.get(request.agent)
         if entry is None or entry.max_concurrency <= 0:
-            return contextlib.nullcontext()
-        session, holder = identity.session_id(), f"{request.parent_run_id}:{request.key}"
-        got = await self.slots.acquire(session, request.agent, holder, entry.max_concurrency, DEFAULT_SLOT_LEASE)
-        return SlotLease(self.slots, session, request.agent, holder, got, DEFAULT_SLOT_LEASE)
+            return None
+        slot = _Slot(identity.session_id(), request.agent, f"{request.parent_run_id}:{request.key}",
+                     entry.max_concurrency)
+        await slot.take(self.slots)
+        return slot
 
     async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
+        """Run the children; a limited parent gives its slot back while it waits on them and waits
+        for one again afterwards, as a run suspended on the pool holds no slot."""
+        held = self._slot_of.get(parent.state.run_id)
+        if held is not None:
+            await self.slots.release(held.session, held.agent, held.holder)
         tasks = [asyncio.create_task(self.run_child(parent, r)) for r in requests]
         if not any(r.fail_fast for r in requests):
-            return list(await asyncio.gather(*tasks))
-        return await self._fail_fast(tasks, requests)
+            entries = list(await asyncio.gather(*tasks))
+        else:
+            entries = await self._fail_fast(tasks, requests)
+        if held is not None:
+            await held.take(self.slots)
+        return entries
 
     async def _fail_fast(
         self, tasks: list[asyncio.Task[DelegateEntry]], requests: list[ChildRequest]
@@ -124,7 +137,8 @@ class InlineDelegator:
 
         registry = parent.agent.registry
         assert registry is not None
-        async with await self._slot(registry, request):
+        slot = await self._slot(registry, request)
+        async with slot.lease(self.slots) if slot is not None else contextlib.nullcontext():
             try:
                 child = self.spawn(parent.agent, request)
             except AgentError as exc:
@@ -136,11 +150,16 @@ class InlineDelegator:
                 except Exception as exc:
                     return DelegateEntry(agent=request.agent, error=f'failed to claim task "{request.task_id}": {exc}')
             run = Run.start(child, child_messages(request), visited=request.visited, delegator=self)
+            if slot is not None:
+                self._slot_of[run.state.run_id] = slot
             emit = parent.agent.options.on_event
             if emit is not None:
                 emit(Event(kind=events.AGENT_START, agent=child.name, run_id=run.state.run_id,
                            data={"parent": parent.agent.name, "task": request.task[:500], "depth": request.depth}))
-            entry = await self._run(child, run, request, board)
+            try:
+                entry = await self._run(child, run, request, board)
+            finally:
+                self._slot_of.pop(run.state.run_id, None)
             if board is not None and request.task_id:
                 try:
                     await board.update_status(request.task_id, board_status(entry))
@@ -163,3 +182,19 @@ class InlineDelegator:
                 request.agent, error=exc, instance=child.name, max_iterations=child.options.max_iterations
             )
         return entry_from_outcome(request.agent, reply=reply, completion=run.state.completion)
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One limited child's slot: which semaphore, its holder name and the limit."""
+
+    session: str
+    agent: str
+    holder: str
+    limit: int
+
+    async def take(self, slots: MemorySlots) -> None:
+        await slots.acquire(self.session, self.agent, self.holder, self.limit, DEFAULT_SLOT_LEASE)
+
+    def lease(self, slots: MemorySlots) -> SlotLease:
+        return SlotLease(slots, self.session, self.agent, self.holder, Acquired.NEW, DEFAULT_SLOT_LEASE)

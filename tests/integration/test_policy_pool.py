@@ -61,6 +61,24 @@ def test_max_concurrency_one_runs_three_instances_one_at_a_time_across_two_worke
         assert start >= end, f"two instances of w ran at once: {spans}"
 
 
+def test_max_concurrency_slot_is_given_back_while_an_instance_waits_on_its_children(cluster: Cluster):
+    # Each leaf answers only once both leaves are in flight: possible only if the first mid,
+    # suspended on its leaf, no longer holds mid's single slot (as embedded).
+    with ModelServer(format="openai", default=Reply(text="leaf done", hold_until=2)) as server:
+        cluster.write_config(
+            [scripted("team", lead=[delegate(("mid", "a"), ("mid", "b")), "all done"],
+                      mid=[delegate(("leaf", "work")), "mid done"]), mock(server)],
+            [{"name": "lead", "provider": "team", "options": {"max_delegation_depth": 2}},
+             {"name": "mid", "provider": "team", "max_concurrency": 1, "options": {"max_delegation_depth": 2}},
+             {"name": "leaf", "provider": "mock"}],
+        )
+        cluster.start_worker("w1")
+        cluster.start_worker("w2")
+        out = run(cluster, "nested")
+        assert out["reply"] == "all done"
+        assert [e.get("result") for e in lead_output(cluster, out["session"])] == ["mid done", "mid done"]
+
+
 def test_max_concurrency_slot_of_a_worker_killed_with_kill_9_frees_itself(cluster: Cluster):
     first_in = threading.Event()
 

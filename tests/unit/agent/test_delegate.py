@@ -309,6 +309,35 @@ async def test_max_concurrency_counts_instances_within_a_session_not_across_sess
     assert alone == []
 
 
+async def test_max_concurrency_slot_is_given_back_while_an_instance_waits_on_its_children():
+    from shelly_dist import Agent, AgentOptions, FunctionCompleter
+
+    inside = 0
+    both = asyncio.Event()
+    alone: list[str] = []
+
+    async def leaf(messages, tools):
+        nonlocal inside
+        inside += 1
+        if inside == 2:
+            both.set()
+        try:
+            await asyncio.wait_for(both.wait(), 10)  # the other mid's leaf must be running too
+        except TimeoutError:
+            alone.append("ran alone")
+        return "leaf done"
+
+    team = Team()
+    team.add("lead", [delegate({"agent": "mid", "task": "a"}, {"agent": "mid", "task": "b"}), "ok"],
+             max_delegation_depth=2)
+    team.add("mid", [delegate({"agent": "leaf", "task": "work"}), "mid done"], max_delegation_depth=2,
+             max_concurrency=1)
+    team.registry.register("leaf", "leaf", lambda: Agent("leaf", completer=FunctionCompleter(leaf),
+                                                           options=AgentOptions()))
+    await team.spawn("lead").run("go")
+    assert alone == []
+
+
 async def test_progress_events_report_child_text_and_the_final_result():
     got: list[Event] = []
     team = Team()
