@@ -14,6 +14,7 @@ import pytest
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
 
 from .cluster import Cluster, delegate, scripted, wait_until
+from .keys import assert_all_keys_have_ttl
 
 pytestmark = pytest.mark.integration
 
@@ -59,6 +60,7 @@ def test_max_concurrency_one_runs_three_instances_one_at_a_time_across_two_worke
     assert len(spans) == 3
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end, f"two instances of w ran at once: {spans}"
+    assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
 
 
 def test_max_concurrency_slot_is_given_back_while_an_instance_waits_on_its_children(cluster: Cluster):
@@ -103,6 +105,7 @@ def test_max_concurrency_slot_of_a_worker_killed_with_kill_9_frees_itself(cluste
             assert holder["worker"] == victim
             slots = cluster.redis.zrange(f"{cluster.prefix}s:{session}:slots:w", 0, -1)
             assert slots == [holder["id"]], "the running instance holds the only slot"
+            assert cluster.redis.ttl(f"{cluster.prefix}s:{session}:slots:w") > 0
             cluster.kill_worker(victim)
             cluster.start_worker("survivor")
             # The other instance gets the dead holder's slot once its lease lapses (default lease).
@@ -164,6 +167,7 @@ def test_fail_fast_stops_a_sibling_waiting_on_its_own_child_and_that_child(clust
         assert sum(1 for r in server.requests if agent_of(r) == "slow") == 1
     statuses = {r["agent"]: r["status"] for r in cluster.runs(out["session"]) if r.get("parent")}
     assert statuses == {"mid": "canceled", "slow": "canceled", "bad": "failed"}
+    assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
 
 
 def test_cancelling_the_board_task_stops_the_remote_child_working_on_it(cluster: Cluster):
