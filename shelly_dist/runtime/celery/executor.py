@@ -133,9 +133,8 @@ class Executor:
             error = (f"run {run_id}: failed after {claim.detail} attempts without progress "
                      f"(its step keeps killing workers)")
             return await self._end(record, token, sink, "failed", DelegateEntry(agent=record["agent"], error=error))
-        if self.policy.stopped(record):  # policy: a sibling failed before this run started
-            return await self._end(record, token, sink, "canceled",
-                                   DelegateEntry(agent=record["agent"], error=self.policy.stopped(record)))
+        if stop := await self.policy.stop_reason(run_id):  # policy: a sibling failed before this run started
+            return await self._end(record, token, sink, "canceled", DelegateEntry(agent=record["agent"], error=stop))
         if record.get("fingerprint") and record["fingerprint"] != self.ctx.fingerprint:
             error = (f"run {run_id}: config fingerprint mismatch: the run has {record['fingerprint']}, "
                      f"worker {self.hostname} has {self.ctx.fingerprint}")
@@ -304,7 +303,8 @@ class Executor:
                    session_id=record["session"],
                    data={"status": status, "worker": self.hostname, "entry": entry.to_json(),
                          "usage": run.state.usage.model_dump() if run else {}}))
-        await self.policy.on_end(record, request, entry)  # policy: delegate_fail_fast stops the siblings
+        await self.policy.on_end(record.get("parent", ""), record.get("parent_key", ""),  # policy: fail-fast
+                                 request or record.get("request"), entry)
         await finish_and_join(self.journal, self.enqueue, record, token, status, entry, events=sink.drain(), **fields)
         return Progress(status, entry.error or "")
 

@@ -101,11 +101,6 @@ class PoolPolicy:
 
     # -- delegate_fail_fast ----------------------------------------------------------------------
 
-    @staticmethod
-    def stopped(record: dict[str, str]) -> str:
-        """Why the run must stop before doing anything (``""``: it may go on)."""
-        return record.get(STOP_FIELD, "")
-
     async def check_stop(self, run_id: str) -> None:
         """Raise ``SiblingFailed`` when a sibling has failed (before a model call)."""
         with redis_errors("journal"):
@@ -117,22 +112,24 @@ class PoolPolicy:
         with redis_errors("journal"):
             return await self._client.hget(self._keys.run(run_id), STOP_FIELD) or ""
 
-    async def on_end(self, record: dict[str, str], request: ChildRequest | None, entry: DelegateEntry) -> None:
-        """A child run is about to finish with ``entry``: under fail-fast, a failure stops its
+    async def on_end(self, parent: str, parent_key: str, request: ChildRequest | str | None,
+                     entry: DelegateEntry) -> None:
+        """A child run (joined into ``parent`` under ``parent_key``; its request, parsed or as
+        journaled) is about to finish with ``entry``: under fail-fast, a failure stops its
         siblings (called before the finish, so a retried finish stops them again)."""
-        if request is None and record.get("request"):
-            request = ChildRequest.model_validate_json(record["request"])
+        if isinstance(request, str):
+            request = ChildRequest.model_validate_json(request) if request else None
         if stops_siblings(request, entry):
-            await self.stop_siblings(record)
+            await self.stop_siblings(parent, parent_key)
 
-    async def stop_siblings(self, record: dict[str, str]) -> list[str]:
-        """Stop every unfinished sibling of ``record``'s run in its ``delegate`` call, and each
+    async def stop_siblings(self, parent: str, key: str) -> list[str]:
+        """Stop every unfinished sibling of the run joined into ``parent`` under ``key`` (its
+        ``delegate`` call's other children), and each
         one's own subtree (a sibling waiting on its children ends once they are stopped, as an
         in-process sibling's cancel takes its children with it); returns the run ids stopped.
 
         The siblings are the parent's expected children of the same suspension and tool call
         (their join keys share ``<iteration>:<tool_call_id>:``)."""
-        parent, key = record.get("parent", ""), record.get("parent_key", "")
         if not parent or not key:
             return []
         group = key.rsplit(":", 1)[0] + ":"

@@ -49,7 +49,7 @@ async def test_a_failed_child_stops_its_unfinished_siblings_of_the_same_call_onl
     policy, client, keys = pool
     kids = await _children(client, keys, {"1:call_1:0": "running", "1:call_1:1": "queued", "1:call_1:2": "done",
                                           "1:call_2:0": "running", "0:call_1:3": "running"})
-    stopped = await policy.stop_siblings(kids["1:call_1:0"])
+    stopped = await policy.stop_siblings("p", "1:call_1:0")
     assert stopped == [kids["1:call_1:1"]["id"]]
     assert await client.hget(keys.run(kids["1:call_1:1"]["id"]), "stop") == "canceled: sibling failed"
     for other in ("1:call_1:2", "1:call_2:0", "0:call_1:3"):
@@ -62,7 +62,7 @@ async def test_a_stopped_run_says_why_before_its_next_model_call(pool):
     policy, client, keys = pool
     kids = await _children(client, keys, {"1:call_1:0": "failed", "1:call_1:1": "running"})
     await policy.check_stop(kids["1:call_1:1"]["id"])  # not stopped yet: goes ahead
-    await policy.stop_siblings(kids["1:call_1:0"])
+    await policy.stop_siblings("p", "1:call_1:0")
     with pytest.raises(SiblingFailed, match="canceled: sibling failed"):
         await policy.check_stop(kids["1:call_1:1"]["id"])
 
@@ -74,7 +74,7 @@ async def test_a_stopped_sibling_waiting_on_its_own_children_takes_them_with_it(
     grandchild = sibling_run_id(waiting, "1:call_9:0")
     await client.hset(keys.run(grandchild), mapping={"id": grandchild, "parent": waiting, "status": "running"})
     await client.sadd(keys.run_expected(waiting), "1:call_9:0")
-    assert await policy.stop_siblings(kids["1:call_1:0"]) == [waiting, grandchild]
+    assert await policy.stop_siblings("p", "1:call_1:0") == [waiting, grandchild]
     assert await client.hget(keys.run(grandchild), "stop") == "canceled: sibling failed"
 
 
@@ -82,8 +82,8 @@ async def test_only_a_fail_fast_childs_failure_stops_siblings(pool):
     policy, client, keys = pool
     kids = await _children(client, keys, {"1:call_1:0": "running", "1:call_1:1": "running"})
     failed = DelegateEntry(agent="w", error="boom")
-    await policy.on_end({**kids["1:call_1:0"], "request": request(0).model_copy(update={"fail_fast": False})
-                         .model_dump_json()}, None, failed)
+    not_fail_fast = request(0).model_copy(update={"fail_fast": False}).model_dump_json()
+    await policy.on_end("p", "1:call_1:0", not_fail_fast, failed)
     assert await client.hget(keys.run(kids["1:call_1:1"]["id"]), "stop") is None
-    await policy.on_end({**kids["1:call_1:0"], "request": request(0).model_dump_json()}, None, failed)
+    await policy.on_end("p", "1:call_1:0", request(0).model_dump_json(), failed)
     assert await client.hget(keys.run(kids["1:call_1:1"]["id"]), "stop") == "canceled: sibling failed"
