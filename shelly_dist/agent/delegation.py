@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEntry
 from shelly_dist.agent.registry import Registry
+from shelly_dist.agent.stops import SIBLING_FAILED, TASK_CANCELED, SiblingFailed
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import DelegationRejected, MaxIterationsExceeded, RunCancelled
 from shelly_dist.tools import Tool, schema_for
@@ -70,6 +71,7 @@ def plan_children(
     max_depth: int,
     visited: list[str],
     run_id: str,
+    fail_fast: bool = False,
 ) -> tuple[list[DelegateEntry | None], list[ChildRequest]]:
     """Check a ``delegate`` call and split it into ready entries and child requests.
 
@@ -110,6 +112,7 @@ def plan_children(
                 visited=[*chain, t.agent],
                 parent_run_id=run_id,
                 parent_agent=instance_name,
+                fail_fast=fail_fast,
             )
         )
     return entries, requests
@@ -175,7 +178,7 @@ def entry_from_outcome(
         completion = exhausted_completion(instance or agent, max_iterations)
         return DelegateEntry(agent=agent, result=_result_text("", completion), completion=completion)
     if isinstance(error, RunCancelled):
-        return DelegateEntry(agent=agent, error="task canceled")
+        return DelegateEntry(agent=agent, error=str(error) if isinstance(error, SiblingFailed) else TASK_CANCELED)
     if error is not None:
         return DelegateEntry(agent=agent, error=str(error) or type(error).__name__)
     text = reply.text_content() if reply is not None else ""
@@ -184,7 +187,7 @@ def entry_from_outcome(
 
 def board_status(entry: DelegateEntry) -> str:
     """The task-board status a finished child's task moves to."""
-    if entry.error == "task canceled":
+    if entry.error in (TASK_CANCELED, SIBLING_FAILED):
         return "canceled"
     if entry.error:
         return "failed"

@@ -2,29 +2,35 @@
 
 This is how ``Agent.run`` and the embedded runtime run children. It keeps Shelly's semantics —
 per-entry errors, siblings left running, results in input order — with two deliberate
-differences: an agent's ``max_concurrency`` caps how many of its instances run at once here (extra
-children wait their turn), and ``delegate_fail_fast`` cancels the siblings of the first failed
-entry.
+differences: an agent's ``max_concurrency`` caps how many of its instances run at once within a
+session (extra children wait their turn for a leased slot, :mod:`.slots`), and
+``delegate_fail_fast`` cancels the siblings of the first failed entry (:mod:`.stops`).
 
 The task-board coupling is here too: a child with a ``task_id`` claims the task before it runs,
-its outcome moves the task, and cancelling the task on the board stops the child.
+its outcome moves the task, and cancelling the task on the board stops the child
+(:class:`~.stops.BoardCancelScope`). The pool's workers consult the same slots, stop texts and
+board scope, so a config means the same in both runtimes; only *where* a child runs differs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shelly_dist import events
+from shelly_dist import events, identity
 from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
 from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
-from shelly_dist.errors import AgentError, RunCancelled
+from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, MemorySlots, SlotLease
+from shelly_dist.agent.stops import SIBLING_FAILED, BoardCancelScope, stops_siblings
+from shelly_dist.errors import AgentError
 from shelly_dist.events import Event, EventSink
 
 if TYPE_CHECKING:
     from shelly_dist.agent.agent import Agent
+    from shelly_dist.agent.board import TaskBoardHook
     from shelly_dist.agent.registry import Registry
     from shelly_dist.agent.run import Run
 
@@ -57,22 +63,35 @@ def progress_sink(parent: EventSink, parent_name: str, child_name: str) -> Event
 class InlineDelegator:
     """Runs children as asyncio tasks; one instance is shared by a whole run tree."""
 
-    def __init__(self) -> None:
-        self._limits: dict[str, asyncio.Semaphore] = {}
+    def __init__(self, slots: MemorySlots | None = None) -> None:
+        self.slots = slots or MemorySlots()
+        self._slot_of: dict[str, _Slot] = {}
+        """The slot each limited child run holds, by run id, so its own delegation can give it back."""
 
-    def _limit(self, registry: Registry, name: str) -> asyncio.Semaphore | None:
-        entry = registry.get(name)
+    async def _slot(self, registry: Registry, request: ChildRequest) -> _Slot | None:
+        """Wait for a slot of the child's agent when it has a ``max_concurrency``."""
+        entry = registry.get(request.agent)
         if entry is None or entry.max_concurrency <= 0:
             return None
-        if name not in self._limits:
-            self._limits[name] = asyncio.Semaphore(entry.max_concurrency)
-        return self._limits[name]
+        slot = _Slot(identity.session_id(), request.agent, f"{request.parent_run_id}:{request.key}",
+                     entry.max_concurrency)
+        await slot.take(self.slots)
+        return slot
 
     async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
+        """Run the children; a limited parent gives its slot back while it waits on them and waits
+        for one again afterwards, as a run suspended on the pool holds no slot."""
+        held = self._slot_of.get(parent.state.run_id)
+        if held is not None:
+            await self.slots.release(held.session, held.agent, held.holder)
         tasks = [asyncio.create_task(self.run_child(parent, r)) for r in requests]
-        if not parent.agent.options.delegate_fail_fast:
-            return list(await asyncio.gather(*tasks))
-        return await self._fail_fast(tasks, requests)
+        if not any(r.fail_fast for r in requests):
+            entries = list(await asyncio.gather(*tasks))
+        else:
+            entries = await self._fail_fast(tasks, requests)
+        if held is not None:
+            await held.take(self.slots)
+        return entries
 
     async def _fail_fast(
         self, tasks: list[asyncio.Task[DelegateEntry]], requests: list[ChildRequest]
@@ -81,7 +100,7 @@ class InlineDelegator:
         try:
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                if any(t.result().error for t in done):
+                if any(stops_siblings(r, t.result()) for t, r in zip(tasks, requests, strict=True) if t in done):
                     for t in pending:
                         t.cancel()
                     await asyncio.gather(*pending, return_exceptions=True)
@@ -93,7 +112,7 @@ class InlineDelegator:
         out = []
         for task, request in zip(tasks, requests, strict=True):
             if task.cancelled():
-                out.append(DelegateEntry(agent=request.agent, error="canceled: sibling failed"))
+                out.append(DelegateEntry(agent=request.agent, error=SIBLING_FAILED))
             else:
                 out.append(task.result())
         return out
@@ -118,8 +137,8 @@ class InlineDelegator:
 
         registry = parent.agent.registry
         assert registry is not None
-        limit = self._limit(registry, request.agent)
-        async with limit if limit is not None else contextlib.nullcontext():
+        slot = await self._slot(registry, request)
+        async with slot.lease(self.slots) if slot is not None else contextlib.nullcontext():
             try:
                 child = self.spawn(parent.agent, request)
             except AgentError as exc:
@@ -131,11 +150,16 @@ class InlineDelegator:
                 except Exception as exc:
                     return DelegateEntry(agent=request.agent, error=f'failed to claim task "{request.task_id}": {exc}')
             run = Run.start(child, child_messages(request), visited=request.visited, delegator=self)
+            if slot is not None:
+                self._slot_of[run.state.run_id] = slot
             emit = parent.agent.options.on_event
             if emit is not None:
                 emit(Event(kind=events.AGENT_START, agent=child.name, run_id=run.state.run_id,
                            data={"parent": parent.agent.name, "task": request.task[:500], "depth": request.depth}))
-            entry = await self._run(child, run, request, board)
+            try:
+                entry = await self._run(child, run, request, board)
+            finally:
+                self._slot_of.pop(run.state.run_id, None)
             if board is not None and request.task_id:
                 try:
                     await board.update_status(request.task_id, board_status(entry))
@@ -149,27 +173,28 @@ class InlineDelegator:
                                  "result": entry.to_json()}))
             return entry
 
-    async def _run(self, child: Agent, run: Run, request: ChildRequest, board: object) -> DelegateEntry:
-        child_task = asyncio.ensure_future(child.execute(run))
-        watcher: asyncio.Task[None] | None = None
-        if board is not None and request.task_id:
-            watcher = asyncio.ensure_future(board.wait_canceled(request.task_id))  # type: ignore[attr-defined]
+    async def _run(self, child: Agent, run: Run, request: ChildRequest, board: TaskBoardHook | None) -> DelegateEntry:
         try:
-            if watcher is not None:
-                await asyncio.wait({child_task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-                if not child_task.done():
-                    child_task.cancel()
-                    await asyncio.gather(child_task, return_exceptions=True)
-                    return entry_from_outcome(request.agent, error=RunCancelled("task canceled"))
-            reply = await child_task
-        except asyncio.CancelledError:
-            child_task.cancel()
-            raise
+            async with BoardCancelScope(board, request.task_id):
+                reply = await child.execute(run)
         except Exception as exc:
             return entry_from_outcome(
                 request.agent, error=exc, instance=child.name, max_iterations=child.options.max_iterations
             )
-        finally:
-            if watcher is not None and not watcher.done():
-                watcher.cancel()
         return entry_from_outcome(request.agent, reply=reply, completion=run.state.completion)
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One limited child's slot: which semaphore, its holder name and the limit."""
+
+    session: str
+    agent: str
+    holder: str
+    limit: int
+
+    async def take(self, slots: MemorySlots) -> None:
+        await slots.acquire(self.session, self.agent, self.holder, self.limit, DEFAULT_SLOT_LEASE)
+
+    def lease(self, slots: MemorySlots) -> SlotLease:
+        return SlotLease(slots, self.session, self.agent, self.holder, Acquired.NEW, DEFAULT_SLOT_LEASE)

@@ -70,6 +70,8 @@ class ChildRequest(BaseModel):
     visited: list[str]
     parent_run_id: str
     parent_agent: str
+    fail_fast: bool = False
+    """The parent's ``delegate_fail_fast``: a failure of this child stops its siblings."""
 
 
 class PendingDelegation(BaseModel):
@@ -115,4 +117,7 @@ class RunState(BaseModel):
     pending: list[PendingDelegation] = Field(default_factory=list)
     completion: CompletionResult | None = None
     usage: Usage = Field(default_factory=Usage)
+    hook_memory: dict[str, dict[str, int]] = Field(default_factory=dict)
+    """What tool hooks remember across the run's calls (the loop detector's counts), journaled
+    with every checkpoint so a run continued elsewhere keeps counting."""
     messages: list[Message] = Field(default_factory=list)

@@ -45,6 +45,7 @@ from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
 from shelly_dist.models import Usage
 from shelly_dist.tools import Tool, ToolBox
+from shelly_dist.tools.hooks import bind_run_memory
 
 if TYPE_CHECKING:
     from shelly_dist.agent.agent import Agent
@@ -243,7 +244,7 @@ class Run:
         ``AgentError``; cancellation propagates."""
         if not self._prepared:
             await self._prepare()
-        with acting_as(self.agent.name, run=self.state.run_id):
+        with acting_as(self.agent.name, run=self.state.run_id), bind_run_memory(self.state.hook_memory):
             phase = self.state.phase
             if phase == Phase.MODEL:
                 return await self._model_step()
@@ -405,6 +406,7 @@ class Run:
                 max_depth=agent.options.max_delegation_depth,
                 visited=state.visited,
                 run_id=state.run_id,
+                fail_fast=agent.options.delegate_fail_fast,
             )
         except DelegationRejected as exc:
             state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)

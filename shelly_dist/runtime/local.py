@@ -1,8 +1,9 @@
 """The embedded runtime: the whole run tree in this process, children as asyncio tasks.
 
-This is what ``shelly run`` uses when no broker is configured. ``max_concurrency`` limits are
-shared across every run this runtime executes, so a batch of many top-level runs still respects
-them. Cancelling the awaiting task cancels every child with it.
+This is what ``shelly run`` uses when no broker is configured. ``max_concurrency`` counts the
+instances of an agent running at once within a session, across every run of that session this
+runtime executes — as on the pool, where the same slots live in Redis. Cancelling the awaiting
+task cancels every child with it.
 """
 
 from __future__ import annotations

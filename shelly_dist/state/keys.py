@@ -168,6 +168,11 @@ class Keys:
         """Counter behind instance names ``<agent>-<slug>-<n>``, unique across workers."""
         return f"{self.session(session)}:n:{_name('agent', agent)}"
 
+    def agent_slots(self, session: str, agent: str) -> str:
+        """Sorted set of the runs holding a ``max_concurrency`` slot of ``agent`` (score: lease
+        deadline, ms)."""
+        return f"{self.session(session)}:slots:{_name('agent', agent)}"
+
     def cancel_channel(self) -> str:
         """Channel on which cancelled root run ids are announced to every worker."""
         return f"{self.prefix}cancel"

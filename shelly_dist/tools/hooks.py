@@ -5,10 +5,18 @@ answers the call itself and the tool never runs (a policy refusal, a cached answ
 ``after_tool`` may rewrite the result (add a warning). A hook that raises an
 :class:`~shelly_dist.errors.AgentError` (such as ``LoopDetected``) stops the whole run; any other
 exception becomes an error result, like a failing tool.
+
+A hook that must remember something across the calls of one run (the loop detector's counts)
+keeps it in :func:`run_memory`, not on itself: the run binds its own journaled memory around each
+step (:func:`bind_run_memory`), so the memory follows the run to another worker or past a
+suspension, where a fresh agent — and fresh hooks — continue it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
 from shelly_dist.chats import ToolCall, ToolResult
@@ -35,3 +43,22 @@ class BaseToolHook:
 
     async def after_tool(self, call: ToolCall, result: ToolResult) -> ToolResult:
         return result
+
+
+_memory: ContextVar[dict[str, dict[str, int]] | None] = ContextVar("shelly_hook_memory", default=None)
+
+
+def run_memory(hook: str) -> dict[str, int] | None:
+    """The current run's memory for ``hook`` (created empty), or ``None`` outside a run."""
+    memory = _memory.get()
+    return None if memory is None else memory.setdefault(hook, {})
+
+
+@contextmanager
+def bind_run_memory(memory: dict[str, dict[str, int]]) -> Iterator[None]:
+    """Make ``memory`` (part of the run's journaled state) the hooks' memory inside the block."""
+    token = _memory.set(memory)
+    try:
+        yield
+    finally:
+        _memory.reset(token)

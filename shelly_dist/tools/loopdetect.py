@@ -5,20 +5,24 @@ no whitespace) are equal, so ``{"a":1,"b":2}`` and ``{ "b": 2, "a": 1 }`` count 
 are over the whole run, not only consecutive calls, so an A-B-A-B cycle is caught too. From the
 ``warn_after``-th identical call on, the result the model sees carries a warning; a call beyond
 ``stop_after`` raises :class:`~shelly_dist.errors.LoopDetected` before the tool runs, which stops
-the run. Create one detector per agent run: counts are that run's memory.
+the run. Counts are the run's: inside a run they live in its journaled state
+(:func:`~shelly_dist.tools.hooks.run_memory`), so a run continued on another worker or after a
+suspension keeps counting; outside a run (a detector used on its own) the detector keeps them.
 """
 
 from __future__ import annotations
 
 import json
-from collections import Counter
 
 from shelly_dist import identity
 from shelly_dist.chats import ToolCall, ToolResult
 from shelly_dist.errors import LoopDetected, UsageError
+from shelly_dist.tools.hooks import run_memory
 
 DEFAULT_WARN_AFTER = 3
 DEFAULT_STOP_AFTER = 6
+MEMORY = "loop_detect"
+"""The detector's name in the run's hook memory (journaled with the run's state)."""
 
 
 def call_key(call: ToolCall) -> str:
@@ -41,13 +45,15 @@ class LoopDetector:
             raise UsageError(f"loop detector: need 1 <= warn_after <= stop_after, got {warn_after}, {stop_after}")
         self.warn_after = warn_after
         self.stop_after = stop_after
-        self._counts: Counter[str] = Counter()
+        self._counts: dict[str, int] = {}
         self._seen: dict[str, int] = {}
 
     async def before_tool(self, call: ToolCall) -> ToolResult | None:
         key = call_key(call)
-        self._counts[key] += 1
-        count = self._counts[key]
+        counts = run_memory(MEMORY)
+        if counts is None:
+            counts = self._counts
+        count = counts[key] = counts.get(key, 0) + 1
         if count > self.stop_after:
             raise LoopDetected(
                 f"loop detected: {call.name} called {count} times with the same arguments (limit {self.stop_after})",

@@ -28,6 +28,8 @@ DEFAULT_BOOTSTRAP = "shelly_dist.engine.worker:worker_spec"
 so the runtime layer never imports the engine (which sits above it) — it is handed to it."""
 
 STORE_RETRY_SECONDS = 2.0
+BUSY_RETRY_SECONDS = 0.5
+"""First back-off of a run whose agent has no free max_concurrency slot (doubling, at most 10 s)."""
 FOREIGN_RETRY_SECONDS = 5.0
 """How long a run of another config generation waits before its task is offered again (to a worker
 of its generation, during a rolling update; a plain re-queue, so any worker of the queue may take it)."""
@@ -122,6 +124,9 @@ def _advance(task: Task, run_id: str, root: str, session: str = "", agent: str =
     except StoreError as exc:  # Redis unreachable for now: the journal is intact, try again later
         logger.warning("run %s: %s; retrying", run_id, exc)
         raise task.retry(countdown=STORE_RETRY_SECONDS, max_retries=None) from exc
+    if progress.outcome == "busy":  # max_concurrency: every slot of the agent is taken; back off and retry
+        countdown = min(BUSY_RETRY_SECONDS * 2 ** min(task.request.retries or 0, 5), 10.0)
+        raise task.retry(countdown=countdown, max_retries=None)
     if progress.outcome == "foreign":  # a rolling update: leave it for a worker of its generation
         logger.info("run %s: config %s, not ours; re-queued for its generation", run_id, progress.detail)
         raise task.retry(countdown=FOREIGN_RETRY_SECONDS, max_retries=None)

@@ -35,6 +35,7 @@ from shelly_dist.agent import (
     entry_from_outcome,
     instance_name,
 )
+from shelly_dist.agent.stops import BoardCancelScope
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
@@ -43,6 +44,7 @@ from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.events import StreamSink
 from shelly_dist.runtime.celery.journal import Journal, child_key
 from shelly_dist.runtime.celery.lease import Lease, LeaseLost
+from shelly_dist.runtime.celery.policy import PoolPolicy
 from shelly_dist.runtime.celery.record import RunRecord
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import redis_errors
@@ -100,8 +102,18 @@ class Executor:
         self.cancel_watch = cancel_watch
         self.settings: RuntimeSettings = journal.settings
         self.hostname = hostname or socket.gethostname()
+        self.policy = PoolPolicy(journal.client, journal.keys)
 
     async def advance(self, run_id: str, root: str, *, session: str = "", agent: str = "") -> Progress:
+        """Take a ``max_concurrency`` slot for the run (policy), then advance it; a full agent
+        sends the task back to the queue (``busy``) instead of waiting in it."""
+        slot = await self.policy.slot(self.ctx.registry, run_id, session=session, agent=agent)
+        if slot is None:
+            return Progress("busy", f"max_concurrency: every slot of {agent or 'its agent'} is taken")
+        async with slot:
+            return await self._claim_and_advance(run_id, root, session=session, agent=agent)
+
+    async def _claim_and_advance(self, run_id: str, root: str, *, session: str = "", agent: str = "") -> Progress:
         """Do all the work run ``run_id`` allows now. Safe to call twice for the same run, at once
         or later: a run someone else holds is ``skipped`` (its holder, or the reaper when the holder
         dies, carries it on), so a duplicate delivery is harmless.
@@ -133,9 +145,12 @@ class Executor:
             error = (f"run {run_id}: failed after {claim.detail} attempts without progress "
                      f"(its step keeps killing workers)")
             return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=error))
+        if stop := await self.policy.stop_reason(run_id):  # policy: a sibling failed before this run started
+            return await self._end(lease, sink, "canceled", DelegateEntry(agent=record.agent, error=stop))
         task = asyncio.current_task()
         assert task is not None
         self.cancel_watch.track(record.root, task)  # type: ignore[arg-type]
+        self.cancel_watch.track(record.id, task)  # type: ignore[arg-type]  # policy: sibling stops
         try:
             async with lease.heartbeat(task):  # type: ignore[arg-type]
                 with acting_as(session=record.session):
@@ -188,6 +203,8 @@ class Executor:
             # in-flight step through CancelWatch.
             if canceled:
                 raise RunCancelled(f"run {record.id}: canceled", run_id=record.id)
+            if request is not None:  # policy: a failed sibling (fail-fast) stops this run and its subtree
+                await self.policy.check_stop(record.id)
 
         run.checkpoint = checkpoint
         run.before_model = before_model
@@ -209,7 +226,7 @@ class Executor:
                         if left > 0:
                             return Progress("waiting", f"{left} children pending")
                         continue
-                async with asyncio.timeout(self.settings.step_time_limit):
+                async with asyncio.timeout(self.settings.step_time_limit), self._board_scope(board, request):
                     outcome = await run.step()
                 if isinstance(outcome, Finished):
                     entry = entry_from_outcome(record.agent, reply=outcome.reply, completion=outcome.completion)
@@ -218,12 +235,15 @@ class Executor:
                 if isinstance(outcome, Suspended):
                     continue
         except asyncio.CancelledError:
-            if lease.lost or not await self.journal.is_canceled(record.root):
+            if lease.lost:
                 raise
-            entry = DelegateEntry(agent=record.agent, error="task canceled")
+            stop = await self.policy.stop_reason(record.id)  # policy: a sibling's failure
+            if not stop and not await self.journal.is_canceled(record.root):
+                raise
+            entry = DelegateEntry(agent=record.agent, error=stop or "task canceled")
             return await self._end(lease, sink, "canceled", entry, **ending)  # type: ignore[arg-type]
-        except RunCancelled:
-            entry = DelegateEntry(agent=record.agent, error="task canceled")
+        except RunCancelled as exc:
+            entry = entry_from_outcome(record.agent, error=exc)
             return await self._end(lease, sink, "canceled", entry, **ending)  # type: ignore[arg-type]
         except (StoreError, LeaseLost):
             raise  # not the run's fault: the task retries from the journal, or another worker has it
@@ -239,6 +259,11 @@ class Executor:
             entry = entry_from_outcome(record.agent, error=exc, instance=agent.name,
                                        max_iterations=agent.options.max_iterations)
             return await self._end(lease, sink, "failed", entry, **ending)  # type: ignore[arg-type]
+
+    @staticmethod
+    def _board_scope(board: Any, request: ChildRequest | None) -> BoardCancelScope:
+        """Policy: the step is stopped when the child's task is canceled on the board."""
+        return BoardCancelScope(board, request.task_id if request is not None else None)
 
     async def _rebuild(self, record: RunRecord, sink: StreamSink) -> tuple[Run, ChildRequest | None]:
         registry = self.ctx.registry(record.session)
@@ -302,6 +327,8 @@ class Executor:
                    session_id=record.session,
                    data={"status": status, "worker": self.hostname, "entry": entry.to_json(),
                          "usage": run.state.usage.model_dump() if run else {}}))
+        await self.policy.on_end(record.parent, record.parent_key,  # policy: fail-fast
+                                 request or record.request, entry)
         await finish_and_join(self.journal, self.enqueue, lease, status, entry, events=sink.drain(), **fields)
         return Progress(status, entry.error or "")
 

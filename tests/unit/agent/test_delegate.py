@@ -279,6 +279,65 @@ async def test_max_concurrency_caps_simultaneous_instances_of_an_agent():
     assert peak == 2
 
 
+async def test_max_concurrency_counts_instances_within_a_session_not_across_sessions():
+    from shelly_dist import Agent, AgentOptions, FunctionCompleter, Message, Role
+    from shelly_dist.runtime.local import LocalRuntime
+
+    inside = 0
+    both = asyncio.Event()
+    alone: list[str] = []
+
+    async def track(messages, tools):
+        nonlocal inside
+        inside += 1
+        if inside == 2:
+            both.set()
+        try:
+            await asyncio.wait_for(both.wait(), 10)  # the other session's instance must be running too
+        except TimeoutError:
+            alone.append("ran alone")
+        return "done"
+
+    team = Team()
+    team.add("lead", [delegate({"agent": "w", "task": "job"}), "ok"], max_delegation_depth=1)
+    team.registry.register("w", "worker", lambda: Agent("w", completer=FunctionCompleter(track),
+                                                          options=AgentOptions()), max_concurrency=1)
+    runtime = LocalRuntime()
+    go = [Message.text("user", Role.USER, "go")]
+    await asyncio.gather(runtime.execute(team.spawn("lead"), go, session="a" * 16),
+                         runtime.execute(team.spawn("lead"), list(go), session="b" * 16))
+    assert alone == []
+
+
+async def test_max_concurrency_slot_is_given_back_while_an_instance_waits_on_its_children():
+    from shelly_dist import Agent, AgentOptions, FunctionCompleter
+
+    inside = 0
+    both = asyncio.Event()
+    alone: list[str] = []
+
+    async def leaf(messages, tools):
+        nonlocal inside
+        inside += 1
+        if inside == 2:
+            both.set()
+        try:
+            await asyncio.wait_for(both.wait(), 10)  # the other mid's leaf must be running too
+        except TimeoutError:
+            alone.append("ran alone")
+        return "leaf done"
+
+    team = Team()
+    team.add("lead", [delegate({"agent": "mid", "task": "a"}, {"agent": "mid", "task": "b"}), "ok"],
+             max_delegation_depth=2)
+    team.add("mid", [delegate({"agent": "leaf", "task": "work"}), "mid done"], max_delegation_depth=2,
+             max_concurrency=1)
+    team.registry.register("leaf", "leaf", lambda: Agent("leaf", completer=FunctionCompleter(leaf),
+                                                           options=AgentOptions()))
+    await team.spawn("lead").run("go")
+    assert alone == []
+
+
 async def test_progress_events_report_child_text_and_the_final_result():
     got: list[Event] = []
     team = Team()

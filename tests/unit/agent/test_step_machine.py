@@ -220,3 +220,26 @@ async def test_finished_run_whose_finish_was_lost_finishes_again_with_its_journa
     outcome = await resumed.step()
     assert isinstance(outcome, Finished) and outcome.reply.text_content() == "the answer"
     assert sum(c.calls for c in team.completers["solo"]) == 1
+
+
+async def test_loop_detection_counts_survive_a_rebuild_from_json_on_a_fresh_agent():
+    from shelly_dist.errors import LoopDetected
+    from shelly_dist.tools.loopdetect import LoopDetector
+
+    def team_with_detector() -> Team:
+        team = Team()
+        team.add("looper", [call("echo", {"text": "same"})], repeat_last=True,
+                 tool_hooks=[LoopDetector(warn_after=1, stop_after=2)],
+                 toolboxes=(ToolBox([Tool("echo", "echo", {"type": "object"}, _echo)]),))
+        return team
+
+    run = Run.start(team_with_detector().spawn("looper"), [Message.text("user", Role.USER, "loop")])
+    for _ in range(2):  # each identical call is its own step; every step lands on a fresh worker
+        await run.step()
+        run = Run.rebuild(team_with_detector().registry, RunState.model_validate_json(run.snapshot().model_dump_json()))
+    with pytest.raises(LoopDetected, match="echo called 3 times"):
+        await run.step()
+
+
+async def _echo(arguments: str) -> str:
+    return "same"
