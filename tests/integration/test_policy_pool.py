@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from shelly_dist.state import Keys
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
 
 from .cluster import Cluster, delegate, scripted, wait_until
@@ -103,9 +104,10 @@ def test_max_concurrency_slot_of_a_worker_killed_with_kill_9_frees_itself(cluste
             session = cluster.session_ids()[0]
             holder = next(r for r in cluster.runs(session) if r.get("status") == "running" and r.get("parent"))
             assert holder["worker"] == victim
-            slots = cluster.redis.zrange(f"{cluster.prefix}s:{session}:slots:w", 0, -1)
+            slots_key = Keys(cluster.prefix).agent_slots(session, "w")
+            slots = cluster.redis.zrange(slots_key, 0, -1)
             assert slots == [holder["id"]], "the running instance holds the only slot"
-            assert cluster.redis.ttl(f"{cluster.prefix}s:{session}:slots:w") > 0
+            assert cluster.redis.ttl(slots_key) > 0
             cluster.kill_worker(victim)
             cluster.start_worker("survivor")
             # The other instance gets the dead holder's slot once its lease lapses (default lease).

@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
+from shelly_dist.agent.slots import Acquired
 from shelly_dist.chats import Message, Role
 from shelly_dist.engine.redis_sessions import RedisSessionStore
 from shelly_dist.engine.sessions import SessionInfo
 from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.events import read_events
-from shelly_dist.runtime.celery.journal import Journal
+from shelly_dist.runtime.celery.journal import Journal, child_key
+from shelly_dist.runtime.celery.policy import PoolPolicy
 from shelly_dist.runtime.celery.reaper import Reaper
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
@@ -113,6 +115,22 @@ async def test_a_coordinator_root_and_a_dropped_lease_work_on_a_cluster(journal:
     await first.drop()
     again = await journal.claim(ids[0], "root5", "tok-2", "w2")
     assert again.outcome == "ok", "a dropped lease frees the run at once"
+
+
+async def test_fail_fast_stops_and_max_concurrency_slots_work_on_a_cluster(journal: Journal) -> None:
+    await journal.create_root("root6", agent="lead", session="sess-8", mode="worker", task="go", fingerprint="fp")
+    lease = (await journal.claim("root6", "root6", "tok", "w0")).lease
+    assert lease is not None
+    ids, _ = await lease.expect([child(0), child(1)], 1, "fp")
+    policy = PoolPolicy(journal.client, journal.keys)
+    assert await policy.stop_siblings("root6", child_key(child(0), 1)) == [ids[1]]
+    assert await policy.stop_reason(ids[1])
+    slots = policy.slots
+    assert await slots.try_acquire("sess-8", "w", ids[0], 1, 5.0) == Acquired.NEW
+    assert await slots.try_acquire("sess-8", "w", ids[1], 1, 5.0) == Acquired.FULL
+    assert await slots.renew("sess-8", "w", ids[0], 5.0)
+    await slots.release("sess-8", "w", ids[0])
+    assert await slots.try_acquire("sess-8", "w", ids[1], 1, 5.0) == Acquired.NEW
 
 
 async def test_the_reaper_re_enqueues_a_lapsed_run_on_a_cluster(journal: Journal) -> None:

@@ -152,9 +152,6 @@ class PoolPolicy:
                     below = await pipe.execute()
                 ids = [sibling_run_id(rid, m) for rid, members in zip(level, below, strict=True)
                        for m in sorted(members)]
-            if stopped:
-                async with self._client.pipeline(transaction=False) as pipe:
-                    for rid in stopped:
-                        pipe.publish(self._keys.cancel_channel(), rid)
-                    await pipe.execute()
+            for rid in stopped:  # one by one: a cluster client pipelines keyed commands only
+                await self._client.publish(self._keys.cancel_channel(), rid)
         return stopped
