@@ -133,6 +133,13 @@ async def test_fail_fast_stops_and_max_concurrency_slots_work_on_a_cluster(journ
     assert await slots.try_acquire("sess-8", "w", ids[1], 1, 5.0) == Acquired.NEW
 
 
+async def test_a_root_with_an_idempotency_key_is_created_once_on_a_cluster(journal: Journal) -> None:
+    made = [await journal.create_root("b0ce", agent="lead", session="sess-9", mode="worker", task=t,
+                                      fingerprint="fp", if_absent=True) for t in ("first", "second")]
+    assert made == [True, False]
+    assert (await journal.fields("b0ce"))["task"] == "first"
+
+
 async def test_the_reaper_re_enqueues_a_lapsed_run_on_a_cluster(journal: Journal) -> None:
     await journal.create_root("root3", agent="lead", session="sess-3", mode="worker", task="go", fingerprint="fp")
     sent: list[tuple[str, list[Any]]] = []
@@ -230,10 +237,12 @@ def test_a_delegating_run_on_the_pool_keeps_its_state_on_a_cluster(on_cluster: C
 def test_shelly_events_follow_reads_the_whole_stream_from_a_cluster(on_cluster: Cluster) -> None:
     on_cluster.write_config([scripted(solo=["hello from the cluster"])], [{"name": "solo"}])
     on_cluster.start_worker("w1")
-    out = on_cluster.shelly("run", "hi", "--json")
+    (on_cluster.root / "in.jsonl").write_text(json.dumps({"id": "one", "agent": "solo", "task": "hi"}) + "\n")
+    out = on_cluster.shelly("batch", "--tasks", "in.jsonl", "--output", "out.jsonl", "--quiet")
     assert out.returncode == 0, f"{out.stderr}\n{on_cluster.worker_log()}"
-    session = json.loads(out.stdout)["session"]
+    session = on_cluster.session_ids()[0]
     expected = on_cluster.events(session)
+    assert [e["kind"] for e in expected][-1] == "run_finished"
     follower = on_cluster.popen("events", "--session", session, "--follow", "--json")
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(follower.stdout.readline, "")), daemon=True)

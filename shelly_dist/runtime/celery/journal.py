@@ -127,7 +127,9 @@ class Journal:
             async with self.client.pipeline(transaction=True) as pipe:
                 if if_absent:
                     await pipe.watch(key)
-                    if await pipe.exists(key):
+                    # HLEN, not EXISTS: a cluster pipeline splits EXISTS by slot and, while
+                    # watching, never runs it (redis-py 8.1); a record is a non-empty hash.
+                    if await pipe.hlen(key):
                         return False
                     pipe.multi()
                 pipe.hset(key, mapping=fields)
