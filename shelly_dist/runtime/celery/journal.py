@@ -118,6 +118,7 @@ class Journal:
                     pipe.zadd(self.keys.tree_deadlines(run_id), {run_id: _ms(now + self.settings.requeue_after)})
                     pipe.expire(self.keys.tree_deadlines(run_id), retention)
                 pipe.zadd(self.keys.live_trees(), {run_id: now})
+                pipe.expire(self.keys.live_trees(), retention)
                 await pipe.execute()
 
     async def open_root(
@@ -152,7 +153,8 @@ class Journal:
         if outcome in ("ok", "exhausted", "canceled"):
             if outcome == "ok":
                 flat = out[1:]
-                record: RunRecord | None = RunRecord.parse(dict(zip(flat[::2], flat[1::2], strict=True)))
+                fields = dict(zip(flat[::2], flat[1::2], strict=True))
+                record: RunRecord | None = RunRecord.parse({"id": run_id, **fields})
             else:
                 record = await self.record(run_id)
             if record is None:
@@ -245,7 +247,7 @@ class Journal:
         """The run's record, or None when it does not exist (never created, or expired)."""
         with redis_errors("journal"):
             raw = await self.client.hgetall(self.keys.run(run_id))
-        return RunRecord.parse(raw) if raw else None
+        return RunRecord.parse({"id": run_id, **raw}) if raw else None
 
     async def fields(self, run_id: str) -> dict[str, str]:
         """Every field of the run's hash, for displays (``shelly runs``) and tests."""

@@ -76,7 +76,9 @@ class Reaper:
             async with client.pipeline(transaction=False) as pipe:
                 pipe.zadd(keys.generations(), {self.fingerprint: now})
                 pipe.zremrangebyscore(keys.generations(), "-inf", now - settings.retention)
+                pipe.expire(keys.generations(), settings.retention)
                 pipe.zremrangebyscore(keys.live_trees(), "-inf", now - settings.retention)
+                pipe.expire(keys.live_trees(), settings.retention)
                 pipe.zrange(keys.live_trees(), 0, -1)
                 roots = (await pipe.execute())[-1]
             if not roots:

@@ -34,7 +34,9 @@ can therefore write nothing, however late its writes arrive.
   resume (no chords); the same step puts the parent in the deadline index, so the reaper resumes
   it if that caller dies first. A finish of a run that is already terminal is a no-op.
 * ``REAP`` decides, for one run whose deadline passed, whether to re-enqueue it. It moves the
-  deadline forward in the same step, so of several reapers racing only one re-enqueues.
+  deadline forward in the same step, so of several reapers racing only one re-enqueues; each
+  re-send of the same run doubles the wait before the next (up to 64 × ``requeue_after``), so a
+  long backlog of queued runs is not flooded with duplicates. A claim resets the count.
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ redis.call('EXPIRE', deadlines, retention)
 if redis.call('HGET', root, 'canceled') == '1' then return {'canceled'} end
 local attempts = redis.call('HINCRBY', record, 'attempts', 1)
 if attempts > max_attempts then return {'exhausted', tostring(attempts - 1)} end
-redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now)
+redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now, 'requeues', 0)
 if KEYS[5] and redis.call('HEXISTS', record, 'state') == 0 and redis.call('HEXISTS', record, 'instance_n') == 0 then
   redis.call('HSET', record, 'instance_n', redis.call('INCR', KEYS[5]))
   redis.call('EXPIRE', KEYS[5], retention)
@@ -181,7 +183,10 @@ redis.call('EXPIRE', children, retention)
 local left = redis.call('HINCRBY', parent, 'pending', -1)
 redis.call('PUBLISH', parent .. ':changed', 'child')
 local mode = redis.call('HGET', parent, 'mode') or ''
-if left == 0 and mode == 'worker' then redis.call('ZADD', deadlines, resume_at, parent_id) end
+if left == 0 and mode == 'worker' then
+  redis.call('ZADD', deadlines, resume_at, parent_id)
+  redis.call('EXPIRE', deadlines, retention)
+end
 return {left, mode}
 """
 
@@ -204,7 +209,8 @@ if status == 'waiting' and tonumber(redis.call('HGET', record, 'pending') or '0'
   redis.call('ZREM', deadlines, run_id)
   return {'waiting'}
 end
-redis.call('ZADD', deadlines, now_ms + requeue_ms, run_id)
+local n = redis.call('HINCRBY', record, 'requeues', 1)
+redis.call('ZADD', deadlines, now_ms + requeue_ms * 2 ^ math.min(n - 1, 6), run_id)
 local f = redis.call('HMGET', record, 'root', 'agent', 'depth', 'session', 'task')
 return {status, f[1] or run_id, f[2] or '', f[3] or '0', f[4] or '', string.sub(f[5] or '', 1, 80)}
 """
