@@ -13,7 +13,9 @@ The tree, so one ``except ShellyError`` catches everything the library means to 
     ├── AgentError              agent: .agent
     │   ├── MaxIterationsExceeded
     │   ├── DelegationRejected
-    │   └── LoopDetected        a tool hook stopped the run
+    │   ├── LoopDetected        a tool hook stopped the run
+    │   ├── BudgetExhausted     an effect's hard limit: TokenBudgetExhausted, TimeBudgetExhausted
+    │   └── StallDetected       the stall_detect effect ended the run
     ├── StoreError              state/tasks: .key or .task_id
     └── RunError                runtime: .run_id
         ├── RunCancelled        (exit 130)
@@ -144,6 +146,39 @@ class LoopDetected(AgentError):
     """A tool hook saw the same call repeat past its threshold and stopped the run."""
 
 
+class BudgetExhausted(AgentError):
+    """An effect's hard limit ended the run; a delegated child reports it as a failed completion
+    (``Agent "x" exhausted its … budget without completing the task.``)."""
+
+    budget = ""
+    """The word in that sentence: ``token`` or ``time``."""
+    default_message = "agent: budget exhausted"
+
+    def __init__(self, message: str = "", *, agent: str = "") -> None:
+        super().__init__(message or self.default_message, agent=agent)
+
+
+class TokenBudgetExhausted(BudgetExhausted):
+    """Shelly's ``ErrTokenBudgetExhausted``: the run's input and output tokens reached ``max_tokens``."""
+
+    budget = "token"
+    default_message = "agent: token budget exhausted"
+
+
+class TimeBudgetExhausted(BudgetExhausted):
+    """Shelly's ``ErrTimeBudgetExhausted``: the run's model time reached ``max_duration``."""
+
+    budget = "time"
+    default_message = "agent: time budget exhausted"
+
+
+class StallDetected(AgentError):
+    """Shelly's ``ErrStallDetected``: the run kept producing the same results after a nudge."""
+
+    def __init__(self, message: str = "agent: stall detected", *, agent: str = "") -> None:
+        super().__init__(message, agent=agent)
+
+
 class StoreError(ShellyError):
     """A blackboard or task-board operation failed."""
 
@@ -184,6 +219,10 @@ _BY_NAME: dict[str, type[ShellyError]] = {
         MaxIterationsExceeded,
         DelegationRejected,
         LoopDetected,
+        BudgetExhausted,
+        TokenBudgetExhausted,
+        TimeBudgetExhausted,
+        StallDetected,
         StoreError,
         RunError,
         RunCancelled,

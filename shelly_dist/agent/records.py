@@ -112,4 +112,8 @@ class RunState(BaseModel):
     pending: list[PendingDelegation] = Field(default_factory=list)
     completion: CompletionResult | None = None
     usage: Usage = Field(default_factory=Usage)
+    last_input_tokens: int = 0
+    """The last model call's reported input: the real size of the context, for effects."""
+    effects: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each effect's memory, by slot (``<index>:<kind>``): journaled with the run."""
     messages: list[Message] = Field(default_factory=list)

@@ -25,11 +25,12 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shelly_dist import events
 from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import format_entries, plan_children
+from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
 from shelly_dist.agent.orchestration import orchestration_toolbox
 from shelly_dist.agent.records import (
     ChildRequest,
@@ -68,8 +69,9 @@ class Delegator(Protocol):
 
 Checkpoint = Callable[["Run", str], Awaitable[None]]
 """Called after the reply is appended (``"reply"``), after each tool result while other calls of the
-reply still run (``"tool"``), when the run suspends (``"suspended"``) and after the tool results are
-appended (``"tools"``)."""
+reply still run (``"tool"``), when the run suspends (``"suspended"``), after the tool results are
+appended (``"tools"``), and when an effect rewrote the chat before a model call (``"rewrite"``: the
+journal must then hold the whole chat again, not only what was appended)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,8 @@ class Run:
         self._tools: list[Tool] = []
         self._by_name: dict[str, Tool] = {}
         self._delegate: Tool | None = None
+        self._effects = EffectChain()
+        self._estimate = 0
 
     # -- construction -------------------------------------------------------------------------
 
@@ -184,6 +188,8 @@ class Run:
             boxes.append(orch)
         if agent.depth > 0:
             boxes.append(ToolBox([task_complete_tool(self._get_completion, self._set_completion)], name="completion"))
+        self._effects = EffectChain(agent.options.effects)
+        boxes.extend(self._effects.provided_toolboxes())
         seen: dict[str, Tool] = {}
         for box in boxes:
             for tool in box:
@@ -272,14 +278,18 @@ class Run:
             state.warned = True
         if self.before_model is not None:
             await self.before_model(self)
-        reply = await agent.completer.complete(agent.chat, list(self._tools))
+        tools = await self._effects_before()
+        reply = await agent.completer.complete(agent.chat, tools)
         reply.sender = agent.name
         reply.role = Role.ASSISTANT
         agent.chat.append(reply)
         state.iteration += 1
         usage = Usage.of(reply)
         state.usage = state.usage + usage
+        state.last_input_tokens = usage.input_tokens
         agent.usage.add(usage)
+        if self._effects:
+            await self._effects.run(EffectPhase.AFTER_COMPLETE, self._iteration_context, state.effects)
         calls = reply.tool_calls()
         self.emit(
             events.MESSAGE_ADDED,
@@ -295,6 +305,27 @@ class Run:
         state.phase = Phase.TOOLS
         await self._checkpoint("reply")
         return await self._tools_step()
+
+    def _iteration_context(self, slot: dict[str, Any]) -> IterationContext:
+        agent, state = self.agent, self.state
+        return IterationContext(
+            phase=EffectPhase.BEFORE_COMPLETE, iteration=state.iteration, chat=agent.chat, completer=agent.completer,
+            agent_name=agent.name, usage=state.usage,
+            last_usage=Usage(input_tokens=state.last_input_tokens) if state.iteration else None,
+            estimated_tokens=self._estimate, state=slot, has_tool=self._by_name.__contains__,
+        )
+
+    async def _effects_before(self) -> list[Tool]:
+        """Run the effects due before the model call; the tools the call is offered. A chat the
+        effects rewrote (compaction) is checkpointed at once, so a crash never loses it."""
+        if not self._effects:
+            return list(self._tools)
+        self._estimate = estimate_tokens(self.agent.chat.view(), self._tools)
+        rewrites = self.agent.chat.rewrites
+        await self._effects.run(EffectPhase.BEFORE_COMPLETE, self._iteration_context, self.state.effects)
+        if self.agent.chat.rewrites != rewrites:
+            await self._checkpoint("rewrite")
+        return self._effects.filter_tools(self._iteration_context, self.state.effects, list(self._tools))
 
     def _reply(self) -> Message:
         for m in reversed(self.agent.chat.view()):

@@ -17,7 +17,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from shelly_dist.agent import Agent, AgentOptions, Registry
+from shelly_dist.agent.effects import Effect
 from shelly_dist.engine.config_models import AgentConfig, Config
+from shelly_dist.engine.effects import build_effects
 from shelly_dist.engine.providers import Providers
 from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.events import EventSink
@@ -73,10 +75,11 @@ def build_registry(
     """
     registry = Registry()
     board = board_hook(toolboxes.stores.board(session)) if config.uses_toolbox("tasks") else None
-    for spec in config.agents:
+    for index, spec in enumerate(config.agents):
         chosen = skills.select(spec.skills)
+        effects = build_effects(config, index, spec, offload=lambda: toolboxes.stores.offload(session))
 
-        def factory(spec: AgentConfig = spec, chosen: SkillStore = chosen) -> Agent:
+        def factory(spec: AgentConfig = spec, chosen: SkillStore = chosen, effects: list[Effect] = effects) -> Agent:
             options = AgentOptions(
                 max_iterations=spec.options.max_iterations or 0,
                 warn_iterations=spec.options.warn_iterations or 0,
@@ -93,6 +96,7 @@ def build_registry(
                 prompt_sections=_sections(config, spec, toolboxes, session),
                 task_board=board,
                 on_event=on_event,
+                effects=effects,
             )
             agent = Agent(
                 spec.name,

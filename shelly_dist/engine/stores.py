@@ -14,6 +14,7 @@ import importlib
 import threading
 from typing import Any
 
+from shelly_dist.agent.effects.offload import MemoryOffloadStore, OffloadStore
 from shelly_dist.engine.config_models import DistributedConfig
 from shelly_dist.state import Keys, MemoryStore, Store
 from shelly_dist.tasks import Board, MemoryBoard
@@ -29,6 +30,7 @@ class SessionStores:
         self._lock = threading.Lock()
         self._stores: dict[str, Store] = {}
         self._boards: dict[str, Board] = {}
+        self._offload: dict[str, OffloadStore] = {}
         self._client: Any = None
 
     @classmethod
@@ -60,6 +62,11 @@ class SessionStores:
     def board(self, session: str) -> Board:
         """The task board of ``session`` (created on first use)."""
         return self._cached(self._boards, session, MemoryBoard, "shelly_dist.tasks.redis", "RedisBoard")
+
+    def offload(self, session: str) -> OffloadStore:
+        """Where the ``offload`` effect of ``session`` keeps results (Redis when shared)."""
+        return self._cached(self._offload, session, MemoryOffloadStore, "shelly_dist.state.offload",
+                            "RedisOffloadStore")
 
     def _cached(self, cache: dict[str, Any], session: str, memory: Any, module: str, cls: str) -> Any:
         with self._lock:

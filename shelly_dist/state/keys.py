@@ -67,6 +67,10 @@ class Keys:
         """Event stream of the session (XADD/XREAD)."""
         return f"{self.session(session)}:events"
 
+    def offload(self, session: str) -> str:
+        """Offloaded tool results of the session: field = tool-call id, value = the result text."""
+        return f"{self.session(session)}:offload"
+
     # -- per run -----------------------------------------------------------------------------
 
     def run(self, run_id: str) -> str:
