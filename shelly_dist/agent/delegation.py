@@ -16,7 +16,13 @@ from pydantic import BaseModel, Field, ValidationError
 from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEntry
 from shelly_dist.agent.registry import Registry
 from shelly_dist.chats import Message, Role
-from shelly_dist.errors import BudgetExhausted, DelegationRejected, MaxIterationsExceeded, RunCancelled
+from shelly_dist.errors import (
+    BudgetExhausted,
+    DelegationRejected,
+    LimitExceeded,
+    MaxIterationsExceeded,
+    RunCancelled,
+)
 from shelly_dist.tools import Tool, schema_for
 
 CONTEXT_LIMIT = 16_000
@@ -163,7 +169,14 @@ def exhausted_completion(instance: str, max_iterations: int) -> CompletionResult
 
 def budget_completion(agent: str, error: BudgetExhausted) -> CompletionResult:
     """The synthetic ``failed`` completion of a child whose token or time budget ran out (Shelly's
-    texts, naming the agent as the delegation asked for it)."""
+    texts, naming the agent as the delegation asked for it). A tree limit names itself in the
+    caveats, since the subtree it bounds may be wider than this child."""
+    if isinstance(error, LimitExceeded):
+        return CompletionResult(
+            status="failed",
+            summary=f'Agent "{agent}" exhausted its {error.limit} budget without completing the task.',
+            caveats=f"{error}. Check progress notes for partial work.",
+        )
     return CompletionResult(
         status="failed",
         summary=f'Agent "{agent}" exhausted its {error.budget} budget without completing the task.',

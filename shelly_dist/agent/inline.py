@@ -17,7 +17,7 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from shelly_dist import events
-from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
+from shelly_dist.agent.delegation import board_status, entry_from_outcome
 from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.errors import AgentError, RunCancelled
@@ -130,7 +130,7 @@ class InlineDelegator:
                     await board.claim(request.task_id, child.name)
                 except Exception as exc:
                     return DelegateEntry(agent=request.agent, error=f'failed to claim task "{request.task_id}": {exc}')
-            run = Run.start(child, child_messages(request), visited=request.visited, delegator=self)
+            run = Run.start_child(child, request, delegator=self)
             emit = parent.agent.options.on_event
             if emit is not None:
                 emit(Event(kind=events.AGENT_START, agent=child.name, run_id=run.state.run_id,

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from shelly_dist.agent.board import TaskBoardHook
 from shelly_dist.agent.effects import Effect
+from shelly_dist.agent.limits import Budget
 from shelly_dist.agent.middleware import Middleware
 from shelly_dist.agent.prompt import SkillLike
 from shelly_dist.events import EventSink
@@ -45,3 +46,6 @@ class AgentOptions:
     on_event: EventSink | None = None
     effects: Sequence[Effect] = ()
     """Per-iteration hooks around each model call (:mod:`shelly_dist.agent.effects`)."""
+    budget: Budget | None = None
+    """The tree-limits ledger, this agent's own ``limits`` and its call estimates
+    (:mod:`shelly_dist.agent.limits`); ``None``: no model call of the agent is ever reserved."""

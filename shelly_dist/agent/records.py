@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from shelly_dist.agent.limits.base import BudgetScope
 from shelly_dist.chats import Message, ToolResult
 from shelly_dist.models import Usage
 
@@ -70,6 +71,8 @@ class ChildRequest(BaseModel):
     visited: list[str]
     parent_run_id: str
     parent_agent: str
+    scopes: list[BudgetScope] = Field(default_factory=list)
+    """The tree limits the child inherits (its parent's scopes); journaled with the request."""
 
 
 class PendingDelegation(BaseModel):
@@ -116,4 +119,7 @@ class RunState(BaseModel):
     """The last model call's reported input: the real size of the context, for effects."""
     effects: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Each effect's memory, by slot (``<index>:<kind>``): journaled with the run."""
+    scopes: list[BudgetScope] = Field(default_factory=list)
+    """The tree limits every model call of this run reserves against: inherited from the parent,
+    plus the run's own when its agent has ``limits:``."""
     messages: list[Message] = Field(default_factory=list)

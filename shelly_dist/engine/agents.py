@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from shelly_dist.agent import Agent, AgentOptions, Registry
 from shelly_dist.agent.effects import Effect
+from shelly_dist.agent.limits import Budget
 from shelly_dist.engine.config_models import AgentConfig, Config
 from shelly_dist.engine.effects import build_effects
 from shelly_dist.engine.providers import Providers
@@ -74,12 +75,18 @@ def build_registry(
     Skill filters are checked here (an unknown skill is a ``ConfigError``), not at spawn time.
     """
     registry = Registry()
+
     board = board_hook(toolboxes.stores.board(session)) if config.uses_toolbox("tasks") else None
     for index, spec in enumerate(config.agents):
         chosen = skills.select(spec.skills)
         effects = build_effects(config, index, spec, offload=lambda: toolboxes.stores.offload(session))
+        budget = Budget(toolboxes.stores.ledger(), spec.limits, providers.price_bound(spec.name),
+                        providers.max_output_tokens(spec.name))
 
-        def factory(spec: AgentConfig = spec, chosen: SkillStore = chosen, effects: list[Effect] = effects) -> Agent:
+        def factory(
+            spec: AgentConfig = spec, chosen: SkillStore = chosen, effects: list[Effect] = effects,
+            budget: Budget = budget,
+        ) -> Agent:
             options = AgentOptions(
                 max_iterations=spec.options.max_iterations or 0,
                 warn_iterations=spec.options.warn_iterations or 0,
@@ -97,6 +104,7 @@ def build_registry(
                 task_board=board,
                 on_event=on_event,
                 effects=effects,
+                budget=budget,
             )
             agent = Agent(
                 spec.name,

@@ -28,6 +28,7 @@ from shelly_dist.engine.agents import build_registry
 from shelly_dist.engine.config import find_config, fingerprint, load_config
 from shelly_dist.engine.config_models import Config, MCPServerConfig
 from shelly_dist.engine.eventbus import EventBus
+from shelly_dist.engine.pricing import load_prices
 from shelly_dist.engine.project_context import load_project_context
 from shelly_dist.engine.providers import Providers
 from shelly_dist.engine.session import Session
@@ -37,6 +38,7 @@ from shelly_dist.engine.stores import SessionStores
 from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.errors import UsageError
 from shelly_dist.events import Event, EventSink
+from shelly_dist.models.pricing import PriceTable
 from shelly_dist.runtime import LocalRuntime, Runtime
 from shelly_dist.skills import SkillStore, load_skills
 from shelly_dist.tools import ToolBox
@@ -85,8 +87,10 @@ class Engine:
         context: str,
         mcp_clients: list[Any],
         mcp_toolboxes: Mapping[str, ToolBox],
+        prices: PriceTable | None = None,
     ) -> None:
-        """Use :meth:`open`; this constructor does no I/O and sets ``runtime`` to local."""
+        """Use :meth:`open`; this constructor does no I/O and sets ``runtime`` to local.
+        ``prices`` defaults to the built-in table with the config's ``pricing:`` merged over it."""
         self.config = config
         self.shelly_dir = shelly_dir
         self.skills = skills
@@ -94,7 +98,7 @@ class Engine:
         self.bus = EventBus()
         self.sessions = SessionStore(shelly_dir.sessions)
         self.stores = SessionStores.from_config(config.distributed)
-        self.providers = Providers(config, on_event=self.bus.publish)
+        self.providers = Providers(config, on_event=self.bus.publish, prices=prices)
         self.toolboxes = Toolboxes(config, shelly_dir, self.stores, mcp_toolboxes)
         self.runtime: Runtime = LocalRuntime()
         self._mcp_clients = mcp_clients
@@ -128,17 +132,19 @@ class Engine:
             config = await asyncio.to_thread(load_config, path, env)
         if sd.exists():
             await asyncio.to_thread(ensure_structure, sd.root)
-        skills, context, clients = await asyncio.gather(
+        skills, context, clients, prices = await asyncio.gather(
             asyncio.to_thread(_load_skills, sd),
             asyncio.to_thread(load_project_context, sd.root, config.context.max_external_file_size),
             _connect_mcp(config),
+            asyncio.to_thread(load_prices, config, sd),
         )
         try:
             boxes = {c.name: await c.toolbox() for c in clients}
         except BaseException:
             await _close_mcp(clients)
             raise
-        engine = cls(config, sd, skills=skills, context=context, mcp_clients=clients, mcp_toolboxes=boxes)
+        engine = cls(config, sd, skills=skills, context=context, mcp_clients=clients, mcp_toolboxes=boxes,
+                     prices=prices)
         engine.toolboxes.approver = approver
         try:
             await asyncio.to_thread(engine.toolboxes.prepare)

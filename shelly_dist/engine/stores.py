@@ -15,6 +15,7 @@ import threading
 from typing import Any
 
 from shelly_dist.agent.effects.offload import MemoryOffloadStore, OffloadStore
+from shelly_dist.agent.limits import BudgetLedger, MemoryLedger
 from shelly_dist.engine.config_models import DistributedConfig
 from shelly_dist.state import Keys, MemoryStore, Store
 from shelly_dist.tasks import Board, MemoryBoard
@@ -31,6 +32,7 @@ class SessionStores:
         self._stores: dict[str, Store] = {}
         self._boards: dict[str, Board] = {}
         self._offload: dict[str, OffloadStore] = {}
+        self._ledger: BudgetLedger | None = None
         self._client: Any = None
 
     @classmethod
@@ -67,6 +69,20 @@ class SessionStores:
         """Where the ``offload`` effect of ``session`` keeps results (Redis when shared)."""
         return self._cached(self._offload, session, MemoryOffloadStore, "shelly_dist.state.offload",
                             "RedisOffloadStore")
+
+    def ledger(self) -> BudgetLedger:
+        """The tree-limits ledger of this engine (every session): Redis when shared, so the
+        coordinator and every worker reserve against the same totals."""
+        with self._lock:
+            if self._ledger is None:
+                if self.shared:
+                    from shelly_dist.state.limits import RedisLedger
+
+                    retention = {"retention": int(self.retention)} if self.retention else {}
+                    self._ledger = RedisLedger(self._redis(), self.keys, **retention)
+                else:
+                    self._ledger = MemoryLedger()
+            return self._ledger
 
     def _cached(self, cache: dict[str, Any], session: str, memory: Any, module: str, cls: str) -> Any:
         with self._lock:

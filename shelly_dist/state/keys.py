@@ -113,6 +113,10 @@ class Keys:
         """Channel on which cancelled root run ids are announced to every worker."""
         return f"{self.prefix}cancel"
 
+    def budget(self, scope: str) -> str:
+        """Tree-limits totals of one scope (the id of the run that opened it): used and reserved."""
+        return f"{self.prefix}budget:{_name('scope', scope)}"
+
     def cooldown(self, name: str) -> str:
         """Provider cooldown record (shared by every worker)."""
         return f"{self.prefix}cooldown:{_name('cooldown', name)}"

@@ -30,7 +30,6 @@ from shelly_dist.agent import (
     RunState,
     Suspended,
     board_status,
-    child_messages,
     entry_from_outcome,
     instance_name,
 )
@@ -233,7 +232,7 @@ class Executor:
         if request is not None:
             n = int(record.get("instance_n") or 0) or await self.journal.next_instance(record["session"], request.agent)
             agent.name = instance_name(request.agent, request.task, n)
-            run = Run.start(agent, child_messages(request), run_id=record["id"], visited=request.visited)
+            run = Run.start_child(agent, request, run_id=record["id"])
         else:
             raw = json.loads(record["input"]) if record.get("input") else None
             first = ([Message.model_validate(m) for m in raw] if raw
