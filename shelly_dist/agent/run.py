@@ -311,6 +311,7 @@ class Run:
         agent.chat.append(reply)
         state.iteration += 1
         usage = Usage.of(reply)
+        usage.model_requests = 1
         state.usage = state.usage + usage
         state.last_input_tokens = usage.input_tokens
         agent.usage.add(usage)

@@ -25,6 +25,9 @@ class Usage(BaseModel):
     cache_read_tokens: int = 0
     cost_usd: float = 0.0
     """USD, from the price table at the model that answered (0 for a model it does not know)."""
+    model_requests: int = 0
+    """Model calls summed here: the agent loop counts each of its calls as one (a provider's
+    retries inside a call are not counted again)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -33,6 +36,7 @@ class Usage(BaseModel):
             cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
+            model_requests=self.model_requests + other.model_requests,
         )
 
     @property

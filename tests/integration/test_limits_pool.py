@@ -43,7 +43,12 @@ def team(cluster: Cluster, server: ModelServer, limits: dict[str, float] | None)
         [{"name": "vendor", "kind": "openai", "model": "test-model", "base_url": server.url, "api_key": "sk-test",
           "max_tokens": 100, "rate_limit": {"max_retries": 0}}],
         [lead, {"name": "digger", "toolboxes": ["state"]}],
+        pricing=[{"provider": "openai", "prefix": "test-model", "input": 1.0, "output": 2.0}],
     )
+
+
+CALL_COST = (10 * 1.0 + 5 * 2.0) / 1_000_000
+"""Every call reports 10 tokens in and 5 out, at the config's price."""
 
 
 def test_a_tree_limited_to_n_model_requests_across_two_workers_sends_exactly_n(cluster: Cluster):
@@ -61,6 +66,27 @@ def test_a_tree_limited_to_n_model_requests_across_two_workers_sends_exactly_n(c
         children = [r for r in runs if r["parent"]]
         assert len(children) == CHILDREN
         assert {r["worker"].split("@")[0] for r in children} == {"w1", "w2"}
+
+
+def test_shelly_runs_shows_each_runs_own_and_subtree_spending(cluster: Cluster):
+    with ModelServer(format="openai", responder=fan_out) as server:
+        team(cluster, server, None)
+        cluster.start_worker("w1")
+        out = cluster.shelly("run", "go", timeout=180)
+        assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
+        (session,) = cluster.session_ids()
+        runs = cluster.runs(session)
+        (root,) = [r for r in runs if not r["parent"]]
+        calls = 1 + CHILDREN * CALLS_PER_CHILD + 1
+        assert root["own"] == {"total_tokens": 2 * 15, "cost_usd": pytest.approx(2 * CALL_COST), "model_requests": 2}
+        assert root["tree"] == {"total_tokens": calls * 15, "cost_usd": pytest.approx(calls * CALL_COST),
+                                "model_requests": calls}
+        for child in (r for r in runs if r["parent"]):
+            assert child["own"] == child["tree"] == {"total_tokens": CALLS_PER_CHILD * 15,
+                                                     "cost_usd": pytest.approx(CALLS_PER_CHILD * CALL_COST),
+                                                     "model_requests": CALLS_PER_CHILD}
+        table = cluster.shelly("runs", "--session", session)
+        assert f"tree: tokens={calls * 15} cost=${calls * CALL_COST:.4f} requests={calls}" in table.stdout
 
 
 def test_without_a_limit_the_same_tree_sends_every_call(cluster: Cluster):
