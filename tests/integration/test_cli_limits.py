@@ -99,3 +99,24 @@ def test_config_pricing_overrides_the_default_and_a_cost_limit_stops_the_run(tmp
         assert out.returncode == 1, out.stderr
         assert " reached cost_usd 1000" in out.stderr
         assert 1 <= len(server.requests) < 10
+
+
+def test_a_call_answered_by_a_fallback_provider_is_priced_at_the_fallbacks_model(tmp_path: Path):
+    with (ModelServer(format="openai", responder=lambda req: Reply.error(500)) as down,
+          ModelServer(format="openai", responder=lambda req: Reply(text="hi", usage={"input": 1_000, "output": 100}))
+          as up):
+        (tmp_path / ".shelly").mkdir()
+        (tmp_path / ".shelly" / "config.yaml").write_text(yaml.safe_dump({
+            "providers": [
+                {"name": "main", "kind": "openai", "model": "gpt-4o", "base_url": down.url, "api_key": "k",
+                 "rate_limit": {"max_retries": 0}, "fallback": ["backup"]},
+                {"name": "backup", "kind": "openai", "model": "gpt-4o-mini", "base_url": up.url, "api_key": "k",
+                 "rate_limit": {"max_retries": 0}},
+            ],
+            "agents": [{"name": "solo", "provider": "main"}],
+        }))
+        out = shelly_run(tmp_path, "hello", "--json")
+        assert out.returncode == 0, out.stderr
+        assert len(down.requests) == 1 and len(up.requests) == 1
+        usage = json.loads(out.stdout)["usage"]
+        assert usage["cost_usd"] == pytest.approx((1_000 * 0.15 + 100 * 0.60) / 1_000_000)  # gpt-4o-mini's price

@@ -85,6 +85,10 @@ def test_shelly_runs_shows_each_runs_own_and_subtree_spending(cluster: Cluster):
             assert child["own"] == child["tree"] == {"total_tokens": CALLS_PER_CHILD * 15,
                                                      "cost_usd": pytest.approx(CALLS_PER_CHILD * CALL_COST),
                                                      "model_requests": CALLS_PER_CHILD}
+        finished = [e for e in cluster.events(session) if e["kind"] == "run_finished" and e["run_id"] != root["id"]]
+        assert len(finished) == CHILDREN
+        for event in finished:
+            assert event["data"]["usage"]["cost_usd"] == pytest.approx(CALLS_PER_CHILD * CALL_COST)
         table = cluster.shelly("runs", "--session", session)
         assert f"tree: tokens={calls * 15} cost=${calls * CALL_COST:.4f} requests={calls}" in table.stdout
 

@@ -45,3 +45,16 @@ def test_a_bad_local_pricing_file_is_a_config_error_naming_it(tmp_path: Path) ->
 def test_a_bad_config_pricing_entry_names_the_field() -> None:
     with pytest.raises(ValueError, match="pricing"):
         config(pricing=[{"provider": "openai", "input": -1}])
+
+
+def test_a_reservation_is_priced_at_the_dearest_model_of_the_agents_chain() -> None:
+    from shelly_dist.engine.providers import Providers
+
+    cfg = Config.model_validate({
+        "providers": [{"name": "main", "kind": "openai", "model": "gpt-4o-mini", "fallback": ["big"]},
+                      {"name": "big", "kind": "anthropic", "model": "claude-opus-4-1", "max_tokens": 9000}],
+        "agents": [{"name": "a", "provider": "main"}]})
+    providers = Providers(cfg)
+    bound = providers.price_bound("a")
+    assert bound is not None and (bound.input, bound.output, bound.cache_creation) == (15.0, 75.0, 18.75)
+    assert providers.max_output_tokens("a") == 9000

@@ -10,7 +10,7 @@ import pytest
 from shelly_dist import ScriptedCompleter
 from shelly_dist.agent import Agent, AgentOptions, InlineDelegator, Registry, Run, RunState
 from shelly_dist.agent.limits import Budget, Limits, MemoryLedger
-from shelly_dist.chats import Role
+from shelly_dist.chats import Message, Role
 from shelly_dist.errors import LimitExceeded
 from shelly_dist.models.pricing import PriceEntry
 from tests.unit.agent.helpers import call, delegate, echo_toolbox
@@ -109,3 +109,14 @@ async def test_the_scopes_survive_a_snapshot_and_a_rebuild() -> None:
     with pytest.raises(LimitExceeded, match="reached model_requests 4"):
         await Run.restore(again, snapshot).until_done()
     assert calls_made(lead) + calls_made(again) == 4
+
+
+async def test_a_compactions_summary_call_is_reserved_like_any_other() -> None:
+    from shelly_dist.agent.effects.compact import Compact
+
+    lead = agent("lead", ["answer"], MemoryLedger(), Limits(model_requests=1))
+    lead.options.effects = [Compact(context_window=10, threshold=0.5)]
+    lead.chat.append(Message.text("user", Role.USER, "a task long enough to pass five tokens"))
+    with pytest.raises(LimitExceeded, match="reached model_requests 1"):
+        await Run.start(lead, run_id="r1").until_done()
+    assert calls_made(lead) == 1  # the summary took the only request; the main call was refused
