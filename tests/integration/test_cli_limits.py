@@ -92,7 +92,9 @@ def test_config_pricing_overrides_the_default_and_a_cost_limit_stops_the_run(tmp
                      usage={"input": 100, "output": 0})
 
     with ModelServer(format="openai", responder=loop) as server:
-        # 1 USD per input token: each call costs 100, and reserves at most (its input + 100) dollars.
+        # 1 USD per input token (unpriced without the override): each call reports 100 tokens, so
+        # costs 100, and reserves its estimated input in dollars (output is free here); the tenth
+        # call could never fit, whatever the estimate.
         cwd = project(tmp_path, server, [{**DIGGER, "limits": {"cost_usd": 1000}}],
                       pricing=[{"provider": "openai", "prefix": "test-model", "input": 1_000_000}])
         out = shelly_run(cwd, "go")

@@ -66,6 +66,14 @@ def test_a_tree_limited_to_n_model_requests_across_two_workers_sends_exactly_n(c
         children = [r for r in runs if r["parent"]]
         assert len(children) == CHILDREN
         assert {r["worker"].split("@")[0] for r in children} == {"w1", "w2"}
+        # Every child was stopped by the tree's limit and reported Shelly's failed completion.
+        entries = [e["data"]["entry"] for e in cluster.events(session) if e["kind"] == "run_finished"]
+        assert len(entries) == CHILDREN
+        for entry in entries:
+            assert "error" not in entry
+            assert entry["completion"]["summary"] == (
+                'Agent "digger" exhausted its model_requests budget without completing the task.')
+            assert " reached model_requests 7." in entry["completion"]["caveats"]
 
 
 def test_shelly_runs_shows_each_runs_own_and_subtree_spending(cluster: Cluster):
