@@ -75,17 +75,19 @@ def build_registry(
     Skill filters are checked here (an unknown skill is a ``ConfigError``), not at spawn time.
     """
     registry = Registry()
+    # Without any ``limits:`` no run ever carries a scope, so no agent needs the ledger.
+    limited = any(a.limits is not None and a.limits.any() for a in config.agents)
 
     board = board_hook(toolboxes.stores.board(session)) if config.uses_toolbox("tasks") else None
     for index, spec in enumerate(config.agents):
         chosen = skills.select(spec.skills)
         effects = build_effects(config, index, spec, offload=lambda: toolboxes.stores.offload(session))
         budget = Budget(toolboxes.stores.ledger(), spec.limits, providers.price_bound(spec.name),
-                        providers.max_output_tokens(spec.name))
+                        providers.max_output_tokens(spec.name)) if limited else None
 
         def factory(
             spec: AgentConfig = spec, chosen: SkillStore = chosen, effects: list[Effect] = effects,
-            budget: Budget = budget,
+            budget: Budget | None = budget,
         ) -> Agent:
             options = AgentOptions(
                 max_iterations=spec.options.max_iterations or 0,

@@ -58,3 +58,18 @@ def test_a_reservation_is_priced_at_the_dearest_model_of_the_agents_chain() -> N
     bound = providers.price_bound("a")
     assert bound is not None and (bound.input, bound.output, bound.cache_creation) == (15.0, 75.0, 18.75)
     assert providers.max_output_tokens("a") == 9000
+
+
+def test_an_unknown_model_costs_nothing_and_is_said_at_debug_only(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from shelly_dist.engine.providers import Providers
+
+    cfg = Config.model_validate({"providers": [{"name": "local", "kind": "openai", "model": "llama-3-local",
+                                                "base_url": "http://127.0.0.1:9/v1"}],
+                                 "agents": [{"name": "a"}]})
+    with caplog.at_level(logging.DEBUG, logger="shelly_dist"):
+        Providers(cfg).for_agent("a")
+    said = [r for r in caplog.records if "no price" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.DEBUG]
+    assert "llama-3-local" in said[0].getMessage()
