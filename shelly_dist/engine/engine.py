@@ -38,7 +38,6 @@ from shelly_dist.engine.stores import SessionStores
 from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.errors import UsageError
 from shelly_dist.events import Event, EventSink
-from shelly_dist.models.pricing import PriceTable
 from shelly_dist.runtime import LocalRuntime, Runtime
 from shelly_dist.skills import SkillStore, load_skills
 from shelly_dist.tools import ToolBox
@@ -87,10 +86,8 @@ class Engine:
         context: str,
         mcp_clients: list[Any],
         mcp_toolboxes: Mapping[str, ToolBox],
-        prices: PriceTable | None = None,
     ) -> None:
-        """Use :meth:`open`; this constructor does no I/O and sets ``runtime`` to local.
-        ``prices`` defaults to the built-in table with the config's ``pricing:`` merged over it."""
+        """Use :meth:`open`; this constructor does no I/O and sets ``runtime`` to local."""
         self.config = config
         self.shelly_dir = shelly_dir
         self.skills = skills
@@ -98,7 +95,7 @@ class Engine:
         self.bus = EventBus()
         self.sessions = SessionStore(shelly_dir.sessions)
         self.stores = SessionStores.from_config(config.distributed)
-        self.providers = Providers(config, on_event=self.bus.publish, prices=prices)
+        self.providers = Providers(config, on_event=self.bus.publish)
         self.toolboxes = Toolboxes(config, shelly_dir, self.stores, mcp_toolboxes)
         self.runtime: Runtime = LocalRuntime()
         self._mcp_clients = mcp_clients
@@ -132,21 +129,21 @@ class Engine:
             config = await asyncio.to_thread(load_config, path, env)
         if sd.exists():
             await asyncio.to_thread(ensure_structure, sd.root)
-        skills, context, clients, prices = await asyncio.gather(
+        skills, context, clients = await asyncio.gather(
             asyncio.to_thread(_load_skills, sd),
             asyncio.to_thread(load_project_context, sd.root, config.context.max_external_file_size),
             _connect_mcp(config),
-            asyncio.to_thread(load_prices, config, sd),
         )
         try:
             boxes = {c.name: await c.toolbox() for c in clients}
         except BaseException:
             await _close_mcp(clients)
             raise
-        engine = cls(config, sd, skills=skills, context=context, mcp_clients=clients, mcp_toolboxes=boxes,
-                     prices=prices)
+        engine = cls(config, sd, skills=skills, context=context, mcp_clients=clients, mcp_toolboxes=boxes)
         engine.toolboxes.approver = approver
         try:
+            # Prices before any agent is built: defaults, .shelly/local/pricing.yaml, config pricing:.
+            engine.providers.prices = await asyncio.to_thread(load_prices, config, sd)
             await asyncio.to_thread(engine.toolboxes.prepare)
             for spec in config.agents:  # an unknown skill name fails start-up, not the first send
                 skills.select(spec.skills)

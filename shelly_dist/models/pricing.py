@@ -12,6 +12,7 @@ answered by a fallback provider is priced at the model that answered.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -79,10 +80,15 @@ def parse_entries(data: Any, where: str) -> list[PriceEntry]:
     return out
 
 
-def default_entries() -> list[PriceEntry]:
-    """Go Shelly's embedded table (``shelly_dist/models/pricing.yaml``)."""
+@functools.cache
+def _defaults() -> tuple[PriceEntry, ...]:
     text = resources.files("shelly_dist.models").joinpath("pricing.yaml").read_text(encoding="utf-8")
-    return parse_entries(yaml.safe_load(text), "pricing.yaml")
+    return tuple(parse_entries(yaml.safe_load(text), "pricing.yaml"))
+
+
+def default_entries() -> list[PriceEntry]:
+    """Go Shelly's embedded table (``shelly_dist/models/pricing.yaml``), read once per process."""
+    return list(_defaults())
 
 
 def merge(defaults: Iterable[PriceEntry], overrides: Iterable[PriceEntry]) -> list[PriceEntry]:
