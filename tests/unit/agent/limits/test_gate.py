@@ -120,3 +120,20 @@ async def test_a_compactions_summary_call_is_reserved_like_any_other() -> None:
     with pytest.raises(LimitExceeded, match="reached model_requests 1"):
         await Run.start(lead, run_id="r1").until_done()
     assert calls_made(lead) == 1  # the summary took the only request; the main call was refused
+
+
+async def test_a_failed_call_counts_as_a_request_and_releases_its_reserved_tokens() -> None:
+    from shelly_dist.agent.limits import BudgetScope, Charge, LimitedCompleter
+    from shelly_dist.chats import Chat
+    from shelly_dist.errors import ModelError
+
+    class Down:
+        async def complete(self, chat: Chat, tools: list[object]) -> Message:
+            raise ModelError('provider "p": HTTP 500')
+
+    ledger = MemoryLedger()
+    scopes = [BudgetScope(id="r1", limits=Limits(model_requests=5, total_tokens=10_000))]
+    gate = LimitedCompleter(Down(), Budget(ledger, max_output_tokens=100), scopes)
+    with pytest.raises(ModelError):
+        await gate.complete(Chat([Message.text("user", Role.USER, "hi")]), [])
+    assert await ledger.spent("r1") == (Charge(model_requests=1), Charge())
