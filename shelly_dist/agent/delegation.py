@@ -17,7 +17,13 @@ from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEn
 from shelly_dist.agent.registry import Registry
 from shelly_dist.agent.stops import SIBLING_FAILED, TASK_CANCELED, SiblingFailed
 from shelly_dist.chats import Message, Role
-from shelly_dist.errors import DelegationRejected, MaxIterationsExceeded, RunCancelled
+from shelly_dist.errors import (
+    BudgetExhausted,
+    DelegationRejected,
+    LimitExceeded,
+    MaxIterationsExceeded,
+    RunCancelled,
+)
 from shelly_dist.tools import Tool, schema_for
 
 CONTEXT_LIMIT = 16_000
@@ -164,6 +170,23 @@ def exhausted_completion(instance: str, max_iterations: int) -> CompletionResult
     )
 
 
+def budget_completion(agent: str, error: BudgetExhausted) -> CompletionResult:
+    """The synthetic ``failed`` completion of a child whose token or time budget ran out (Shelly's
+    texts, naming the agent as the delegation asked for it). A tree limit names itself in the
+    caveats, since the subtree it bounds may be wider than this child."""
+    if isinstance(error, LimitExceeded):
+        return CompletionResult(
+            status="failed",
+            summary=f'Agent "{agent}" exhausted its {error.limit} budget without completing the task.',
+            caveats=f"{error}. Check progress notes for partial work.",
+        )
+    return CompletionResult(
+        status="failed",
+        summary=f'Agent "{agent}" exhausted its {error.budget} budget without completing the task.',
+        caveats=f"{error.budget.capitalize()} budget exhausted. Check progress notes for partial work.",
+    )
+
+
 def entry_from_outcome(
     agent: str,
     *,
@@ -174,8 +197,11 @@ def entry_from_outcome(
     max_iterations: int = 0,
 ) -> DelegateEntry:
     """Map how a child ended onto its entry (Shelly's outcome mapping)."""
-    if isinstance(error, MaxIterationsExceeded):
-        completion = exhausted_completion(instance or agent, max_iterations)
+    if isinstance(error, MaxIterationsExceeded | BudgetExhausted):
+        if isinstance(error, BudgetExhausted):
+            completion = budget_completion(agent, error)
+        else:
+            completion = exhausted_completion(instance or agent, max_iterations)
         return DelegateEntry(agent=agent, result=_result_text("", completion), completion=completion)
     if isinstance(error, RunCancelled):
         return DelegateEntry(agent=agent, error=str(error) if isinstance(error, SiblingFailed) else TASK_CANCELED)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shelly_dist import events, identity
-from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
+from shelly_dist.agent.delegation import board_status, entry_from_outcome
 from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, MemorySlots, SlotLease
@@ -149,7 +149,7 @@ class InlineDelegator:
                     await board.claim(request.task_id, child.name)
                 except Exception as exc:
                     return DelegateEntry(agent=request.agent, error=f'failed to claim task "{request.task_id}": {exc}')
-            run = Run.start(child, child_messages(request), visited=request.visited, delegator=self)
+            run = Run.start_child(child, request, delegator=self)
             if slot is not None:
                 self._slot_of[run.state.run_id] = slot
             emit = parent.agent.options.on_event

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from shelly_dist.agent.board import TaskBoardHook
+from shelly_dist.agent.effects import Effect
+from shelly_dist.agent.limits import Budget
 from shelly_dist.agent.middleware import Middleware
 from shelly_dist.agent.prompt import SkillLike
 from shelly_dist.events import EventSink
@@ -42,3 +44,8 @@ class AgentOptions:
     """Extra prompt sections computed at the start of each run (the blackboard snapshot)."""
     task_board: TaskBoardHook | None = None
     on_event: EventSink | None = None
+    effects: Sequence[Effect] = ()
+    """Per-iteration hooks around each model call (:mod:`shelly_dist.agent.effects`)."""
+    budget: Budget | None = None
+    """The tree-limits ledger, this agent's own ``limits`` and its call estimates
+    (:mod:`shelly_dist.agent.limits`); ``None``: no model call of the agent is ever reserved."""

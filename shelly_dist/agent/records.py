@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from shelly_dist.agent.limits.base import BudgetScope
 from shelly_dist.chats import Message, ToolResult
 from shelly_dist.models import Usage
 
@@ -72,6 +73,8 @@ class ChildRequest(BaseModel):
     parent_agent: str
     fail_fast: bool = False
     """The parent's ``delegate_fail_fast``: a failure of this child stops its siblings."""
+    scopes: list[BudgetScope] = Field(default_factory=list)
+    """The tree limits the child inherits (its parent's scopes); journaled with the request."""
 
 
 class PendingDelegation(BaseModel):
@@ -120,4 +123,11 @@ class RunState(BaseModel):
     hook_memory: dict[str, dict[str, int]] = Field(default_factory=dict)
     """What tool hooks remember across the run's calls (the loop detector's counts), journaled
     with every checkpoint so a run continued elsewhere keeps counting."""
+    last_input_tokens: int = 0
+    """The last model call's reported input: the real size of the context, for effects."""
+    effects: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each effect's memory, by slot (``<index>:<kind>``): journaled with the run."""
+    scopes: list[BudgetScope] = Field(default_factory=list)
+    """The tree limits every model call of this run reserves against: inherited from the parent,
+    plus the run's own when its agent has ``limits:``."""
     messages: list[Message] = Field(default_factory=list)

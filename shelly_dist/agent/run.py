@@ -25,11 +25,13 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shelly_dist import events
 from shelly_dist.agent.completion import task_complete_tool
-from shelly_dist.agent.delegation import format_entries, plan_children
+from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
+from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
+from shelly_dist.agent.limits import BudgetScope, LimitedCompleter
 from shelly_dist.agent.orchestration import orchestration_toolbox
 from shelly_dist.agent.records import (
     ChildRequest,
@@ -43,7 +45,7 @@ from shelly_dist.chats import Message, Role, ToolCall, ToolResult
 from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
-from shelly_dist.models import Usage
+from shelly_dist.models import Completer, Usage
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.hooks import bind_run_memory
 
@@ -73,8 +75,9 @@ class Delegator(Protocol):
 Checkpoint = Callable[["Run", str], Awaitable[None]]
 """Called after the reply is appended (``"reply"``), before tools that are not safe to retry begin
 (``"started"``: ``RunState.started`` names them), after each tool result while other calls of the
-reply still run (``"tool"``), when the run suspends (``"suspended"``) and after the tool results are
-appended (``"tools"``)."""
+reply still run (``"tool"``), when the run suspends (``"suspended"``), after the tool results are
+appended (``"tools"``), and when an effect rewrote the chat before a model call (``"rewrite"``: the
+journal must then hold the whole chat again, not only what was appended)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,9 @@ class Run:
         self._tools: list[Tool] = []
         self._by_name: dict[str, Tool] = {}
         self._delegate: Tool | None = None
+        self._effects = EffectChain()
+        self._estimate = 0
+        self._completer: Completer = agent.completer
 
     # -- construction -------------------------------------------------------------------------
 
@@ -138,9 +144,11 @@ class Run:
         *,
         run_id: str | None = None,
         visited: list[str] | None = None,
+        scopes: list[BudgetScope] | None = None,
         **kwargs: object,
     ) -> Run:
-        """A fresh run of ``agent`` over its chat, after appending ``messages``."""
+        """A fresh run of ``agent`` over its chat, after appending ``messages``; ``scopes`` are the
+        tree limits it inherits."""
         if messages:
             agent.chat.append(*messages)
         state = RunState(
@@ -149,8 +157,16 @@ class Run:
             instance_name=agent.name,
             depth=agent.depth,
             visited=visited or [agent.config_name],
+            scopes=list(scopes or []),
         )
         return cls(agent, state, **kwargs)  # type: ignore[arg-type]
+
+    @classmethod
+    def start_child(cls, agent: Agent, request: ChildRequest, **kwargs: object) -> Run:
+        """The run of a delegated child: its context and task, the parent's chain of agents and
+        the parent's tree limits (every runtime starts a child through here)."""
+        return cls.start(agent, child_messages(request), visited=request.visited, scopes=request.scopes,
+                         **kwargs)  # type: ignore[arg-type]
 
     @classmethod
     def restore(cls, agent: Agent, snapshot: RunState, **kwargs: object) -> Run:
@@ -189,6 +205,9 @@ class Run:
             boxes.append(orch)
         if agent.depth > 0:
             boxes.append(ToolBox([task_complete_tool(self._get_completion, self._set_completion)], name="completion"))
+        self._effects = EffectChain(agent.options.effects)
+        boxes.extend(self._effects.provided_toolboxes())
+        self._completer = self._limited_completer()
         seen: dict[str, Tool] = {}
         for box in boxes:
             for tool in box:
@@ -207,6 +226,19 @@ class Run:
         else:
             agent.chat.insert(0, system)
         self._prepared = True
+
+    def _limited_completer(self) -> Completer:
+        """The agent's completer, behind the tree-limits gate when the run carries any scope. An
+        agent with ``limits:`` opens its own scope (the run's id) on top of those it inherited;
+        being in the run's state, the scope is journaled with it and survives any rebuild."""
+        budget, state = self.agent.options.budget, self.state
+        if budget is None:
+            return self.agent.completer
+        if budget.limits is not None and budget.limits.any() and all(s.id != state.run_id for s in state.scopes):
+            state.scopes.append(BudgetScope(id=state.run_id, limits=budget.limits))
+        if not state.scopes:
+            return self.agent.completer
+        return LimitedCompleter(self.agent.completer, budget, state.scopes, agent=self.agent.name)
 
     @property
     def tools(self) -> list[Tool]:
@@ -279,14 +311,19 @@ class Run:
             state.warned = True
         if self.before_model is not None:
             await self.before_model(self)
-        reply = await agent.completer.complete(agent.chat, list(self._tools))
+        tools = await self._effects_before()
+        reply = await self._completer.complete(agent.chat, tools)
         reply.sender = agent.name
         reply.role = Role.ASSISTANT
         agent.chat.append(reply)
         state.iteration += 1
         usage = Usage.of(reply)
+        usage.model_requests = 1
         state.usage = state.usage + usage
+        state.last_input_tokens = usage.input_tokens
         agent.usage.add(usage)
+        if self._effects:
+            await self._effects.run(EffectPhase.AFTER_COMPLETE, self._iteration_context, state.effects)
         calls = reply.tool_calls()
         self.emit(
             events.MESSAGE_ADDED,
@@ -302,6 +339,27 @@ class Run:
         state.phase = Phase.TOOLS
         await self._checkpoint("reply")
         return await self._tools_step()
+
+    def _iteration_context(self, slot: dict[str, Any]) -> IterationContext:
+        agent, state = self.agent, self.state
+        return IterationContext(
+            phase=EffectPhase.BEFORE_COMPLETE, iteration=state.iteration, chat=agent.chat, completer=self._completer,
+            agent_name=agent.name, usage=state.usage,
+            last_usage=Usage(input_tokens=state.last_input_tokens) if state.iteration else None,
+            estimated_tokens=self._estimate, state=slot, has_tool=self._by_name.__contains__,
+        )
+
+    async def _effects_before(self) -> list[Tool]:
+        """Run the effects due before the model call; the tools the call is offered. A chat the
+        effects rewrote (compaction) is checkpointed at once, so a crash never loses it."""
+        if not self._effects:
+            return list(self._tools)
+        self._estimate = estimate_tokens(self.agent.chat.view(), self._tools)
+        rewrites = self.agent.chat.rewrites
+        await self._effects.run(EffectPhase.BEFORE_COMPLETE, self._iteration_context, self.state.effects)
+        if self.agent.chat.rewrites != rewrites:
+            await self._checkpoint("rewrite")
+        return self._effects.filter_tools(self._iteration_context, self.state.effects, list(self._tools))
 
     def _reply(self) -> Message:
         for m in reversed(self.agent.chat.view()):
@@ -408,6 +466,8 @@ class Run:
                 run_id=state.run_id,
                 fail_fast=agent.options.delegate_fail_fast,
             )
+            for request in requests:
+                request.scopes = list(state.scopes)
         except DelegationRejected as exc:
             state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)
             self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=True)

@@ -34,6 +34,7 @@ from shelly_dist.engine.config_models import Config, MCPServerConfig
 from shelly_dist.engine.config_rules import shadowed_mcp_servers
 from shelly_dist.engine.eventbus import EventBus
 from shelly_dist.engine.legacy import permissions_file
+from shelly_dist.engine.pricing import load_prices
 from shelly_dist.engine.project_context import load_project_context
 from shelly_dist.engine.providers import Providers
 from shelly_dist.engine.session import Session
@@ -156,6 +157,8 @@ class Engine:
             engine.toolboxes.responder.answerer = answerer
         try:
             engine.toolboxes.permissions_file = await asyncio.to_thread(permissions_file, sd)
+            # Prices before any agent is built: defaults, .shelly/local/pricing.yaml, config pricing:.
+            engine.providers.prices = await asyncio.to_thread(load_prices, config, sd)
             await asyncio.to_thread(engine.toolboxes.prepare)
             report(config_warnings(config, skills, env))  # strict mode: raises ConfigError
             if runtime is not None:

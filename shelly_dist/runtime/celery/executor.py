@@ -31,7 +31,6 @@ from shelly_dist.agent import (
     RunState,
     Suspended,
     board_status,
-    child_messages,
     entry_from_outcome,
     instance_name,
 )
@@ -190,13 +189,19 @@ class Executor:
         if offset == 0:
             await sink.flush(expire=False)  # "started on <worker>" shows at once, not after the first model call
 
+        rewrites = agent.chat.rewrites  # the rebuild's own replace_all is journaled already
+
         async def checkpoint(r: Run, reason: str) -> None:
             # One round trip: the new messages, the state, the step's events, and the cancel flag.
-            nonlocal offset, canceled
+            # After an effect rewrote the chat (compaction, trimming), the whole chat replaces the
+            # journaled one instead, so a rebuild anywhere continues from the rewritten chat.
+            nonlocal offset, canceled, rewrites
             if reason == "suspended":
                 r.emit(events.RUN_WAITING, waiting_on=len(r.missing()))
-            offset, canceled = await lease.checkpoint(offset, r.state, list(r.agent.chat.view(offset)), "running",
-                                                      sink.drain())
+            rewrite = r.agent.chat.rewrites != rewrites
+            new = list(r.agent.chat.view(0 if rewrite else offset))
+            offset, canceled = await lease.checkpoint(offset, r.state, new, "running", sink.drain(), rewrite=rewrite)
+            rewrites = r.agent.chat.rewrites
 
         async def before_model(r: Run) -> None:
             # The flag comes with every checkpoint; a cancel that lands in between reaches the
@@ -280,7 +285,7 @@ class Executor:
         if request is not None:
             n = record.instance_n or await self.journal.next_instance(record.session, request.agent)
             agent.name = instance_name(request.agent, request.task, n)
-            run = Run.start(agent, child_messages(request), run_id=record.id, visited=request.visited)
+            run = Run.start_child(agent, request, run_id=record.id)
         else:
             raw = json.loads(record.input) if record.input else None
             first = ([Message.model_validate(m) for m in raw] if raw
