@@ -358,6 +358,9 @@ class Run:
         rewrites = self.agent.chat.rewrites
         await self._effects.run(EffectPhase.BEFORE_COMPLETE, self._iteration_context, self.state.effects)
         if self.agent.chat.rewrites != rewrites:
+            # The size the provider reported for the last call no longer describes the chat: a run
+            # that dies before its next reply must not compact the compacted chat again.
+            self.state.last_input_tokens = 0
             await self._checkpoint("rewrite")
         return self._effects.filter_tools(self._iteration_context, self.state.effects, list(self._tools))
 
