@@ -363,6 +363,21 @@ def test_fingerprint_ignores_secrets_and_urls_but_not_agents() -> None:
     assert len(fingerprint(a)) == 16
 
 
+def test_fingerprint_ignores_host_paths_model_urls_and_mcp_secrets() -> None:
+    def team(root: str, url: str, token: str) -> dict:
+        data = base()
+        data["providers"][0]["base_url"] = url
+        data["mcp_servers"] = [{"name": "m", "command": "mcp-x", "env": {"TOKEN": token}}]
+        data["permissions"] = {"fs_directories": [root], "trusted_commands": [f"{root}/bin/tool"]}
+        data["git"] = {"work_dir": root}
+        data["distributed"] = {"broker_url": "redis://a", "step_time_limit": 60}
+        return data
+
+    here = config_from_data(team("/home/a/proj", "http://gpu-a:8000", "t1"), {})
+    there = config_from_data(team("/srv/proj", "http://gpu-b.internal:8000", "t2"), {})
+    assert fingerprint(here) == fingerprint(there)
+
+
 def test_load_config_reads_a_file(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(base()))
