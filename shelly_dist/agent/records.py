@@ -113,6 +113,9 @@ class RunState(BaseModel):
     """Tool call ids of the current reply whose tools began running (journaled before they run):
     after a crash, one of these without a result has an unknown outcome."""
     pending: list[PendingDelegation] = Field(default_factory=list)
+    awaiting: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Tool calls of the current reply suspended until a runtime delivers their result (a
+    :class:`~shelly_dist.tools.suspend.SuspendCall`'s payload by call id: ``ask_user`` on a worker)."""
     completion: CompletionResult | None = None
     usage: Usage = Field(default_factory=Usage)
     messages: list[Message] = Field(default_factory=list)

@@ -45,6 +45,7 @@ from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
 from shelly_dist.models import Usage
 from shelly_dist.tools import Tool, ToolBox
+from shelly_dist.tools.suspend import SuspendCall
 
 if TYPE_CHECKING:
     from shelly_dist.agent.agent import Agent
@@ -252,6 +253,8 @@ class Run:
             if phase == Phase.SUSPENDED:
                 if self.missing():
                     raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.missing())} children")
+                if self.state.awaiting:
+                    raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.state.awaiting)} tool calls")
                 return await self._finish_tools()
             if phase == Phase.DONE:  # finished and journaled, but its finish was not: finish again
                 return Finished(self._reply(), self.state.completion)
@@ -312,9 +315,14 @@ class Run:
         """Children whose entries have not been delivered yet."""
         return [r for p in self.state.pending for r in p.missing()]
 
+    def waiting(self) -> bool:
+        """Whether the run still waits: on children, or on suspended tool calls' results."""
+        return bool(self.missing() or self.state.awaiting)
+
     async def _tools_step(self) -> StepOutcome:
         calls = self._reply().tool_calls()
         waiting = {p.tool_call_id for p in self.state.pending}
+        waiting |= set(self.state.awaiting)
         todo = [c for c in calls if c.id not in self.state.tool_results and c.id not in waiting]
         await self._journal_started(todo)
         jobs = []
@@ -327,7 +335,7 @@ class Run:
         self._running = len(jobs)
         await asyncio.gather(*jobs)
         missing = self.missing()
-        if missing:
+        if missing or self.state.awaiting:
             self.state.phase = Phase.SUSPENDED
             await self._checkpoint("suspended")
             return Suspended(missing)
@@ -362,7 +370,12 @@ class Run:
             if result is not None:
                 break
         if result is None:
-            result = await self._invoke(call, tool)
+            try:
+                result = await self._invoke(call, tool)
+            except SuspendCall as suspend:  # journaled with the suspension; the result comes later
+                self.state.awaiting[call.id] = {"kind": suspend.kind, "tool": call.name, **suspend.payload}
+                self._running -= 1
+                return
         for hook in hooks:
             try:
                 result = await hook.after_tool(call, result)
@@ -385,7 +398,7 @@ class Run:
             return ToolResult(tool_call_id=call.id, content=f"tool not found: {call.name}", is_error=True)
         try:
             content = await tool.handler(call.arguments)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, SuspendCall):
             raise
         except Exception as exc:
             return ToolResult(tool_call_id=call.id, content=str(exc) or type(exc).__name__, is_error=True)
@@ -439,6 +452,16 @@ class Run:
                     pending.entries[request.index] = entry
         return not self.missing()
 
+    def deliver_result(self, call_id: str, result: ToolResult) -> bool:
+        """Record the result of a suspended tool call. Idempotent: a call no longer awaiting (its
+        result delivered already) is left alone. Returns True when the run no longer waits."""
+        payload = self.state.awaiting.pop(call_id, None)
+        if payload is not None:
+            self.state.tool_results[call_id] = result.model_copy(update={"tool_call_id": call_id})
+            self.emit(events.TOOL_CALL_END, tool=str(payload.get("tool", "")), call_id=call_id,
+                      is_error=result.is_error)
+        return not self.waiting()
+
     async def _finish_tools(self) -> StepOutcome:
         """Append every result of the reply in call order, then continue or finish."""
         agent, state = self.agent, self.state
@@ -461,6 +484,7 @@ class Run:
         state.tool_results = {}
         state.started = []
         state.pending = []
+        state.awaiting = {}
         if state.completion is not None:
             state.phase = Phase.DONE
             await self._checkpoint("tools")

@@ -39,6 +39,7 @@ from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
+from shelly_dist.runtime.celery import questions
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.events import StreamSink
 from shelly_dist.runtime.celery.journal import Journal, child_key
@@ -179,7 +180,7 @@ class Executor:
             # One round trip: the new messages, the state, the step's events, and the cancel flag.
             nonlocal offset, canceled
             if reason == "suspended":
-                r.emit(events.RUN_WAITING, waiting_on=len(r.missing()))
+                r.emit(events.RUN_WAITING, waiting_on=len(r.missing()) + len(r.state.awaiting))
             offset, canceled = await lease.checkpoint(offset, r.state, list(r.agent.chat.view(offset)), "running",
                                                       sink.drain())
 
@@ -202,9 +203,11 @@ class Executor:
         ending = {"run": run, "board": board, "request": request}
         try:
             while True:
-                if run.state.phase == Phase.SUSPENDED and run.missing():
+                if run.state.phase == Phase.SUSPENDED and run.waiting():
+                    await questions.register(lease, run)  # ask_user: counted in pending before release
                     await self._collect(record, run)
-                    if run.missing():
+                    await questions.collect(lease, run)
+                    if run.waiting():
                         left = await lease.release()
                         if left > 0:
                             return Progress("waiting", f"{left} children pending")
