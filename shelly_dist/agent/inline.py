@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from shelly_dist import events
 from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
+from shelly_dist.agent.handoff import next_peer
 from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.errors import AgentError, RunCancelled
@@ -102,9 +103,10 @@ class InlineDelegator:
         """Build the child instance: its own toolboxes, the parent's registry, board and events."""
         registry = parent.registry
         assert registry is not None
-        child = registry.spawn(request.agent, request.depth)
+        name = request.spawned()
+        child = registry.spawn(name, request.depth)
         child.set_registry(registry)
-        child.name = instance_name(request.agent, request.task, registry.next_id(request.agent))
+        child.name = instance_name(name, request.task, registry.next_id(name))
         if child.options.task_board is None:
             child.options.task_board = parent.options.task_board
         if parent.options.on_event is not None:
@@ -112,13 +114,20 @@ class InlineDelegator:
         return child
 
     async def run_child(self, parent: Run, request: ChildRequest) -> DelegateEntry:
-        """Run one child to its end and map its outcome onto its entry. Never raises but
-        cancellation of the parent."""
+        """Run one child to its end and map its outcome onto its entry, following its handoffs
+        (each peer runs as the same entry). Never raises but cancellation of the parent."""
+        outcome: DelegateEntry | ChildRequest = request
+        while isinstance(outcome, ChildRequest):
+            outcome = await self._run_one(parent, outcome)
+        return outcome
+
+    async def _run_one(self, parent: Run, request: ChildRequest) -> DelegateEntry | ChildRequest:
+        """Run one child (or handoff peer); its entry, or the request of the peer it handed off to."""
         from shelly_dist.agent.run import Run
 
         registry = parent.agent.registry
         assert registry is not None
-        limit = self._limit(registry, request.agent)
+        limit = self._limit(registry, request.spawned())
         async with limit if limit is not None else contextlib.nullcontext():
             try:
                 child = self.spawn(parent.agent, request)
@@ -136,7 +145,11 @@ class InlineDelegator:
                 emit(Event(kind=events.AGENT_START, agent=child.name, run_id=run.state.run_id,
                            data={"parent": parent.agent.name, "task": request.task[:500], "depth": request.depth}))
             entry = await self._run(child, run, request, board)
-            if board is not None and request.task_id:
+            peer = next_peer(request, run.state, registry) if not entry.error else None
+            if isinstance(peer, DelegateEntry):  # a refused handoff is the entry's error
+                entry = peer
+            # After a handoff the task stays with the chain: the peer claims it and settles it.
+            if not isinstance(peer, ChildRequest) and board is not None and request.task_id:
                 try:
                     await board.update_status(request.task_id, board_status(entry))
                 except Exception as exc:
@@ -144,6 +157,9 @@ class InlineDelegator:
             if emit is not None:
                 emit(Event(kind=events.AGENT_END, agent=child.name, run_id=run.state.run_id,
                            data={"parent": parent.agent.name, "usage": run.state.usage.model_dump()}))
+            if isinstance(peer, ChildRequest):
+                return peer
+            if emit is not None:
                 emit(Event(kind=events.DELEGATION_PROGRESS, agent=child.name, run_id=run.state.run_id,
                            data={"kind": "result", "agent": child.name, "parent": parent.agent.name,
                                  "result": entry.to_json()}))

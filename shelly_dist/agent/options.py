@@ -29,6 +29,9 @@ class AgentOptions:
     """At iteration index ≥ this (when > 0), tell the model once that its budget is running out."""
     max_delegation_depth: int = 0
     """The agent may delegate while its depth is below this."""
+    max_handoffs: int = 0
+    """As a child: ``handoff`` is offered when above 0. As a parent: the chain limit of its
+    delegations' handoffs (3 when not above 0). Shelly's meanings."""
     skills: Sequence[SkillLike] = ()
     middleware: list[Middleware] = field(default_factory=list)
     context: str = ""

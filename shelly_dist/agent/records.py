@@ -52,6 +52,14 @@ class DelegateEntry(BaseModel):
         return data
 
 
+class HandoffResult(BaseModel):
+    """What a child reports with ``handoff`` (Shelly's field names)."""
+
+    target_agent: str
+    reason: str
+    context: str
+
+
 class ChildRequest(BaseModel):
     """A child run the parent waits for: one task of one ``delegate`` call.
 
@@ -70,6 +78,19 @@ class ChildRequest(BaseModel):
     visited: list[str]
     parent_run_id: str
     parent_agent: str
+    max_handoffs: int = 0
+    """The delegating agent's ``max_handoffs``: the chain limit of this delegation's handoffs."""
+    handoffs: int = 0
+    """Handoffs so far in this delegation's chain (0 for the child the parent asked for)."""
+    handoff_to: str = ""
+    """The peer agent this entry's task was handed off to (``agent`` stays the requested name,
+    as in Shelly's entry); empty for the requested child itself."""
+    opening: str = ""
+    """The peer's ``<handoff_context>`` message, which replaces the ``<delegation_context>``."""
+
+    def spawned(self) -> str:
+        """The agent that runs this request: the handoff's peer, else the requested agent."""
+        return self.handoff_to or self.agent
 
 
 class PendingDelegation(BaseModel):
@@ -117,5 +138,7 @@ class RunState(BaseModel):
     """Tool calls of the current reply suspended until a runtime delivers their result (a
     :class:`~shelly_dist.tools.suspend.SuspendCall`'s payload by call id: ``ask_user`` on a worker)."""
     completion: CompletionResult | None = None
+    handoff: HandoffResult | None = None
+    """Set by ``handoff``: the run stops after this step and its delegation passes to the peer."""
     usage: Usage = Field(default_factory=Usage)
     messages: list[Message] = Field(default_factory=list)

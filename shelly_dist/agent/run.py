@@ -30,11 +30,13 @@ from typing import TYPE_CHECKING, Protocol
 from shelly_dist import events
 from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import format_entries, plan_children
+from shelly_dist.agent.handoff import handoff_tool
 from shelly_dist.agent.orchestration import orchestration_toolbox
 from shelly_dist.agent.records import (
     ChildRequest,
     CompletionResult,
     DelegateEntry,
+    HandoffResult,
     PendingDelegation,
     Phase,
     RunState,
@@ -188,7 +190,10 @@ class Run:
             self._delegate = orch.get("delegate")
             boxes.append(orch)
         if agent.depth > 0:
-            boxes.append(ToolBox([task_complete_tool(self._get_completion, self._set_completion)], name="completion"))
+            ending = [task_complete_tool(self._get_completion, self._set_completion)]
+            if agent.registry is not None and agent.options.max_handoffs > 0:
+                ending.append(handoff_tool(self._get_handoff, self._set_handoff))
+            boxes.append(ToolBox(ending, name="completion"))
         seen: dict[str, Tool] = {}
         for box in boxes:
             for tool in box:
@@ -217,6 +222,12 @@ class Run:
 
     def _set_completion(self, result: CompletionResult) -> None:
         self.state.completion = result
+
+    def _get_handoff(self) -> HandoffResult | None:
+        return self.state.handoff
+
+    def _set_handoff(self, result: HandoffResult) -> None:
+        self.state.handoff = result
 
     # -- events -------------------------------------------------------------------------------
 
@@ -430,6 +441,8 @@ class Run:
             self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
             await self._result_recorded()
             return
+        for request in requests:  # the chain limit of their handoffs is this agent's
+            request.max_handoffs = agent.options.max_handoffs
         pending = PendingDelegation(tool_call_id=call.id, entries=entries, requests=requests)
         state.pending.append(pending)
         self._running -= 1  # a delegation is journaled with the suspension (or its results) instead
@@ -485,7 +498,7 @@ class Run:
         state.started = []
         state.pending = []
         state.awaiting = {}
-        if state.completion is not None:
+        if state.completion is not None or state.handoff is not None:
             state.phase = Phase.DONE
             await self._checkpoint("tools")
             return Finished(reply, state.completion)

@@ -40,7 +40,8 @@ def _tree_lines(records: list[dict[str, Any]]) -> list[str]:
             name = r.get("instance") or r.get("agent", "?")
             lines.append(f"{'  ' * indent}{r['id']}  {name}  {r.get('status', '?')}  "
                          f"worker={r.get('worker', '-') or '-'}  tokens={tokens}"
-                         + (f"  error={r['error']}" if r.get("error") else ""))
+                         + (f"  error={r['error']}" if r.get("error") else "")
+                         + (f"  handed off to {r['handoff']}" if r.get("handoff") else ""))
             walk(r["id"], indent + 1)
 
     walk("", 0)
@@ -58,7 +59,7 @@ def runs_command(session_id: str, as_json: bool, config_path: str | None, shelly
         async with redis_for(config_path, shelly_dir) as (client, keys):
             records = await load_runs(client, keys, session_id)
         if as_json:
-            fields = ("id", "agent", "instance", "depth", "parent", "root", "status", "worker", "error")
+            fields = ("id", "agent", "instance", "depth", "parent", "root", "status", "worker", "error", "handoff")
             click.echo(json.dumps([{k: r.get(k, "") for k in fields} for r in records], ensure_ascii=False))
         elif not records:
             click.echo(f"no runs in session {session_id}", err=True)
