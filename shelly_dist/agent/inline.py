@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from shelly_dist import events
 from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
 from shelly_dist.agent.handoff import next_peer
+from shelly_dist.agent.interaction import auto_answer
 from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.errors import AgentError, RunCancelled
@@ -109,6 +110,7 @@ class InlineDelegator:
         child.name = instance_name(name, request.task, registry.next_id(name))
         if child.options.task_board is None:
             child.options.task_board = parent.options.task_board
+        child.options.request_input = auto_answer(request.context)
         if parent.options.on_event is not None:
             child.options.on_event = progress_sink(parent.options.on_event, parent.name, child.name)
         return child

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from shelly_dist.agent.board import TaskBoardHook
+from shelly_dist.agent.interaction import Answer
 from shelly_dist.agent.middleware import Middleware
 from shelly_dist.agent.prompt import SkillLike
 from shelly_dist.events import EventSink
@@ -43,5 +44,8 @@ class AgentOptions:
     tool_hooks: list[ToolHook] = field(default_factory=list)
     prompt_sections: Callable[[], Awaitable[list[str]]] | None = None
     """Extra prompt sections computed at the start of each run (the blackboard snapshot)."""
+    request_input: Answer | None = None
+    """Answers this child's ``request_input`` questions (``agent.interaction.ChildQuestion``); set
+    by the runtime that spawned it, which offers the tool to delegated children only."""
     task_board: TaskBoardHook | None = None
     on_event: EventSink | None = None

@@ -31,6 +31,7 @@ from shelly_dist import events
 from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import format_entries, plan_children
 from shelly_dist.agent.handoff import handoff_tool
+from shelly_dist.agent.interaction import request_input_tool
 from shelly_dist.agent.orchestration import orchestration_toolbox
 from shelly_dist.agent.records import (
     ChildRequest,
@@ -193,6 +194,8 @@ class Run:
             ending = [task_complete_tool(self._get_completion, self._set_completion)]
             if agent.registry is not None and agent.options.max_handoffs > 0:
                 ending.append(handoff_tool(self._get_handoff, self._set_handoff))
+            if agent.options.request_input is not None:
+                ending.append(request_input_tool(lambda: agent.name, agent.options.request_input))
             boxes.append(ToolBox(ending, name="completion"))
         seen: dict[str, Tool] = {}
         for box in boxes:

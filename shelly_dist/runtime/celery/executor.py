@@ -36,6 +36,7 @@ from shelly_dist.agent import (
     instance_name,
 )
 from shelly_dist.agent.handoff import next_peer
+from shelly_dist.agent.interaction import auto_answer
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
@@ -173,6 +174,8 @@ class Executor:
         except (AgentError, ConfigError, UsageError) as exc:  # unknown agent, bad journal: fail, don't loop
             return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=str(exc)))
         agent = run.agent
+        if request is not None:  # blocking delegation: request_input is answered from the context
+            agent.options.request_input = auto_answer(request.context)
         offset = record.msg_count
         canceled = False
         if offset == 0:
