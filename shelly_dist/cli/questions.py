@@ -8,13 +8,18 @@ answer one, from any machine that reaches the config's Redis and broker.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from shelly_dist.cli.distributed import load_settings
 from shelly_dist.cli.errors import run_async
 from shelly_dist.cli.options import config_options, json_option, session_option
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from shelly_dist.engine.eventbus import Subscription
 
 
 def _line(q: dict[str, Any]) -> str:
@@ -30,6 +35,21 @@ async def _with_pool(config_path: str | None, shelly_dir: str, fn: Any) -> Any:
         return await fn(runtime)
     finally:
         await runtime.aclose()
+
+
+async def announce_questions(events: Subscription, console: Console, session: str, asked_here: str | None) -> None:
+    """Print, on stderr, how to answer each ``ask_user`` question nobody here is prompted for
+    (every question of a run without a terminal; on a terminal, those of remote runs: every
+    agent but ``asked_here``)."""
+    try:
+        async for event in events:
+            if event.kind != "ask_user" or event.agent == asked_here or not event.data.get("id"):
+                continue
+            q = {"id": event.data["id"], "agent": event.agent, "run": event.run_id or "?", **event.data}
+            console.print(f"question {_line(q)}\n  answer it with: shelly answer --session {session} {q['id']} TEXT",
+                          markup=False, highlight=False, soft_wrap=True)
+    finally:
+        events.close()
 
 
 @click.command("questions")

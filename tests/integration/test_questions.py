@@ -174,3 +174,21 @@ async def test_session_respond_in_python_answers_a_question_of_a_child_on_a_work
         outcome = await asyncio.wait_for(sending, 90)
     assert outcome.reply.text_content() == "lead done"
     assert any(p.get("content") == "blue" for p in tool_results(cluster, asker_run(cluster, session.id)["id"]))
+
+
+def test_a_piped_shelly_run_says_on_stderr_how_to_answer_a_question_of_a_child_on_a_worker(cluster: Cluster):
+    team(cluster)
+    cluster.start_worker("solo", concurrency=1)
+    first = cluster.popen("run", "colour job", "--agent", "lead", "--json")
+    try:
+        session = cluster.session_ids()[0]
+        wait_until(lambda: open_questions(cluster, session), 90, "the asker's question")
+        assert cluster.shelly("answer", "--session", session, "q-1", "blue").returncode == 0
+        _, stderr = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    assert first.returncode == 0, stderr
+    assert f"answer it with: shelly answer --session {session} q-1 TEXT" in stderr
+    assert "Which colour?  [red / blue]" in stderr
