@@ -192,3 +192,25 @@ def test_a_piped_shelly_run_says_on_stderr_how_to_answer_a_question_of_a_child_o
     assert first.returncode == 0, stderr
     assert f"answer it with: shelly answer --session {session} q-1 TEXT" in stderr
     assert "Which colour?  [red / blue]" in stderr
+
+
+def test_a_batch_item_that_asks_waits_on_the_pool_until_shelly_answer(cluster: Cluster):
+    team(cluster, boss=[ask("Ship it?", ["yes", "no"]), "boss heard {task}"])
+    cluster.start_worker("solo", concurrency=1)
+    tasks = cluster.root / "in.jsonl"
+    tasks.write_text(json.dumps({"id": "item-1", "agent": "boss", "task": "release"}) + "\n")
+    output = cluster.root / "out.jsonl"
+    batch = cluster.popen("batch", "--tasks", str(tasks), "--output", str(output), "--quiet")
+    try:
+        session = cluster.session_ids()[0]
+        questions = wait_until(lambda: open_questions(cluster, session), 90, "the batch item's question")
+        assert [(q["id"], q["text"]) for q in questions] == [("q-1", "Ship it?")]
+        assert cluster.shelly("answer", "--session", session, "q-1", "yes").returncode == 0
+        _, stderr = batch.communicate(timeout=120)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+            batch.communicate()
+    assert batch.returncode == 0, f"{stderr}\n{cluster.worker_log()}"
+    (record,) = map(json.loads, output.read_text().splitlines())
+    assert (record["id"], record["status"], record["reply"]) == ("item-1", "completed", "boss heard release")
