@@ -22,7 +22,7 @@ def ask(text: str, options: list[str] | None = None) -> dict[str, Any]:
 
 
 def team(cluster: Cluster, *, asker_options: dict[str, Any] | None = None, lead_options: dict[str, Any] | None = None,
-         **scripts: list[Any]) -> None:
+         extra_options: dict[str, Any] | None = None, **scripts: list[Any]) -> None:
     """``lead`` delegates to ``asker`` (who asks the user, then completes); ``other`` delegates to
     ``quick`` (a plain child) — a second tree to run while the first waits for its answer."""
     cluster.write_config(
@@ -37,7 +37,7 @@ def team(cluster: Cluster, *, asker_options: dict[str, Any] | None = None, lead_
          {"name": "asker", "options": asker_options or {}},
          {"name": "other", "options": {"max_delegation_depth": 1}},
          {"name": "quick"},
-         *({"name": name} for name in scripts)],
+         *({"name": name, "options": extra_options or {}} for name in scripts)],
     )
 
 
@@ -214,3 +214,13 @@ def test_a_batch_item_that_asks_waits_on_the_pool_until_shelly_answer(cluster: C
     assert batch.returncode == 0, f"{stderr}\n{cluster.worker_log()}"
     (record,) = map(json.loads, output.read_text().splitlines())
     assert (record["id"], record["status"], record["reply"]) == ("item-1", "completed", "boss heard release")
+
+
+def test_a_top_level_question_past_its_timeout_gives_the_error_result_and_the_run_goes_on(cluster: Cluster):
+    team(cluster, extra_options={"question_timeout": "1s"}, boss=[ask("Ship it?"), "boss went on"])
+    out = finished(start_run(cluster, "boss", "release"), cluster)
+    assert out["reply"] == "boss went on"
+    tools = [e["data"]["text"] for e in cluster.events(out["session"])
+             if e["kind"] == "message_added" and e["data"].get("role") == "tool"]
+    assert tools == ["ask_user: no answer to q-1 within 1s (options.question_timeout)"]
+    assert open_questions(cluster, out["session"]) == []

@@ -298,26 +298,43 @@ class RootAnswerer:
         sink(Event(kind=events.ASK_USER, agent=agent_name() or lease.record.agent, run_id=rid,
                    session_id=lease.record.session, data=question.model_copy(update={"id": qid}).event_data()))
         await flush()
-        settings = journal.settings
         try:
-            async with Subscription(journal.client, journal.keys.run_changed(lease.run_id),
-                                    poll_interval=self.poll_interval) as sub:
-                while True:
-                    with redis_errors("questions"):
-                        raw = await journal.client.hget(journal.keys.run_children(lease.run_id), field)
-                    if raw is not None:
-                        result = _result(raw)
-                        if result.is_error:
-                            raise ToolError(result.content, tool=ASK_USER)
-                        return result.content
-                    await sub.wait(self.poll_interval)
-        except (asyncio.CancelledError, TimeoutError):
-            # Close the question (the first answer wins), so nobody answers a run that moved on.
-            with contextlib.suppress(Exception):
-                await asyncio.shield(answer(journal.client, journal.keys, lease.record.session, qid,
-                                            timeout_error(qid, question.timeout), retention=settings.retention,
-                                            requeue_after=settings.requeue_after, is_error=True))
+            async with asyncio.timeout(question.timeout or None):
+                result = await self._wait(lease, field)
+        except TimeoutError:
+            await self._close(lease, qid, question.timeout)
+            raw = None
+            with contextlib.suppress(Exception):  # an answer that won the race is kept
+                raw = await journal.client.hget(journal.keys.run_children(lease.run_id), field)
+            result = _result(raw) if raw else ToolResult(
+                tool_call_id="", content=timeout_error(qid, question.timeout), is_error=True)
+        except asyncio.CancelledError:
+            await self._close(lease, qid, question.timeout)
             raise
+        if result.is_error:
+            raise ToolError(result.content, tool=ASK_USER)
+        return result.content
+
+    async def _wait(self, lease: Lease, field: str) -> ToolResult:
+        journal = lease.journal
+        async with Subscription(journal.client, journal.keys.run_changed(lease.run_id),
+                                poll_interval=self.poll_interval) as sub:
+            while True:
+                with redis_errors("questions"):
+                    raw = await journal.client.hget(journal.keys.run_children(lease.run_id), field)
+                if raw is not None:
+                    return _result(raw)
+                await sub.wait(self.poll_interval)
+
+    @staticmethod
+    async def _close(lease: Lease, qid: str, limit: float) -> None:
+        """Answer the question with the timeout error (the first answer wins: an answer that
+        arrived just before stays), so nobody answers a run that moved on."""
+        journal, settings = lease.journal, lease.journal.settings
+        with contextlib.suppress(Exception):
+            await asyncio.shield(answer(journal.client, journal.keys, lease.record.session, qid,
+                                        timeout_error(qid, limit), retention=settings.retention,
+                                        requeue_after=settings.requeue_after, is_error=True))
 
 
 def require_open(found: Answered, qid: str, session: str) -> None:

@@ -135,9 +135,10 @@ class Responder:
         if not question.text:
             raise ToolError(f"{ASK_USER}: ask: question is required", tool=ASK_USER)
         question = question.model_copy(update={"id": f"q-{next(self._ids)}", "timeout": limit or 0.0})
-        if self.on_ask is not None and not getattr(self.answerer, "announces", False):
+        durable = getattr(self.answerer, "announces", False)
+        if self.on_ask is not None and not durable:
             self.on_ask(question)
-        if not limit:
+        if not limit or durable:  # a durable answerer numbers the question and keeps its deadline itself
             return await self.answerer.answer(question)
         try:
             async with asyncio.timeout(limit):
