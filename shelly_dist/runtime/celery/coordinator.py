@@ -29,7 +29,8 @@ from shelly_dist.runtime.celery.events import StreamSink, read_events
 from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children, enqueue_resume
 from shelly_dist.runtime.celery.journal import TERMINAL, Journal, child_key
 from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.questions import Answered, RootAnswerer, answer, open_questions, require_open
+from shelly_dist.runtime.celery.questions import Answered, answer, open_questions, require_open
+from shelly_dist.runtime.celery.root_answerer import RootAnswerer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import connect
 from shelly_dist.state.subscription import Subscription

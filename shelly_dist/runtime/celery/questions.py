@@ -11,8 +11,8 @@ the run's channel published; the caller that brings the count to zero enqueues t
 same step puts the run in the tree's deadline index, so the reaper resumes it if that caller dies
 first). The resumed run, on any worker, delivers the stored answer as the call's result.
 
-A coordinator's top-level run asks through :class:`RootAnswerer`: the coordinator process holds
-no worker, so it registers the question the same way and waits on the run's channel.
+A coordinator's top-level run asks through :class:`~.root_answerer.RootAnswerer`: the coordinator
+process holds no worker, so it registers the question the same way and waits on the run's channel.
 
 ``options.question_timeout`` is enforced by the reapers: a question with a deadline is indexed in
 ``…:questions:due``; each reaper scan answers the questions past it with the timeout error result
@@ -27,8 +27,6 @@ answers in ``…:run:{id}:children`` under ``ask:<iteration>:<call id>``, ``…:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -40,17 +38,15 @@ import redis.asyncio as aioredis
 from shelly_dist import events
 from shelly_dist.agent import Run
 from shelly_dist.chats import ToolResult
-from shelly_dist.errors import ToolError, UsageError
-from shelly_dist.events import Event
+from shelly_dist.errors import UsageError
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.scripts import _FENCE
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
-from shelly_dist.state.subscription import Subscription
 from shelly_dist.tools.builtin.ask import ASK_USER, Question, timeout_error
 
-__all__ = ["ANSWER", "ASK", "Answered", "RootAnswerer", "answer", "collect", "expire_due", "open_questions",
-           "register"]
+__all__ = ["ANSWER", "ASK", "Answered", "answer", "answer_field", "ask", "collect", "expire_due", "open_questions",
+           "register", "require_open"]
 
 ASK = _FENCE + """
 local record, lease, asked, questions, counter, due = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -123,12 +119,12 @@ def _ms(seconds: float) -> int:
     return int(seconds * 1000)
 
 
-def _result(raw: str) -> ToolResult:
+def result_of(raw: str) -> ToolResult:
     data = json.loads(raw)
     return ToolResult(tool_call_id="", content=str(data.get("content", "")), is_error=bool(data.get("is_error")))
 
 
-async def _ask(lease: Lease, agent: str, run_id: str, field: str, payload: dict[str, Any]) -> tuple[str, bool]:
+async def ask(lease: Lease, agent: str, run_id: str, field: str, payload: dict[str, Any]) -> tuple[str, bool]:
     """Register one question of the leased run; returns (its id, whether it is new)."""
     journal, r = lease.journal, lease.record
     keys, settings = journal.keys, journal.settings
@@ -155,7 +151,7 @@ async def register(lease: Lease, run: Run) -> None:
         if payload.get("kind") != ASK_USER:
             continue
         field = answer_field(run.state.iteration, call_id)
-        qid, new = await _ask(lease, run.agent.name, run.state.run_id, field, payload)
+        qid, new = await ask(lease, run.agent.name, run.state.run_id, field, payload)
         payload["id"] = qid
         if new:
             data = Question.model_validate({**payload, "id": qid}).event_data()
@@ -173,7 +169,7 @@ async def collect(lease: Lease, run: Run) -> None:
         raw = await journal.client.hmget(journal.keys.run_children(run.state.run_id), fields)
     for call_id, value in zip(calls, raw, strict=True):
         if value:
-            run.deliver_result(call_id, _result(value))
+            run.deliver_result(call_id, result_of(value))
 
 
 @dataclass
@@ -259,82 +255,6 @@ async def expire_due(client: aioredis.Redis, keys: Keys, *, retention: int, requ
             if done.resume:
                 await resume(done.run, done.root)
     return n
-
-
-class RootAnswerer:
-    """The answerer of a coordinator's top-level run (``shelly run`` with no terminal, on the
-    pool): the question is registered in Redis like a worker's, announced on the session stream
-    and in this process, and answered from anywhere; this process waits on the run's channel (it
-    holds no worker). Other runs in this process have no answer channel (a ``ToolError``)."""
-
-    announces = True
-
-    def __init__(self, poll_interval: float) -> None:
-        self.poll_interval = poll_interval
-        self._roots: dict[str, tuple[Lease, Callable[[Event], None], Callable[[], Awaitable[None]]]] = {}
-        self._calls = 0
-
-    def attach(self, lease: Lease, sink: Callable[[Event], None], flush: Callable[[], Awaitable[None]]) -> None:
-        """While the coordinator drives run ``lease.run_id``, its questions come here; ``sink``
-        and ``flush`` put the ``ask_user`` event on the live view and the session stream."""
-        self._roots[lease.run_id] = (lease, sink, flush)
-
-    def detach(self, run_id: str) -> None:
-        self._roots.pop(run_id, None)
-
-    async def answer(self, question: Question) -> str:
-        from shelly_dist.identity import agent_name, run_id
-
-        rid = run_id()
-        found = self._roots.get(rid or "")
-        if found is None:
-            raise ToolError(f"{ASK_USER}: this run has no answer channel", tool=ASK_USER)
-        lease, sink, flush = found
-        journal = lease.journal
-        self._calls += 1
-        field = answer_field(0, f"root-{self._calls}-{question.id}")
-        payload = question.model_dump(by_alias=True) | {"timeout": question.timeout}
-        qid, _ = await _ask(lease, agent_name() or lease.record.agent, rid or "", field, payload)
-        sink(Event(kind=events.ASK_USER, agent=agent_name() or lease.record.agent, run_id=rid,
-                   session_id=lease.record.session, data=question.model_copy(update={"id": qid}).event_data()))
-        await flush()
-        try:
-            async with asyncio.timeout(question.timeout or None):
-                result = await self._wait(lease, field)
-        except TimeoutError:
-            await self._close(lease, qid, question.timeout)
-            raw = None
-            with contextlib.suppress(Exception):  # an answer that won the race is kept
-                raw = await journal.client.hget(journal.keys.run_children(lease.run_id), field)
-            result = _result(raw) if raw else ToolResult(
-                tool_call_id="", content=timeout_error(qid, question.timeout), is_error=True)
-        except asyncio.CancelledError:
-            await self._close(lease, qid, question.timeout)
-            raise
-        if result.is_error:
-            raise ToolError(result.content, tool=ASK_USER)
-        return result.content
-
-    async def _wait(self, lease: Lease, field: str) -> ToolResult:
-        journal = lease.journal
-        async with Subscription(journal.client, journal.keys.run_changed(lease.run_id),
-                                poll_interval=self.poll_interval) as sub:
-            while True:
-                with redis_errors("questions"):
-                    raw = await journal.client.hget(journal.keys.run_children(lease.run_id), field)
-                if raw is not None:
-                    return _result(raw)
-                await sub.wait(self.poll_interval)
-
-    @staticmethod
-    async def _close(lease: Lease, qid: str, limit: float) -> None:
-        """Answer the question with the timeout error (the first answer wins: an answer that
-        arrived just before stays), so nobody answers a run that moved on."""
-        journal, settings = lease.journal, lease.journal.settings
-        with contextlib.suppress(Exception):
-            await asyncio.shield(answer(journal.client, journal.keys, lease.record.session, qid,
-                                        timeout_error(qid, limit), retention=settings.retention,
-                                        requeue_after=settings.requeue_after, is_error=True))
 
 
 def require_open(found: Answered, qid: str, session: str) -> None:
