@@ -224,3 +224,23 @@ def test_a_top_level_question_past_its_timeout_gives_the_error_result_and_the_ru
              if e["kind"] == "message_added" and e["data"].get("role") == "tool"]
     assert tools == ["ask_user: no answer to q-1 within 1s (options.question_timeout)"]
     assert open_questions(cluster, out["session"]) == []
+
+
+def test_a_waiting_question_survives_its_worker_and_the_answer_resumes_the_run_on_another(cluster: Cluster):
+    team(cluster)
+    first_worker = cluster.start_worker("first", concurrency=1)
+    run = start_run(cluster, "lead", "colour job")
+    try:
+        session = cluster.session_ids()[0]
+        wait_until(lambda: open_questions(cluster, session), 90, "the asker's question")
+        cluster.kill_worker(first_worker)
+        second_worker = cluster.start_worker("second", concurrency=1)
+        assert cluster.shelly("answer", "--session", session, "q-1", "blue").returncode == 0
+        out = finished(run, cluster)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert out["reply"] == "lead done"
+    child = asker_run(cluster, session)
+    assert child["status"] == "done" and child["worker"] == second_worker
