@@ -59,6 +59,12 @@ def parse_delegate_input(arguments: str) -> DelegateInput:
         raise DelegationRejected(f"delegate: invalid input: {where}: {first['msg']}") from exc
 
 
+INTERACTIVE_NOT_PORTED = (
+    "delegate: interactive mode is not supported by shelly-dist yet (answer_delegation_questions is not "
+    "ported); delegate without mode: interactive"
+)
+
+
 def plan_children(
     *,
     call_id: str,
@@ -70,6 +76,7 @@ def plan_children(
     max_depth: int,
     visited: list[str],
     run_id: str,
+    interaction_mode: str = "",
 ) -> tuple[list[DelegateEntry | None], list[ChildRequest]]:
     """Check a ``delegate`` call and split it into ready entries and child requests.
 
@@ -82,6 +89,8 @@ def plan_children(
     if max_depth <= 0 or depth >= max_depth:
         raise DelegationRejected(f"delegate: max delegation depth {max_depth} reached", agent=instance_name)
     if any(t.mode == "interactive" for t in spec.tasks):
+        if interaction_mode == "interactive":  # configured, but not ported: say so, never run it silently
+            raise DelegationRejected(INTERACTIVE_NOT_PORTED, agent=instance_name)
         raise DelegationRejected(
             "delegate: interactive mode requires interaction_mode: interactive in config", agent=instance_name
         )

@@ -44,6 +44,9 @@ class AgentOptions:
     tool_hooks: list[ToolHook] = field(default_factory=list)
     prompt_sections: Callable[[], Awaitable[list[str]]] | None = None
     """Extra prompt sections computed at the start of each run (the blackboard snapshot)."""
+    interaction_mode: str = ""
+    """Shelly's ``options.interaction_mode``; ``interactive`` delegation is not ported, and a
+    ``delegate`` asking for it says so."""
     request_input: Answer | None = None
     """Answers this child's ``request_input`` questions (``agent.interaction.ChildQuestion``); set
     by the runtime that spawned it, which offers the tool to delegated children only."""

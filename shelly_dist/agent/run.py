@@ -432,6 +432,7 @@ class Run:
                 max_depth=agent.options.max_delegation_depth,
                 visited=state.visited,
                 run_id=state.run_id,
+                interaction_mode=agent.options.interaction_mode,
             )
         except DelegationRejected as exc:
             state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)

@@ -87,3 +87,33 @@ async def test_after_a_handoff_the_peers_answer_uses_the_handoff_context_not_the
     await lead.run("go")
     (answer,) = [t for t in tool_texts(seen, "coder-") if t.startswith("Based on")]
     assert "handoff ctx" in answer and "original ctx" not in answer
+
+
+def interactive_delegate() -> dict[str, Any]:
+    return call("delegate", {"tasks": [{"agent": "coder", "task": "fix", "context": "", "mode": "interactive"}]})
+
+
+async def test_interactive_mode_without_interactive_config_is_refused_with_shellys_error():
+    team = Team()
+    team.add("coder", [complete("done")])
+    team.add("lead", [interactive_delegate(), "ok"], max_delegation_depth=1)
+    lead = team.spawn("lead")
+    seen: list[Event] = []
+    lead.options.on_event = seen.append
+    await lead.run("go")
+    assert tool_texts(seen, "lead") == ["delegate: interactive mode requires interaction_mode: interactive in config"]
+    assert team.requests("coder") == []
+
+
+async def test_interactive_mode_with_interactive_config_says_it_is_not_ported_instead_of_running():
+    team = Team()
+    team.add("coder", [complete("done")])
+    team.add("lead", [interactive_delegate(), "ok"], max_delegation_depth=1, interaction_mode="interactive")
+    lead = team.spawn("lead")
+    seen: list[Event] = []
+    lead.options.on_event = seen.append
+    await lead.run("go")
+    assert tool_texts(seen, "lead") == [
+        "delegate: interactive mode is not supported by shelly-dist yet (answer_delegation_questions is not "
+        "ported); delegate without mode: interactive"]
+    assert team.requests("coder") == []
