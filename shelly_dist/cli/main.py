@@ -16,6 +16,7 @@ from shelly_dist import __version__
 from shelly_dist.cli.agents import agents_command
 from shelly_dist.cli.batch import batch_command
 from shelly_dist.cli.cancel import cancel_command
+from shelly_dist.cli.doctor import doctor_command
 from shelly_dist.cli.dotenv import load_dotenv
 from shelly_dist.cli.events import events_command
 from shelly_dist.cli.flower import flower_command
@@ -63,6 +64,7 @@ cli.add_command(questions_command)
 cli.add_command(answer_command)
 cli.add_command(flower_command)
 cli.add_command(mcp_group)
+cli.add_command(doctor_command)
 
 
 def main() -> None:

@@ -305,6 +305,9 @@ class PermissionsConfig(OursSection):
     fs_directories: list[str] = Field(default_factory=list)
     trusted_commands: list[str] = Field(default_factory=list)
     trusted_domains: list[str] = Field(default_factory=list)
+    exec_env: list[str] = Field(default_factory=list)
+    """Environment variables ``exec_run`` and the git tools pass on to programs, besides PATH, HOME
+    and LANG (ours): provider keys and the Redis password never reach a program unless listed."""
 
 
 class LoopDetectionConfig(OursSection):

@@ -21,7 +21,6 @@ import asyncio
 import itertools
 import logging
 import os
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -38,6 +37,7 @@ from shelly_dist.engine.legacy import permissions_file
 from shelly_dist.engine.project_context import load_project_context
 from shelly_dist.engine.providers import Providers
 from shelly_dist.engine.session import Session
+from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.engine.sessions import ProviderInfo, SessionInfo, SessionStore, new_session_id
 from shelly_dist.engine.shellydir import ShellyDir, state_dir
 from shelly_dist.engine.stores import SessionStores
@@ -108,8 +108,7 @@ class Engine:
         self.toolboxes.responder.on_ask = self._announce_question
         self.runtime: Runtime = LocalRuntime()
         self._mcp_clients = mcp_clients
-        self._registries: dict[str, Registry] = {}
-        self._lock = threading.Lock()
+        self._registries: SessionCache[Registry] = SessionCache()
         self._counter = itertools.count(1)
         self._closed = False
 
@@ -220,13 +219,9 @@ class Engine:
     def registry(self, session: str) -> Registry:
         """The registry of ``session``: every configured agent, bound to that session's stores.
 
-        Cached per session; safe to call from several threads.
+        Cached per session (bounded by :meth:`bound_sessions`); safe to call from several threads.
         """
-        with self._lock:
-            found = self._registries.get(session)
-        if found is not None:
-            return found
-        built = build_registry(
+        return self._registries.get(session, lambda: build_registry(
             self.config,
             session=session,
             providers=self.providers,
@@ -234,9 +229,25 @@ class Engine:
             skills=self.skills,
             context=self.context,
             on_event=self.event_sink(session),
-        )
-        with self._lock:
-            return self._registries.setdefault(session, built)
+        ))
+
+    def bound_sessions(self, *, max_size: int, ttl: float) -> None:
+        """Keep per-session objects (registries; store handles when the stores are in Redis) for
+        at most ``max_size`` sessions, none unused for more than ``ttl`` seconds: a long-lived
+        worker sees a new session per batch item. In-memory boards are never evicted."""
+        self._registries.set_limits(max_size=max_size, ttl=ttl)
+        self.stores.bound(max_size=max_size, ttl=ttl)
+
+    def discard_session(self, session: str) -> None:
+        """Forget everything held for ``session`` in this process (its registry, its boards; for
+        in-memory boards, their data): for a caller that knows the session is over, such as an
+        in-process batch item."""
+        self._registries.discard(session)
+        self.stores.discard(session)
+
+    def cached_sessions(self) -> dict[str, int]:
+        """How many sessions this engine holds objects for, by kind (for bounds checks and soaks)."""
+        return {"registries": len(self._registries), **self.stores.cached_sessions()}
 
     def agent_name(self, agent: str | None = None) -> str:
         """``agent``, or the entry agent; an unknown name is a ``UsageError`` listing the known."""

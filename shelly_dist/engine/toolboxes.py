@@ -127,6 +127,7 @@ class Toolboxes:
                 fs_directories=p.fs_directories,
                 trusted_commands=p.trusted_commands,
                 trusted_domains=p.trusted_domains,
+                exec_env=p.exec_env,
                 approver=self.approver,  # type: ignore[arg-type]
             )
         return self._permissions

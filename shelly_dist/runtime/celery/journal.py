@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import ResponseError, WatchError
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message
@@ -29,6 +29,10 @@ from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 
 __all__ = ["TERMINAL", "Claim", "Journal", "child_key", "child_run_id"]
+
+SESSION_RUNS_MAX = 10_000
+"""Root runs a session's index keeps (the newest); older ones drop out of ``shelly runs`` and
+``shelly cancel --session`` (their records still expire by retention)."""
 
 
 def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
@@ -89,11 +93,15 @@ class Journal:
 
     async def create_root(
         self, run_id: str, *, agent: str, session: str, mode: str, task: str, fingerprint: str,
-        messages: list[Message] | None = None, owner: str = "",
-    ) -> None:
+        messages: list[Message] | None = None, if_absent: bool = False, owner: str = "",
+    ) -> bool:
         """A top-level run: ``mode`` is ``coordinator`` (in the CLI process, written only by
         ``owner``) or ``worker`` (its first user ``messages`` are stored for the worker that starts
-        it; its deadline lets the reaper re-send it if its task never arrives)."""
+        it; its deadline lets the reaper re-send it if its task never arrives).
+
+        With ``if_absent`` nothing is written when a record ``run_id`` exists (or is created by
+        someone else meanwhile): the id is an idempotency key. Returns whether this call created it.
+        """
         now = time.time()
         fields = {
             "id": run_id, "agent": agent, "depth": "0", "parent": "", "parent_key": "", "root": run_id,
@@ -108,10 +116,20 @@ class Journal:
         key, retention = self.keys.run(run_id), self.settings.retention
         with redis_errors("journal"):
             async with self.client.pipeline(transaction=True) as pipe:
+                if if_absent:
+                    await pipe.watch(key)
+                    if await pipe.exists(key):
+                        return False
+                    pipe.multi()
                 pipe.hset(key, mapping=fields)
                 pipe.expire(key, retention)
-                pipe.zadd(self.keys.session_runs(session), {run_id: now})
-                pipe.expire(self.keys.session_runs(session), retention)
+                index = self.keys.session_runs(session)
+                pipe.zadd(index, {run_id: now})
+                # Trimmed on every write: roots past retention (their records are gone) and the
+                # oldest beyond SESSION_RUNS_MAX (a long-lived session must not grow without bound).
+                pipe.zremrangebyscore(index, "-inf", now - retention)
+                pipe.zremrangebyrank(index, 0, -SESSION_RUNS_MAX - 1)
+                pipe.expire(index, retention)
                 pipe.sadd(self.keys.tree_runs(run_id), run_id)
                 pipe.expire(self.keys.tree_runs(run_id), retention)
                 if mode == "worker":
@@ -119,7 +137,11 @@ class Journal:
                     pipe.expire(self.keys.tree_deadlines(run_id), retention)
                 pipe.zadd(self.keys.live_trees(), {run_id: now})
                 pipe.expire(self.keys.live_trees(), retention)
-                await pipe.execute()
+                try:
+                    await pipe.execute()
+                except WatchError:
+                    return False
+        return True
 
     async def open_root(
         self, run_id: str, *, agent: str, session: str, task: str, fingerprint: str

@@ -415,11 +415,6 @@ def test_find_config_explicit_missing_file_fails(tmp_path: Path) -> None:
         find_config(str(tmp_path / "missing.yaml"), ".shelly", {})
 
 
-def test_an_unknown_key_in_a_shelly_dist_section_stays_an_error_with_a_suggestion() -> None:
-    fails({**base(), "distributed": {"broker_ur": "redis://x"}}, "distributed.broker_ur",
-          'unknown key; did you mean "broker_url"?')
-
-
 def test_distributed_lease_reaches_the_runtime_settings_and_defaults_to_ten_seconds() -> None:
     from shelly_dist.engine.worker import runtime_settings
 
@@ -428,3 +423,8 @@ def test_distributed_lease_reaches_the_runtime_settings_and_defaults_to_ten_seco
     assert runtime_settings(config_from_data(data, {})).lease == 10.0
     data["distributed"]["lease"] = "30s"
     assert runtime_settings(config_from_data(data, {})).lease == 30.0
+
+
+def test_an_unknown_key_in_a_shelly_dist_section_stays_an_error_with_a_suggestion() -> None:
+    fails({**base(), "distributed": {"broker_ur": "redis://x"}}, "distributed.broker_ur",
+          'unknown key; did you mean "broker_url"?')
