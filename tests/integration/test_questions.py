@@ -13,6 +13,7 @@ import pytest
 from shelly_dist.engine import Engine
 
 from .cluster import Cluster, complete, delegate, scripted, wait_until
+from .keys import assert_all_keys_have_ttl
 
 pytestmark = pytest.mark.integration
 
@@ -244,3 +245,20 @@ def test_a_waiting_question_survives_its_worker_and_the_answer_resumes_the_run_o
     assert out["reply"] == "lead done"
     child = asker_run(cluster, session)
     assert child["status"] == "done" and child["worker"] == second_worker
+
+
+def test_every_key_a_question_writes_has_a_ttl_while_it_waits_and_after_its_answer(cluster: Cluster):
+    team(cluster, asker_options={"question_timeout": "1h"})
+    cluster.start_worker("solo", concurrency=1)
+    run = start_run(cluster, "lead", "colour job")
+    try:
+        session = cluster.session_ids()[0]
+        wait_until(lambda: open_questions(cluster, session), 90, "the asker's question")
+        assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
+        assert cluster.shelly("answer", "--session", session, "q-1", "blue").returncode == 0
+        finished(run, cluster)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
