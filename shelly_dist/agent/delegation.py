@@ -66,6 +66,12 @@ def parse_delegate_input(arguments: str) -> DelegateInput:
         raise DelegationRejected(f"delegate: invalid input: {where}: {first['msg']}") from exc
 
 
+INTERACTIVE_NOT_PORTED = (
+    "delegate: interactive mode is not supported by shelly-dist yet (answer_delegation_questions is not "
+    "ported); delegate without mode: interactive"
+)
+
+
 def plan_children(
     *,
     call_id: str,
@@ -78,6 +84,7 @@ def plan_children(
     visited: list[str],
     run_id: str,
     fail_fast: bool = False,
+    interaction_mode: str = "",
 ) -> tuple[list[DelegateEntry | None], list[ChildRequest]]:
     """Check a ``delegate`` call and split it into ready entries and child requests.
 
@@ -90,6 +97,8 @@ def plan_children(
     if max_depth <= 0 or depth >= max_depth:
         raise DelegationRejected(f"delegate: max delegation depth {max_depth} reached", agent=instance_name)
     if any(t.mode == "interactive" for t in spec.tasks):
+        if interaction_mode == "interactive":  # configured, but not ported: say so, never run it silently
+            raise DelegationRejected(INTERACTIVE_NOT_PORTED, agent=instance_name)
         raise DelegationRejected(
             "delegate: interactive mode requires interaction_mode: interactive in config", agent=instance_name
         )
@@ -141,7 +150,7 @@ def delegation_context(context: str) -> str:
 def child_messages(request: ChildRequest) -> list[Message]:
     """The child's chat after its system prompt: the context (when any), then the task."""
     out = []
-    ctx = delegation_context(request.context)
+    ctx = request.opening or delegation_context(request.context)  # a handoff's peer: <handoff_context>
     if ctx:
         out.append(Message.text("user", Role.USER, ctx))
     out.append(Message.text("user", Role.USER, request.task))

@@ -31,12 +31,15 @@ from shelly_dist import events
 from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
 from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
+from shelly_dist.agent.handoff import handoff_tool
+from shelly_dist.agent.interaction import request_input_tool
 from shelly_dist.agent.limits import BudgetScope, LimitedCompleter
 from shelly_dist.agent.orchestration import orchestration_toolbox
 from shelly_dist.agent.records import (
     ChildRequest,
     CompletionResult,
     DelegateEntry,
+    HandoffResult,
     PendingDelegation,
     Phase,
     RunState,
@@ -48,6 +51,7 @@ from shelly_dist.identity import acting_as
 from shelly_dist.models import Completer, Usage
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.hooks import bind_run_memory
+from shelly_dist.tools.suspend import SuspendCall
 
 if TYPE_CHECKING:
     from shelly_dist.agent.agent import Agent
@@ -204,7 +208,12 @@ class Run:
             self._delegate = orch.get("delegate")
             boxes.append(orch)
         if agent.depth > 0:
-            boxes.append(ToolBox([task_complete_tool(self._get_completion, self._set_completion)], name="completion"))
+            ending = [task_complete_tool(self._get_completion, self._set_completion)]
+            if agent.registry is not None and agent.options.max_handoffs > 0:
+                ending.append(handoff_tool(self._get_handoff, self._set_handoff))
+            if agent.options.request_input is not None:
+                ending.append(request_input_tool(lambda: agent.name, agent.options.request_input))
+            boxes.append(ToolBox(ending, name="completion"))
         self._effects = EffectChain(agent.options.effects)
         boxes.extend(self._effects.provided_toolboxes())
         self._completer = self._limited_completer()
@@ -250,6 +259,12 @@ class Run:
     def _set_completion(self, result: CompletionResult) -> None:
         self.state.completion = result
 
+    def _get_handoff(self) -> HandoffResult | None:
+        return self.state.handoff
+
+    def _set_handoff(self, result: HandoffResult) -> None:
+        self.state.handoff = result
+
     # -- events -------------------------------------------------------------------------------
 
     def emit(self, kind: str, **data: object) -> None:
@@ -285,6 +300,8 @@ class Run:
             if phase == Phase.SUSPENDED:
                 if self.missing():
                     raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.missing())} children")
+                if self.state.awaiting:
+                    raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.state.awaiting)} tool calls")
                 return await self._finish_tools()
             if phase == Phase.DONE:  # finished and journaled, but its finish was not: finish again
                 return Finished(self._reply(), self.state.completion)
@@ -374,9 +391,14 @@ class Run:
         """Children whose entries have not been delivered yet."""
         return [r for p in self.state.pending for r in p.missing()]
 
+    def waiting(self) -> bool:
+        """Whether the run still waits: on children, or on suspended tool calls' results."""
+        return bool(self.missing() or self.state.awaiting)
+
     async def _tools_step(self) -> StepOutcome:
         calls = self._reply().tool_calls()
         waiting = {p.tool_call_id for p in self.state.pending}
+        waiting |= set(self.state.awaiting)
         todo = [c for c in calls if c.id not in self.state.tool_results and c.id not in waiting]
         await self._journal_started(todo)
         jobs = []
@@ -389,7 +411,7 @@ class Run:
         self._running = len(jobs)
         await asyncio.gather(*jobs)
         missing = self.missing()
-        if missing:
+        if missing or self.state.awaiting:
             self.state.phase = Phase.SUSPENDED
             await self._checkpoint("suspended")
             return Suspended(missing)
@@ -424,7 +446,12 @@ class Run:
             if result is not None:
                 break
         if result is None:
-            result = await self._invoke(call, tool)
+            try:
+                result = await self._invoke(call, tool)
+            except SuspendCall as suspend:  # journaled with the suspension; the result comes later
+                self.state.awaiting[call.id] = {"kind": suspend.kind, "tool": call.name, **suspend.payload}
+                self._running -= 1
+                return
         for hook in hooks:
             try:
                 result = await hook.after_tool(call, result)
@@ -447,7 +474,7 @@ class Run:
             return ToolResult(tool_call_id=call.id, content=f"tool not found: {call.name}", is_error=True)
         try:
             content = await tool.handler(call.arguments)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, SuspendCall):
             raise
         except Exception as exc:
             return ToolResult(tool_call_id=call.id, content=str(exc) or type(exc).__name__, is_error=True)
@@ -468,6 +495,7 @@ class Run:
                 visited=state.visited,
                 run_id=state.run_id,
                 fail_fast=agent.options.delegate_fail_fast,
+                interaction_mode=agent.options.interaction_mode,
             )
             for request in requests:
                 request.scopes = list(state.scopes)
@@ -482,6 +510,8 @@ class Run:
             self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
             await self._result_recorded()
             return
+        for request in requests:  # the chain limit of their handoffs is this agent's
+            request.max_handoffs = agent.options.max_handoffs
         pending = PendingDelegation(tool_call_id=call.id, entries=entries, requests=requests)
         state.pending.append(pending)
         self._running -= 1  # a delegation is journaled with the suspension (or its results) instead
@@ -503,6 +533,16 @@ class Run:
                 if request.key == key and pending.entries[request.index] is None:
                     pending.entries[request.index] = entry
         return not self.missing()
+
+    def deliver_result(self, call_id: str, result: ToolResult) -> bool:
+        """Record the result of a suspended tool call. Idempotent: a call no longer awaiting (its
+        result delivered already) is left alone. Returns True when the run no longer waits."""
+        payload = self.state.awaiting.pop(call_id, None)
+        if payload is not None:
+            self.state.tool_results[call_id] = result.model_copy(update={"tool_call_id": call_id})
+            self.emit(events.TOOL_CALL_END, tool=str(payload.get("tool", "")), call_id=call_id,
+                      is_error=result.is_error)
+        return not self.waiting()
 
     async def _finish_tools(self) -> StepOutcome:
         """Append every result of the reply in call order, then continue or finish."""
@@ -526,7 +566,8 @@ class Run:
         state.tool_results = {}
         state.started = []
         state.pending = []
-        if state.completion is not None:
+        state.awaiting = {}
+        if state.completion is not None or state.handoff is not None:
             state.phase = Phase.DONE
             await self._checkpoint("tools")
             return Finished(reply, state.completion)

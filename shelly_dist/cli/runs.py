@@ -97,7 +97,8 @@ def _tree_lines(records: list[dict[str, Any]]) -> list[str]:
             subtree = f"  tree: {tree.text()}" if children.get(r["id"]) else ""
             lines.append(f"{'  ' * indent}{r['id']}  {name}  {r.get('status', '?')}  "
                          f"worker={r.get('worker', '-') or '-'}  {own.text()}{subtree}"
-                         + (f"  error={r['error']}" if r.get("error") else ""))
+                         + (f"  error={r['error']}" if r.get("error") else "")
+                         + (f"  handed off to {r['handoff']}" if r.get("handoff") else ""))
             walk(r["id"], indent + 1)
 
     walk("", 0)
@@ -106,7 +107,7 @@ def _tree_lines(records: list[dict[str, Any]]) -> list[str]:
 
 def runs_json(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ``--json`` rows: each run's identity and status, its own and its subtree's spending."""
-    fields = ("id", "agent", "instance", "depth", "parent", "root", "status", "worker", "error")
+    fields = ("id", "agent", "instance", "depth", "parent", "root", "status", "worker", "error", "handoff")
     spent = spent_by_run(records)
     return [{**{k: r.get(k, "") for k in fields}, "own": spent[r["id"]][0].to_json(),
              "tree": spent[r["id"]][1].to_json()} for r in records]

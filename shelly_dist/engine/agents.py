@@ -108,6 +108,8 @@ def build_registry(
                 max_iterations=spec.options.max_iterations or 0,
                 warn_iterations=spec.options.warn_iterations or 0,
                 max_delegation_depth=delegation_depth(config, spec),
+                max_handoffs=spec.options.max_handoffs or 0,
+                interaction_mode=spec.options.interaction_mode,
                 delegate_fail_fast=spec.options.delegate_fail_fast,
                 skills=chosen.skills(),
                 context=context,

@@ -165,6 +165,10 @@ class Engine:
                 engine.runtime = runtime
             elif config.distributed.broker_url:
                 engine.runtime = await _open_distributed_runtime(engine)
+            pool_answerer = getattr(engine.runtime, "answerer", None)
+            if answerer is None and pool_answerer is not None:
+                # No terminal: the top-level run's questions wait in Redis for `shelly answer`.
+                engine.toolboxes.responder.answerer = pool_answerer
         except BaseException:
             await engine.aclose()
             raise
