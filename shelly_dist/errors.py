@@ -13,7 +13,10 @@ The tree, so one ``except ShellyError`` catches everything the library means to 
     ├── AgentError              agent: .agent
     │   ├── MaxIterationsExceeded
     │   ├── DelegationRejected
-    │   └── LoopDetected        a tool hook stopped the run
+    │   ├── LoopDetected        a tool hook stopped the run
+    │   ├── BudgetExhausted     an effect's hard limit: TokenBudgetExhausted, TimeBudgetExhausted
+    │   │   └── LimitExceeded   a tree's ``limits:`` refused a model call: .limit, .scope
+    │   └── StallDetected       the stall_detect effect ended the run
     ├── StoreError              state/tasks: .key or .task_id
     └── RunError                runtime: .run_id
         ├── RunCancelled        (exit 130)
@@ -144,6 +147,53 @@ class LoopDetected(AgentError):
     """A tool hook saw the same call repeat past its threshold and stopped the run."""
 
 
+class BudgetExhausted(AgentError):
+    """An effect's hard limit ended the run; a delegated child reports it as a failed completion
+    (``Agent "x" exhausted its … budget without completing the task.``)."""
+
+    budget = ""
+    """The word in that sentence: ``token`` or ``time``."""
+    default_message = "agent: budget exhausted"
+
+    def __init__(self, message: str = "", *, agent: str = "") -> None:
+        super().__init__(message or self.default_message, agent=agent)
+
+
+class TokenBudgetExhausted(BudgetExhausted):
+    """Shelly's ``ErrTokenBudgetExhausted``: the run's input and output tokens reached ``max_tokens``."""
+
+    budget = "token"
+    default_message = "agent: token budget exhausted"
+
+
+class TimeBudgetExhausted(BudgetExhausted):
+    """Shelly's ``ErrTimeBudgetExhausted``: the run's model time reached ``max_duration``."""
+
+    budget = "time"
+    default_message = "agent: time budget exhausted"
+
+
+class LimitExceeded(BudgetExhausted):
+    """A model call was refused by a tree's ``limits:`` before it was sent. ``limit`` names the
+    dimension (``model_requests``, ``total_tokens``, ``cost_usd``), ``scope`` the run whose tree
+    it bounds; the message says both: ``limits: tree of run 3f2a… reached model_requests 5``."""
+
+    default_message = "limits: limit reached"
+
+    def __init__(self, message: str = "", *, agent: str = "", limit: str = "", scope: str = "") -> None:
+        super().__init__(message, agent=agent)
+        self.limit = limit
+        self.scope = scope
+        self.budget = limit
+
+
+class StallDetected(AgentError):
+    """Shelly's ``ErrStallDetected``: the run kept producing the same results after a nudge."""
+
+    def __init__(self, message: str = "agent: stall detected", *, agent: str = "") -> None:
+        super().__init__(message, agent=agent)
+
+
 class StoreError(ShellyError):
     """A blackboard or task-board operation failed."""
 
@@ -184,6 +234,11 @@ _BY_NAME: dict[str, type[ShellyError]] = {
         MaxIterationsExceeded,
         DelegationRejected,
         LoopDetected,
+        BudgetExhausted,
+        TokenBudgetExhausted,
+        TimeBudgetExhausted,
+        LimitExceeded,
+        StallDetected,
         StoreError,
         RunError,
         RunCancelled,
@@ -195,7 +250,8 @@ _BY_NAME: dict[str, type[ShellyError]] = {
 def error_to_json(exc: BaseException) -> dict[str, Any]:
     """Describe ``exc`` as plain JSON: type name, message and its origin attributes."""
     data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
-    for attr in ("provider", "model", "kind", "status_code", "tool", "server", "agent", "run_id", "field"):
+    for attr in ("provider", "model", "kind", "status_code", "tool", "server", "agent", "run_id", "field",
+                 "limit", "scope"):
         value = getattr(exc, attr, None)
         if value not in (None, ""):
             data[attr] = value

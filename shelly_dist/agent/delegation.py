@@ -17,7 +17,13 @@ from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEn
 from shelly_dist.agent.registry import Registry
 from shelly_dist.agent.stops import SIBLING_FAILED, TASK_CANCELED, SiblingFailed
 from shelly_dist.chats import Message, Role
-from shelly_dist.errors import DelegationRejected, MaxIterationsExceeded, RunCancelled
+from shelly_dist.errors import (
+    BudgetExhausted,
+    DelegationRejected,
+    LimitExceeded,
+    MaxIterationsExceeded,
+    RunCancelled,
+)
 from shelly_dist.tools import Tool, schema_for
 
 CONTEXT_LIMIT = 16_000
@@ -60,6 +66,12 @@ def parse_delegate_input(arguments: str) -> DelegateInput:
         raise DelegationRejected(f"delegate: invalid input: {where}: {first['msg']}") from exc
 
 
+INTERACTIVE_NOT_PORTED = (
+    "delegate: interactive mode is not supported by shelly-dist yet (answer_delegation_questions is not "
+    "ported); delegate without mode: interactive"
+)
+
+
 def plan_children(
     *,
     call_id: str,
@@ -72,6 +84,7 @@ def plan_children(
     visited: list[str],
     run_id: str,
     fail_fast: bool = False,
+    interaction_mode: str = "",
 ) -> tuple[list[DelegateEntry | None], list[ChildRequest]]:
     """Check a ``delegate`` call and split it into ready entries and child requests.
 
@@ -84,6 +97,8 @@ def plan_children(
     if max_depth <= 0 or depth >= max_depth:
         raise DelegationRejected(f"delegate: max delegation depth {max_depth} reached", agent=instance_name)
     if any(t.mode == "interactive" for t in spec.tasks):
+        if interaction_mode == "interactive":  # configured, but not ported: say so, never run it silently
+            raise DelegationRejected(INTERACTIVE_NOT_PORTED, agent=instance_name)
         raise DelegationRejected(
             "delegate: interactive mode requires interaction_mode: interactive in config", agent=instance_name
         )
@@ -135,7 +150,7 @@ def delegation_context(context: str) -> str:
 def child_messages(request: ChildRequest) -> list[Message]:
     """The child's chat after its system prompt: the context (when any), then the task."""
     out = []
-    ctx = delegation_context(request.context)
+    ctx = request.opening or delegation_context(request.context)  # a handoff's peer: <handoff_context>
     if ctx:
         out.append(Message.text("user", Role.USER, ctx))
     out.append(Message.text("user", Role.USER, request.task))
@@ -164,6 +179,23 @@ def exhausted_completion(instance: str, max_iterations: int) -> CompletionResult
     )
 
 
+def budget_completion(agent: str, error: BudgetExhausted) -> CompletionResult:
+    """The synthetic ``failed`` completion of a child whose token or time budget ran out (Shelly's
+    texts, naming the agent as the delegation asked for it). A tree limit names itself in the
+    caveats, since the subtree it bounds may be wider than this child."""
+    if isinstance(error, LimitExceeded):
+        return CompletionResult(
+            status="failed",
+            summary=f'Agent "{agent}" exhausted its {error.limit} budget without completing the task.',
+            caveats=f"{error}. Check progress notes for partial work.",
+        )
+    return CompletionResult(
+        status="failed",
+        summary=f'Agent "{agent}" exhausted its {error.budget} budget without completing the task.',
+        caveats=f"{error.budget.capitalize()} budget exhausted. Check progress notes for partial work.",
+    )
+
+
 def entry_from_outcome(
     agent: str,
     *,
@@ -174,8 +206,11 @@ def entry_from_outcome(
     max_iterations: int = 0,
 ) -> DelegateEntry:
     """Map how a child ended onto its entry (Shelly's outcome mapping)."""
-    if isinstance(error, MaxIterationsExceeded):
-        completion = exhausted_completion(instance or agent, max_iterations)
+    if isinstance(error, MaxIterationsExceeded | BudgetExhausted):
+        if isinstance(error, BudgetExhausted):
+            completion = budget_completion(agent, error)
+        else:
+            completion = exhausted_completion(instance or agent, max_iterations)
         return DelegateEntry(agent=agent, result=_result_text("", completion), completion=completion)
     if isinstance(error, RunCancelled):
         return DelegateEntry(agent=agent, error=str(error) if isinstance(error, SiblingFailed) else TASK_CANCELED)

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shelly_dist import events, identity
-from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
+from shelly_dist.agent.delegation import board_status, entry_from_outcome
+from shelly_dist.agent.handoff import next_peer
+from shelly_dist.agent.interaction import auto_answer
 from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, MemorySlots, SlotLease
@@ -70,10 +72,11 @@ class InlineDelegator:
 
     async def _slot(self, registry: Registry, request: ChildRequest) -> _Slot | None:
         """Wait for a slot of the child's agent when it has a ``max_concurrency``."""
-        entry = registry.get(request.agent)
+        name = request.spawned()
+        entry = registry.get(name)
         if entry is None or entry.max_concurrency <= 0:
             return None
-        slot = _Slot(identity.session_id(), request.agent, f"{request.parent_run_id}:{request.key}",
+        slot = _Slot(identity.session_id(), name, f"{request.parent_run_id}:{request.key}:{request.handoffs}",
                      entry.max_concurrency)
         await slot.take(self.slots)
         return slot
@@ -121,18 +124,27 @@ class InlineDelegator:
         """Build the child instance: its own toolboxes, the parent's registry, board and events."""
         registry = parent.registry
         assert registry is not None
-        child = registry.spawn(request.agent, request.depth)
+        name = request.spawned()
+        child = registry.spawn(name, request.depth)
         child.set_registry(registry)
-        child.name = instance_name(request.agent, request.task, registry.next_id(request.agent))
+        child.name = instance_name(name, request.task, registry.next_id(name))
         if child.options.task_board is None:
             child.options.task_board = parent.options.task_board
+        child.options.request_input = auto_answer(request.context)
         if parent.options.on_event is not None:
             child.options.on_event = progress_sink(parent.options.on_event, parent.name, child.name)
         return child
 
     async def run_child(self, parent: Run, request: ChildRequest) -> DelegateEntry:
-        """Run one child to its end and map its outcome onto its entry. Never raises but
-        cancellation of the parent."""
+        """Run one child to its end and map its outcome onto its entry, following its handoffs
+        (each peer runs as the same entry). Never raises but cancellation of the parent."""
+        outcome: DelegateEntry | ChildRequest = request
+        while isinstance(outcome, ChildRequest):
+            outcome = await self._run_one(parent, outcome)
+        return outcome
+
+    async def _run_one(self, parent: Run, request: ChildRequest) -> DelegateEntry | ChildRequest:
+        """Run one child (or handoff peer); its entry, or the request of the peer it handed off to."""
         from shelly_dist.agent.run import Run
 
         registry = parent.agent.registry
@@ -149,7 +161,7 @@ class InlineDelegator:
                     await board.claim(request.task_id, child.name)
                 except Exception as exc:
                     return DelegateEntry(agent=request.agent, error=f'failed to claim task "{request.task_id}": {exc}')
-            run = Run.start(child, child_messages(request), visited=request.visited, delegator=self)
+            run = Run.start_child(child, request, delegator=self)
             if slot is not None:
                 self._slot_of[run.state.run_id] = slot
             emit = parent.agent.options.on_event
@@ -160,7 +172,11 @@ class InlineDelegator:
                 entry = await self._run(child, run, request, board)
             finally:
                 self._slot_of.pop(run.state.run_id, None)
-            if board is not None and request.task_id:
+            peer = next_peer(request, run.state, registry) if not entry.error else None
+            if isinstance(peer, DelegateEntry):  # a refused handoff is the entry's error
+                entry = peer
+            # After a handoff the task stays with the chain: the peer claims it and settles it.
+            if not isinstance(peer, ChildRequest) and board is not None and request.task_id:
                 try:
                     await board.update_status(request.task_id, board_status(entry))
                 except Exception as exc:
@@ -168,6 +184,9 @@ class InlineDelegator:
             if emit is not None:
                 emit(Event(kind=events.AGENT_END, agent=child.name, run_id=run.state.run_id,
                            data={"parent": parent.agent.name, "usage": run.state.usage.model_dump()}))
+            if isinstance(peer, ChildRequest):
+                return peer
+            if emit is not None:
                 emit(Event(kind=events.DELEGATION_PROGRESS, agent=child.name, run_id=run.state.run_id,
                            data={"kind": "result", "agent": child.name, "parent": parent.agent.name,
                                  "result": entry.to_json()}))

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from shelly_dist.agent.board import TaskBoardHook
+from shelly_dist.agent.effects import Effect
+from shelly_dist.agent.interaction import Answer
+from shelly_dist.agent.limits import Budget
 from shelly_dist.agent.middleware import Middleware
 from shelly_dist.agent.prompt import SkillLike
 from shelly_dist.events import EventSink
@@ -29,6 +32,9 @@ class AgentOptions:
     """At iteration index ≥ this (when > 0), tell the model once that its budget is running out."""
     max_delegation_depth: int = 0
     """The agent may delegate while its depth is below this."""
+    max_handoffs: int = 0
+    """As a child: ``handoff`` is offered when above 0. As a parent: the chain limit of its
+    delegations' handoffs (3 when not above 0). Shelly's meanings."""
     skills: Sequence[SkillLike] = ()
     middleware: list[Middleware] = field(default_factory=list)
     context: str = ""
@@ -40,5 +46,16 @@ class AgentOptions:
     tool_hooks: list[ToolHook] = field(default_factory=list)
     prompt_sections: Callable[[], Awaitable[list[str]]] | None = None
     """Extra prompt sections computed at the start of each run (the blackboard snapshot)."""
+    interaction_mode: str = ""
+    """Shelly's ``options.interaction_mode``; ``interactive`` delegation is not ported, and a
+    ``delegate`` asking for it says so."""
+    request_input: Answer | None = None
+    """Answers this child's ``request_input`` questions (``agent.interaction.ChildQuestion``); set
+    by the runtime that spawned it, which offers the tool to delegated children only."""
     task_board: TaskBoardHook | None = None
     on_event: EventSink | None = None
+    effects: Sequence[Effect] = ()
+    """Per-iteration hooks around each model call (:mod:`shelly_dist.agent.effects`)."""
+    budget: Budget | None = None
+    """The tree-limits ledger, this agent's own ``limits`` and its call estimates
+    (:mod:`shelly_dist.agent.limits`); ``None``: no model call of the agent is ever reserved."""

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from shelly_dist.agent.limits.base import BudgetScope
 from shelly_dist.chats import Message, ToolResult
 from shelly_dist.models import Usage
 
@@ -52,6 +53,14 @@ class DelegateEntry(BaseModel):
         return data
 
 
+class HandoffResult(BaseModel):
+    """What a child reports with ``handoff`` (Shelly's field names)."""
+
+    target_agent: str
+    reason: str
+    context: str
+
+
 class ChildRequest(BaseModel):
     """A child run the parent waits for: one task of one ``delegate`` call.
 
@@ -72,6 +81,21 @@ class ChildRequest(BaseModel):
     parent_agent: str
     fail_fast: bool = False
     """The parent's ``delegate_fail_fast``: a failure of this child stops its siblings."""
+    scopes: list[BudgetScope] = Field(default_factory=list)
+    """The tree limits the child inherits (its parent's scopes); journaled with the request."""
+    max_handoffs: int = 0
+    """The delegating agent's ``max_handoffs``: the chain limit of this delegation's handoffs."""
+    handoffs: int = 0
+    """Handoffs so far in this delegation's chain (0 for the child the parent asked for)."""
+    handoff_to: str = ""
+    """The peer agent this entry's task was handed off to (``agent`` stays the requested name,
+    as in Shelly's entry); empty for the requested child itself."""
+    opening: str = ""
+    """The peer's ``<handoff_context>`` message, which replaces the ``<delegation_context>``."""
+
+    def spawned(self) -> str:
+        """The agent that runs this request: the handoff's peer, else the requested agent."""
+        return self.handoff_to or self.agent
 
 
 class PendingDelegation(BaseModel):
@@ -115,9 +139,21 @@ class RunState(BaseModel):
     """Tool call ids of the current reply whose tools began running (journaled before they run):
     after a crash, one of these without a result has an unknown outcome."""
     pending: list[PendingDelegation] = Field(default_factory=list)
+    awaiting: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Tool calls of the current reply suspended until a runtime delivers their result (a
+    :class:`~shelly_dist.tools.suspend.SuspendCall`'s payload by call id: ``ask_user`` on a worker)."""
     completion: CompletionResult | None = None
+    handoff: HandoffResult | None = None
+    """Set by ``handoff``: the run stops after this step and its delegation passes to the peer."""
     usage: Usage = Field(default_factory=Usage)
     hook_memory: dict[str, dict[str, int]] = Field(default_factory=dict)
     """What tool hooks remember across the run's calls (the loop detector's counts), journaled
     with every checkpoint so a run continued elsewhere keeps counting."""
+    last_input_tokens: int = 0
+    """The last model call's reported input: the real size of the context, for effects."""
+    effects: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each effect's memory, by slot (``<index>:<kind>``): journaled with the run."""
+    scopes: list[BudgetScope] = Field(default_factory=list)
+    """The tree limits every model call of this run reserves against: inherited from the parent,
+    plus the run's own when its agent has ``limits:``."""
     messages: list[Message] = Field(default_factory=list)

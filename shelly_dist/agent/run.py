@@ -25,16 +25,21 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shelly_dist import events
 from shelly_dist.agent.completion import task_complete_tool
-from shelly_dist.agent.delegation import format_entries, plan_children
+from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
+from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
+from shelly_dist.agent.handoff import handoff_tool
+from shelly_dist.agent.interaction import request_input_tool
+from shelly_dist.agent.limits import BudgetScope, LimitedCompleter
 from shelly_dist.agent.orchestration import orchestration_toolbox
 from shelly_dist.agent.records import (
     ChildRequest,
     CompletionResult,
     DelegateEntry,
+    HandoffResult,
     PendingDelegation,
     Phase,
     RunState,
@@ -43,9 +48,10 @@ from shelly_dist.chats import Message, Role, ToolCall, ToolResult
 from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
-from shelly_dist.models import Usage
+from shelly_dist.models import Completer, Usage
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.hooks import bind_run_memory
+from shelly_dist.tools.suspend import SuspendCall
 
 if TYPE_CHECKING:
     from shelly_dist.agent.agent import Agent
@@ -73,8 +79,9 @@ class Delegator(Protocol):
 Checkpoint = Callable[["Run", str], Awaitable[None]]
 """Called after the reply is appended (``"reply"``), before tools that are not safe to retry begin
 (``"started"``: ``RunState.started`` names them), after each tool result while other calls of the
-reply still run (``"tool"``), when the run suspends (``"suspended"``) and after the tool results are
-appended (``"tools"``)."""
+reply still run (``"tool"``), when the run suspends (``"suspended"``), after the tool results are
+appended (``"tools"``), and when an effect rewrote the chat before a model call (``"rewrite"``: the
+journal must then hold the whole chat again, not only what was appended)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,9 @@ class Run:
         self._tools: list[Tool] = []
         self._by_name: dict[str, Tool] = {}
         self._delegate: Tool | None = None
+        self._effects = EffectChain()
+        self._estimate = 0
+        self._completer: Completer = agent.completer
 
     # -- construction -------------------------------------------------------------------------
 
@@ -138,9 +148,11 @@ class Run:
         *,
         run_id: str | None = None,
         visited: list[str] | None = None,
+        scopes: list[BudgetScope] | None = None,
         **kwargs: object,
     ) -> Run:
-        """A fresh run of ``agent`` over its chat, after appending ``messages``."""
+        """A fresh run of ``agent`` over its chat, after appending ``messages``; ``scopes`` are the
+        tree limits it inherits."""
         if messages:
             agent.chat.append(*messages)
         state = RunState(
@@ -149,8 +161,16 @@ class Run:
             instance_name=agent.name,
             depth=agent.depth,
             visited=visited or [agent.config_name],
+            scopes=list(scopes or []),
         )
         return cls(agent, state, **kwargs)  # type: ignore[arg-type]
+
+    @classmethod
+    def start_child(cls, agent: Agent, request: ChildRequest, **kwargs: object) -> Run:
+        """The run of a delegated child: its context and task, the parent's chain of agents and
+        the parent's tree limits (every runtime starts a child through here)."""
+        return cls.start(agent, child_messages(request), visited=request.visited, scopes=request.scopes,
+                         **kwargs)  # type: ignore[arg-type]
 
     @classmethod
     def restore(cls, agent: Agent, snapshot: RunState, **kwargs: object) -> Run:
@@ -188,7 +208,15 @@ class Run:
             self._delegate = orch.get("delegate")
             boxes.append(orch)
         if agent.depth > 0:
-            boxes.append(ToolBox([task_complete_tool(self._get_completion, self._set_completion)], name="completion"))
+            ending = [task_complete_tool(self._get_completion, self._set_completion)]
+            if agent.registry is not None and agent.options.max_handoffs > 0:
+                ending.append(handoff_tool(self._get_handoff, self._set_handoff))
+            if agent.options.request_input is not None:
+                ending.append(request_input_tool(lambda: agent.name, agent.options.request_input))
+            boxes.append(ToolBox(ending, name="completion"))
+        self._effects = EffectChain(agent.options.effects)
+        boxes.extend(self._effects.provided_toolboxes())
+        self._completer = self._limited_completer()
         seen: dict[str, Tool] = {}
         for box in boxes:
             for tool in box:
@@ -208,6 +236,19 @@ class Run:
             agent.chat.insert(0, system)
         self._prepared = True
 
+    def _limited_completer(self) -> Completer:
+        """The agent's completer, behind the tree-limits gate when the run carries any scope. An
+        agent with ``limits:`` opens its own scope (the run's id) on top of those it inherited;
+        being in the run's state, the scope is journaled with it and survives any rebuild."""
+        budget, state = self.agent.options.budget, self.state
+        if budget is None:
+            return self.agent.completer
+        if budget.limits is not None and budget.limits.any() and all(s.id != state.run_id for s in state.scopes):
+            state.scopes.append(BudgetScope(id=state.run_id, limits=budget.limits))
+        if not state.scopes:
+            return self.agent.completer
+        return LimitedCompleter(self.agent.completer, budget, state.scopes, agent=self.agent.name)
+
     @property
     def tools(self) -> list[Tool]:
         return list(self._tools)
@@ -217,6 +258,12 @@ class Run:
 
     def _set_completion(self, result: CompletionResult) -> None:
         self.state.completion = result
+
+    def _get_handoff(self) -> HandoffResult | None:
+        return self.state.handoff
+
+    def _set_handoff(self, result: HandoffResult) -> None:
+        self.state.handoff = result
 
     # -- events -------------------------------------------------------------------------------
 
@@ -253,6 +300,8 @@ class Run:
             if phase == Phase.SUSPENDED:
                 if self.missing():
                     raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.missing())} children")
+                if self.state.awaiting:
+                    raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.state.awaiting)} tool calls")
                 return await self._finish_tools()
             if phase == Phase.DONE:  # finished and journaled, but its finish was not: finish again
                 return Finished(self._reply(), self.state.completion)
@@ -279,14 +328,19 @@ class Run:
             state.warned = True
         if self.before_model is not None:
             await self.before_model(self)
-        reply = await agent.completer.complete(agent.chat, list(self._tools))
+        tools = await self._effects_before()
+        reply = await self._completer.complete(agent.chat, tools)
         reply.sender = agent.name
         reply.role = Role.ASSISTANT
         agent.chat.append(reply)
         state.iteration += 1
         usage = Usage.of(reply)
+        usage.model_requests = 1
         state.usage = state.usage + usage
+        state.last_input_tokens = usage.input_tokens
         agent.usage.add(usage)
+        if self._effects:
+            await self._effects.run(EffectPhase.AFTER_COMPLETE, self._iteration_context, state.effects)
         calls = reply.tool_calls()
         self.emit(
             events.MESSAGE_ADDED,
@@ -303,6 +357,30 @@ class Run:
         await self._checkpoint("reply")
         return await self._tools_step()
 
+    def _iteration_context(self, slot: dict[str, Any]) -> IterationContext:
+        agent, state = self.agent, self.state
+        return IterationContext(
+            phase=EffectPhase.BEFORE_COMPLETE, iteration=state.iteration, chat=agent.chat, completer=self._completer,
+            agent_name=agent.name, usage=state.usage,
+            last_usage=Usage(input_tokens=state.last_input_tokens) if state.iteration else None,
+            estimated_tokens=self._estimate, state=slot, has_tool=self._by_name.__contains__,
+        )
+
+    async def _effects_before(self) -> list[Tool]:
+        """Run the effects due before the model call; the tools the call is offered. A chat the
+        effects rewrote (compaction) is checkpointed at once, so a crash never loses it."""
+        if not self._effects:
+            return list(self._tools)
+        self._estimate = estimate_tokens(self.agent.chat.view(), self._tools)
+        rewrites = self.agent.chat.rewrites
+        await self._effects.run(EffectPhase.BEFORE_COMPLETE, self._iteration_context, self.state.effects)
+        if self.agent.chat.rewrites != rewrites:
+            # The size the provider reported for the last call no longer describes the chat: a run
+            # that dies before its next reply must not compact the compacted chat again.
+            self.state.last_input_tokens = 0
+            await self._checkpoint("rewrite")
+        return self._effects.filter_tools(self._iteration_context, self.state.effects, list(self._tools))
+
     def _reply(self) -> Message:
         for m in reversed(self.agent.chat.view()):
             if m.role == Role.ASSISTANT:
@@ -313,9 +391,14 @@ class Run:
         """Children whose entries have not been delivered yet."""
         return [r for p in self.state.pending for r in p.missing()]
 
+    def waiting(self) -> bool:
+        """Whether the run still waits: on children, or on suspended tool calls' results."""
+        return bool(self.missing() or self.state.awaiting)
+
     async def _tools_step(self) -> StepOutcome:
         calls = self._reply().tool_calls()
         waiting = {p.tool_call_id for p in self.state.pending}
+        waiting |= set(self.state.awaiting)
         todo = [c for c in calls if c.id not in self.state.tool_results and c.id not in waiting]
         await self._journal_started(todo)
         jobs = []
@@ -328,7 +411,7 @@ class Run:
         self._running = len(jobs)
         await asyncio.gather(*jobs)
         missing = self.missing()
-        if missing:
+        if missing or self.state.awaiting:
             self.state.phase = Phase.SUSPENDED
             await self._checkpoint("suspended")
             return Suspended(missing)
@@ -363,7 +446,12 @@ class Run:
             if result is not None:
                 break
         if result is None:
-            result = await self._invoke(call, tool)
+            try:
+                result = await self._invoke(call, tool)
+            except SuspendCall as suspend:  # journaled with the suspension; the result comes later
+                self.state.awaiting[call.id] = {"kind": suspend.kind, "tool": call.name, **suspend.payload}
+                self._running -= 1
+                return
         for hook in hooks:
             try:
                 result = await hook.after_tool(call, result)
@@ -386,7 +474,7 @@ class Run:
             return ToolResult(tool_call_id=call.id, content=f"tool not found: {call.name}", is_error=True)
         try:
             content = await tool.handler(call.arguments)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, SuspendCall):
             raise
         except Exception as exc:
             return ToolResult(tool_call_id=call.id, content=str(exc) or type(exc).__name__, is_error=True)
@@ -407,7 +495,10 @@ class Run:
                 visited=state.visited,
                 run_id=state.run_id,
                 fail_fast=agent.options.delegate_fail_fast,
+                interaction_mode=agent.options.interaction_mode,
             )
+            for request in requests:
+                request.scopes = list(state.scopes)
         except DelegationRejected as exc:
             state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)
             self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=True)
@@ -419,6 +510,8 @@ class Run:
             self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
             await self._result_recorded()
             return
+        for request in requests:  # the chain limit of their handoffs is this agent's
+            request.max_handoffs = agent.options.max_handoffs
         pending = PendingDelegation(tool_call_id=call.id, entries=entries, requests=requests)
         state.pending.append(pending)
         self._running -= 1  # a delegation is journaled with the suspension (or its results) instead
@@ -440,6 +533,16 @@ class Run:
                 if request.key == key and pending.entries[request.index] is None:
                     pending.entries[request.index] = entry
         return not self.missing()
+
+    def deliver_result(self, call_id: str, result: ToolResult) -> bool:
+        """Record the result of a suspended tool call. Idempotent: a call no longer awaiting (its
+        result delivered already) is left alone. Returns True when the run no longer waits."""
+        payload = self.state.awaiting.pop(call_id, None)
+        if payload is not None:
+            self.state.tool_results[call_id] = result.model_copy(update={"tool_call_id": call_id})
+            self.emit(events.TOOL_CALL_END, tool=str(payload.get("tool", "")), call_id=call_id,
+                      is_error=result.is_error)
+        return not self.waiting()
 
     async def _finish_tools(self) -> StepOutcome:
         """Append every result of the reply in call order, then continue or finish."""
@@ -463,7 +566,8 @@ class Run:
         state.tool_results = {}
         state.started = []
         state.pending = []
-        if state.completion is not None:
+        state.awaiting = {}
+        if state.completion is not None or state.handoff is not None:
             state.phase = Phase.DONE
             await self._checkpoint("tools")
             return Finished(reply, state.completion)

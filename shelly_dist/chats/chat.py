@@ -24,6 +24,9 @@ class Chat:
         self._messages: list[Message] = list(messages)
         self._lock = threading.Lock()
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self.rewrites = 0
+        """How often the history was rewritten in place (``replace_all``, ``clear``): a journal
+        that stores only appended messages must store the whole chat again after a rewrite."""
 
     def _notify(self) -> None:
         waiters, self._waiters = self._waiters, []
@@ -57,6 +60,7 @@ class Chat:
         """Swap the whole list for ``messages`` and wake every waiter (Shelly's ``Replace``)."""
         with self._lock:
             self._messages = list(messages)
+            self.rewrites += 1
             self._notify()
 
     def insert(self, index: int, message: Message) -> None:
@@ -69,6 +73,7 @@ class Chat:
         """Remove every message."""
         with self._lock:
             self._messages.clear()
+            self.rewrites += 1
             self._notify()
 
     def __len__(self) -> int:

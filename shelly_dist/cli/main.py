@@ -24,6 +24,7 @@ from shelly_dist.cli.flower import flower_command
 from shelly_dist.cli.index import index_command
 from shelly_dist.cli.init import init_command
 from shelly_dist.cli.mcp import mcp_group
+from shelly_dist.cli.questions import answer_command, questions_command
 from shelly_dist.cli.run import run_command
 from shelly_dist.cli.runs import runs_command
 from shelly_dist.cli.state import state_group
@@ -60,6 +61,8 @@ cli.add_command(worker_command)
 cli.add_command(events_command)
 cli.add_command(runs_command)
 cli.add_command(cancel_command)
+cli.add_command(questions_command)
+cli.add_command(answer_command)
 cli.add_command(flower_command)
 cli.add_command(mcp_group)
 cli.add_command(doctor_command)

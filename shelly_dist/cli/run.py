@@ -6,11 +6,15 @@ to stderr so the user can continue with ``--session``. Ctrl-C cancels the run (a
 child) and exits 130. On a terminal (stdin and stderr), the built-in tools may ask the user for a
 permission the config does not give, and agents may ask the user questions (``ask_user``),
 pausing the live view (:mod:`shelly_dist.cli.prompt`); piped, or on a worker, permissions are
-refused and ``ask_user`` is an error result telling the model nobody can answer.
+refused. Without a terminal, ``ask_user`` waits for ``shelly answer`` when the config has a broker
+(the question and how to answer it are printed on stderr; see
+:mod:`shelly_dist.runtime.celery.questions`), and is an error result telling the model nobody can
+answer otherwise; questions of runs on workers always wait for ``shelly answer``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -23,6 +27,7 @@ from shelly_dist.cli.errors import fail, run_async
 from shelly_dist.cli.live import LiveView
 from shelly_dist.cli.options import config_options, json_option
 from shelly_dist.cli.prompt import TerminalAnswerer, TerminalPrompt
+from shelly_dist.cli.questions import announce_questions
 from shelly_dist.engine import Config, Engine
 from shelly_dist.errors import UsageError
 
@@ -66,9 +71,17 @@ async def run_task(
             session = engine.session(agent=agent)
         if view_mode != "quiet":
             console.print(f"session {session.id} (continue with --session {session.id})", markup=False, highlight=False)
-        async with LiveView(engine.bus, console, view_mode) as view:
-            views.append(view)
-            outcome = await session.send(task)
+        hints = None
+        if hasattr(engine.runtime, "respond"):  # questions wait in Redis for `shelly answer`: say how
+            hints = asyncio.create_task(announce_questions(engine.bus.subscribe(), console, session.id,
+                                                           session.agent.name if interactive else None))
+        try:
+            async with LiveView(engine.bus, console, view_mode) as view:
+                views.append(view)
+                outcome = await session.send(task)
+        finally:
+            if hints is not None:
+                hints.cancel()
     return {
         "session": session.id,
         "agent": session.info.agent,

@@ -17,8 +17,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 
 from shelly_dist.agent import Agent, AgentOptions, Registry
+from shelly_dist.agent.effects import Effect
+from shelly_dist.agent.limits import Budget
 from shelly_dist.engine.config import forgive
 from shelly_dist.engine.config_models import AgentConfig, Config
+from shelly_dist.engine.effects import build_effects
 from shelly_dist.engine.providers import Providers
 from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.events import EventSink
@@ -87,15 +90,26 @@ def build_registry(
     A skill an agent lists that is not loaded is skipped (see :func:`config_warnings`).
     """
     registry = Registry()
-    board = board_hook(toolboxes.stores.board(session)) if config.uses_toolbox("tasks") else None
-    for spec in config.agents:
-        chosen = skills.select(spec.skills)
+    # Without any ``limits:`` no run ever carries a scope, so no agent needs the ledger.
+    limited = any(a.limits is not None and a.limits.any() for a in config.agents)
 
-        def factory(spec: AgentConfig = spec, chosen: SkillStore = chosen) -> Agent:
+    board = board_hook(toolboxes.stores.board(session)) if config.uses_toolbox("tasks") else None
+    for index, spec in enumerate(config.agents):
+        chosen = skills.select(spec.skills)
+        effects = build_effects(config, index, spec, offload=lambda: toolboxes.stores.offload(session))
+        budget = Budget(toolboxes.stores.ledger(), spec.limits, providers.price_bound(spec.name),
+                        providers.max_output_tokens(spec.name)) if limited else None
+
+        def factory(
+            spec: AgentConfig = spec, chosen: SkillStore = chosen, effects: list[Effect] = effects,
+            budget: Budget | None = budget,
+        ) -> Agent:
             options = AgentOptions(
                 max_iterations=spec.options.max_iterations or 0,
                 warn_iterations=spec.options.warn_iterations or 0,
                 max_delegation_depth=delegation_depth(config, spec),
+                max_handoffs=spec.options.max_handoffs or 0,
+                interaction_mode=spec.options.interaction_mode,
                 delegate_fail_fast=spec.options.delegate_fail_fast,
                 skills=chosen.skills(),
                 context=context,
@@ -108,6 +122,8 @@ def build_registry(
                 prompt_sections=_sections(config, spec, toolboxes, session),
                 task_board=board,
                 on_event=on_event,
+                effects=effects,
+                budget=budget,
             )
             agent = Agent(
                 spec.name,

@@ -26,6 +26,9 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag
 
+from shelly_dist.agent.limits import Limits
+from shelly_dist.models.pricing import PriceEntry
+
 _GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 
@@ -268,6 +271,8 @@ class AgentConfig(Section):
     blackboard_in_prompt: bool = False
     """Show the blackboard's keys in the system prompt (ours)."""
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    limits: Limits | None = None
+    """Bounds on this agent's runs and everything they delegate, on any worker (ours)."""
 
     def toolbox_refs(self) -> list[tuple[str, list[str] | None]]:
         """Each toolbox as (name, tool filter or ``None`` for all tools), in config order."""
@@ -364,6 +369,9 @@ class Config(Section):
         """What the loader forgave (unknown keys, shadowed names), one ``config: <path>: …``
         line each; skills that do not exist are found later, by the engine."""
         return self._warnings
+    pricing: list[PriceEntry] = Field(default_factory=list)
+    """Price overrides (USD per million tokens) merged over the defaults by provider kind and
+    model prefix (ours; Go reads only ``.shelly/local/pricing.yaml``, which is read too)."""
 
     def agent(self, name: str) -> AgentConfig | None:
         return next((a for a in self.agents if a.name == name), None)

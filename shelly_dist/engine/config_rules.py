@@ -18,6 +18,7 @@ from shelly_dist.engine.config_models import (
     AgentConfig,
     Config,
 )
+from shelly_dist.engine.effects import effect_problems
 
 Problem = tuple[str, str]
 
@@ -82,6 +83,7 @@ def _agent_problems(cfg: Config, i: int, a: AgentConfig) -> Iterator[Problem]:
     for j, effect in enumerate(a.effects):
         if effect.kind not in EFFECT_KINDS:
             yield f"{at}.effects[{j}].kind", f'unknown effect kind "{effect.kind}"'
+    yield from effect_problems(i, a)
     if a.estimated_cost not in ESTIMATED_COSTS:
         yield f"{at}.estimated_cost", f"must be one of {_one_of(ESTIMATED_COSTS)}"
     if a.max_concurrency < 0:

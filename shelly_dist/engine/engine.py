@@ -34,6 +34,7 @@ from shelly_dist.engine.config_models import Config, MCPServerConfig
 from shelly_dist.engine.config_rules import shadowed_mcp_servers
 from shelly_dist.engine.eventbus import EventBus
 from shelly_dist.engine.legacy import permissions_file
+from shelly_dist.engine.pricing import load_prices
 from shelly_dist.engine.project_context import load_project_context
 from shelly_dist.engine.providers import Providers
 from shelly_dist.engine.session import Session
@@ -156,12 +157,18 @@ class Engine:
             engine.toolboxes.responder.answerer = answerer
         try:
             engine.toolboxes.permissions_file = await asyncio.to_thread(permissions_file, sd)
+            # Prices before any agent is built: defaults, .shelly/local/pricing.yaml, config pricing:.
+            engine.providers.prices = await asyncio.to_thread(load_prices, config, sd)
             await asyncio.to_thread(engine.toolboxes.prepare)
             report(config_warnings(config, skills, env))  # strict mode: raises ConfigError
             if runtime is not None:
                 engine.runtime = runtime
             elif config.distributed.broker_url:
                 engine.runtime = await _open_distributed_runtime(engine)
+            pool_answerer = getattr(engine.runtime, "answerer", None)
+            if answerer is None and pool_answerer is not None:
+                # No terminal: the top-level run's questions wait in Redis for `shelly answer`.
+                engine.toolboxes.responder.answerer = pool_answerer
         except BaseException:
             await engine.aclose()
             raise

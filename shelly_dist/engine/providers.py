@@ -7,10 +7,15 @@ it from the start. Every other provider is built **once** per engine through
 :func:`~shelly_dist.providers.factory.create_completer` and shared by the agents using it, so its
 rate limiter, key rotation and usage total cover all of them. A provider with ``fallback:`` is
 wrapped in a chain with the named providers, sharing one cooldown store.
+
+Each provider's completer is wrapped in a :class:`~shelly_dist.models.pricing.PricedCompleter`
+at the price of its kind and model, *inside* the fallback chain, so a call is priced at the model
+that answered it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from shelly_dist.engine.config_models import Config, ProviderConfig
@@ -18,11 +23,14 @@ from shelly_dist.errors import ConfigError
 from shelly_dist.events import EventSink, discard
 from shelly_dist.models import Completer
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
+from shelly_dist.models.pricing import PricedCompleter, PriceEntry, PriceTable
 from shelly_dist.models.ratelimit import RateLimitSettings
-from shelly_dist.providers.factory import create_completer, with_fallback
+from shelly_dist.providers.factory import create_completer, default_max_tokens, with_fallback
 from shelly_dist.providers.scripted import ScriptedCompleter
 
 SCRIPTED = "scripted"
+
+log = logging.getLogger(__name__)
 
 
 def rate_limit_settings(provider: ProviderConfig) -> RateLimitSettings | None:
@@ -42,10 +50,16 @@ class Providers:
     """Completers by provider name for the agents of one config. Thread-safe."""
 
     def __init__(
-        self, config: Config, *, cooldowns: CooldownStore | None = None, on_event: EventSink = discard
+        self,
+        config: Config,
+        *,
+        cooldowns: CooldownStore | None = None,
+        on_event: EventSink = discard,
+        prices: PriceTable | None = None,
     ) -> None:
         self.config = config
         self.cooldowns: CooldownStore = cooldowns or MemoryCooldownStore()
+        self.prices = prices if prices is not None else PriceTable.default(config.pricing)
         self._on_event = on_event
         self._shared: dict[str, Completer] = {}
         self._lock = threading.Lock()
@@ -70,18 +84,50 @@ class Providers:
             chain.append((name, self._one(other, agent)))
         return with_fallback((primary.name, completer), chain, cooldowns=self.cooldowns, on_event=self._on_event)
 
+    def chain(self, agent: str) -> list[ProviderConfig]:
+        """The providers an instance of ``agent`` may call: its own, then its fallbacks."""
+        spec = self.config.agent(agent)
+        if spec is None:
+            raise ConfigError(f'engine: unknown agent "{agent}"', field="agent")
+        primary = self.config.provider_for(spec)
+        return [primary, *(p for p in map(self.config.provider, primary.fallback) if p is not None)]
+
+    def price_bound(self, agent: str) -> PriceEntry | None:
+        """The dearest price of each kind of token over ``agent``'s chain (for reservations that
+        must hold whichever provider answers); ``None`` when no provider of the chain is priced."""
+        known = [p for p in (self.prices.lookup(c.kind, c.model) for c in self.chain(agent)) if p is not None]
+        if not known:
+            return None
+        return PriceEntry(provider="*", input=max(p.input for p in known), output=max(p.output for p in known),
+                          cache_read=max(p.cache_read for p in known),
+                          cache_creation=max(p.cache_creation for p in known))
+
+    def max_output_tokens(self, agent: str) -> int:
+        """The most output tokens one call of ``agent`` can ask for, over its chain."""
+        return max((c.max_tokens or default_max_tokens(c.kind) for c in self.chain(agent)), default=0)
+
     def _one(self, provider: ProviderConfig, agent: str) -> Completer:
         if provider.kind == SCRIPTED:
             replies = provider.script_for(agent) or []
-            return ScriptedCompleter(
+            return self._priced(provider, ScriptedCompleter(
                 [r if isinstance(r, str) else r.model_dump() for r in replies], name=provider.name
-            )
+            ))
         with self._lock:
             built = self._shared.get(provider.name)
             if built is None:
-                built = self._build(provider)
+                built = self._priced(provider, self._build(provider))
                 self._shared[provider.name] = built
             return built
+
+    def _priced(self, provider: ProviderConfig, completer: Completer) -> Completer:
+        """``completer`` priced at its model; a model the table does not know is left unwrapped
+        (its calls cost 0), which is said at DEBUG only."""
+        price = self.prices.lookup(provider.kind, provider.model)
+        if price is None:
+            log.debug("pricing: no price for provider %s (%s %r): its calls cost 0",
+                      provider.name, provider.kind, provider.model)
+            return completer
+        return PricedCompleter(completer, price)
 
     def _build(self, provider: ProviderConfig) -> Completer:
         return create_completer(

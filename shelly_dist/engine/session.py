@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shelly_dist import events
 from shelly_dist.agent import Agent
@@ -89,6 +89,25 @@ class Session:
             return outcome
         finally:
             self._active = False
+
+    async def questions(self) -> list[dict[str, object]]:
+        """This session's open ``ask_user`` questions (``id``, ``agent``, ``run``, ``text``,
+        ``options``…), from every run of the session on the pool. Needs the distributed runtime."""
+        return await self._pool("questions").questions(self.id)
+
+    async def respond(self, question_id: str, answer: str) -> None:
+        """Answer ``ask_user`` question ``question_id`` (Shelly's ``Session.Respond``): the asking
+        run resumes with ``answer`` as the tool result, on any worker (or its waiting coordinator
+        wakes), from any machine. Needs the distributed runtime; a question that is not open is a
+        ``UsageError``."""
+        await self._pool("respond").respond(self.id, question_id, answer)
+
+    def _pool(self, what: str) -> Any:  # the CeleryRuntime (no import of it here)
+        runtime = self.engine.runtime
+        if not hasattr(runtime, "respond"):
+            raise UsageError(f"engine: session {self.id}: {what}: questions are answered through Redis; "
+                             "configure distributed.broker_url (on a terminal, `shelly run` asks directly)")
+        return runtime
 
     async def save(self) -> SessionInfo:
         """Write the conversation to the engine's session store (overwrites the record)."""

@@ -11,8 +11,11 @@ never loads it. Stores are created on first use: a session whose agents never re
 from __future__ import annotations
 
 import importlib
+import threading
 from typing import Any
 
+from shelly_dist.agent.effects.offload import MemoryOffloadStore, OffloadStore
+from shelly_dist.agent.limits import BudgetLedger, MemoryLedger
 from shelly_dist.engine.config_models import DistributedConfig
 from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.state import Keys, MemoryStore, Store
@@ -26,8 +29,11 @@ class SessionStores:
         self.redis_url = redis_url
         self.keys = Keys(key_prefix)
         self.retention = retention
+        self._lock = threading.Lock()
         self._stores: SessionCache[Store] = SessionCache()
         self._boards: SessionCache[Board] = SessionCache()
+        self._offload: SessionCache[OffloadStore] = SessionCache()
+        self._ledger: BudgetLedger | None = None
         self._client: Any = None
 
     @classmethod
@@ -64,6 +70,25 @@ class SessionStores:
         """The task board of ``session`` (created on first use)."""
         return self._cached(self._boards, session, MemoryBoard, "shelly_dist.tasks.redis", "RedisBoard")
 
+    def offload(self, session: str) -> OffloadStore:
+        """Where the ``offload`` effect of ``session`` keeps results (Redis when shared)."""
+        return self._cached(self._offload, session, MemoryOffloadStore, "shelly_dist.state.offload",
+                            "RedisOffloadStore")
+
+    def ledger(self) -> BudgetLedger:
+        """The tree-limits ledger of this engine (every session): Redis when shared, so the
+        coordinator and every worker reserve against the same totals."""
+        with self._lock:
+            if self._ledger is None:
+                if self.shared:
+                    from shelly_dist.state.limits import RedisLedger
+
+                    retention = {"retention": int(self.retention)} if self.retention else {}
+                    self._ledger = RedisLedger(self._redis(), self.keys, **retention)
+                else:
+                    self._ledger = MemoryLedger()
+            return self._ledger
+
     def _cached(self, cache: SessionCache[Any], session: str, memory: Any, module: str, cls: str) -> Any:
         def build() -> Any:
             if self.shared:
@@ -81,6 +106,7 @@ class SessionStores:
         """Forget ``session``'s blackboard and task board handles (in memory: their data too)."""
         self._stores.discard(session)
         self._boards.discard(session)
+        self._offload.discard(session)
 
     def bound(self, *, max_size: int, ttl: float) -> None:
         """Forget Redis-backed handles beyond ``max_size`` sessions or unused for ``ttl`` seconds
@@ -89,6 +115,7 @@ class SessionStores:
         if self.shared:
             self._stores.set_limits(max_size=max_size, ttl=ttl)
             self._boards.set_limits(max_size=max_size, ttl=ttl)
+            self._offload.set_limits(max_size=max_size, ttl=ttl)
 
     def cached_sessions(self) -> dict[str, int]:
         """Sessions with a blackboard, and with a task board, held in this process."""

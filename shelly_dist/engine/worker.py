@@ -127,9 +127,12 @@ def worker_spec(config_path: str | None = None, shelly_dir: str | None = None) -
 
     async def open_context() -> EngineContext:
         from shelly_dist.engine.engine import Engine
+        from shelly_dist.tools.builtin.ask import SuspendingAnswerer
 
-        # The worker's own engine runs nothing itself: runs are advanced by the executor.
-        engine = await Engine.open(config, shelly_dir=Path(shelly_dir), runtime=LocalRuntime())
+        # The worker's own engine runs nothing itself: runs are advanced by the executor. A run
+        # that asks the user suspends (no slot held) until `shelly answer` resumes it.
+        engine = await Engine.open(config, shelly_dir=Path(shelly_dir), runtime=LocalRuntime(),
+                                   answerer=SuspendingAnswerer())
         return EngineContext(engine, fp, settings)
 
     return WorkerSpec(settings=settings, fingerprint=fp, open=open_context)

@@ -1,4 +1,4 @@
-"""Token usage: per call, added up per agent and per run, safe under concurrency.
+"""Token usage and its cost: per call, added up per agent and per run, safe under concurrency.
 
 No lock is ever held across a model call (Shelly's per-provider usage lock serialised concurrent
 sub-agents; shelly-dist does not): each reply carries its own usage, and trackers only add.
@@ -23,6 +23,11 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cache_creation_tokens: int = 0
     cache_read_tokens: int = 0
+    cost_usd: float = 0.0
+    """USD, from the price table at the model that answered (0 for a model it does not know)."""
+    model_requests: int = 0
+    """Model calls summed here: the agent loop counts each of its calls as one (a provider's
+    retries inside a call are not counted again)."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -30,6 +35,8 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cache_creation_tokens=self.cache_creation_tokens + other.cache_creation_tokens,
             cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            model_requests=self.model_requests + other.model_requests,
         )
 
     @property

@@ -37,7 +37,14 @@ from shelly_dist.providers.gemini import GeminiCompleter
 from shelly_dist.providers.grok import GrokCompleter
 from shelly_dist.providers.openai import OpenAICompleter
 
-__all__ = ["ProviderFactory", "create_completer", "provider_kinds", "register_provider", "with_fallback"]
+__all__ = [
+    "ProviderFactory",
+    "create_completer",
+    "default_max_tokens",
+    "provider_kinds",
+    "register_provider",
+    "with_fallback",
+]
 
 
 class ProviderFactory(Protocol):
@@ -71,6 +78,12 @@ _shared_cooldowns = MemoryCooldownStore()
 def register_provider(kind: str, factory: ProviderFactory) -> None:
     """Make ``kind`` usable in config; registering an existing kind replaces it."""
     _FACTORIES[kind] = factory
+
+
+def default_max_tokens(kind: str) -> int:
+    """The max output tokens a provider of ``kind`` asks for when its config sets none (0 when
+    the kind is unknown or sets no default)."""
+    return int(getattr(_FACTORIES.get(kind), "default_max_tokens", 0) or 0)
 
 
 def provider_kinds() -> list[str]:

@@ -113,6 +113,9 @@ class Keys:
     def saved_sessions(self) -> str:
         """Sorted set of saved session ids, scored by their ``updated_at``."""
         return f"{self.prefix}sessions"
+    def offload(self, session: str) -> str:
+        """Offloaded tool results of the session: field = tool-call id, value = the result text."""
+        return f"{self.session(session)}:offload"
 
     # -- per run -----------------------------------------------------------------------------
 
@@ -176,6 +179,10 @@ class Keys:
     def cancel_channel(self) -> str:
         """Channel on which cancelled root run ids are announced to every worker."""
         return f"{self.prefix}cancel"
+
+    def budget(self, scope: str) -> str:
+        """Tree-limits totals of one scope (the id of the run that opened it): used and reserved."""
+        return f"{self.prefix}budget:{_name('scope', scope)}"
 
     def cooldown(self, name: str) -> str:
         """Provider cooldown record (shared by every worker)."""

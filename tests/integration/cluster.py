@@ -110,10 +110,12 @@ class Cluster:
         )
 
     def start_worker(
-        self, name: str, *, concurrency: int = 8, pool: str = "threads", env: dict[str, str] | None = None
+        self, name: str, *, concurrency: int = 8, pool: str = "threads", env: dict[str, str] | None = None,
+        may_die: bool = False,
     ) -> str:
         """Start ``shelly worker`` as ``name@<cluster>`` (``env`` added to its environment); returns
-        the hostname once it is ready."""
+        the hostname once it is ready. ``may_die``: the test expects the worker to die (a task that
+        kills it may arrive before its first heartbeat), so an exit is not a failure here."""
         hostname = f"{name}@{self.id}"
         beat = self.root / f"{name}.heartbeat"
         log = self.root / f"{name}.log"
@@ -124,7 +126,7 @@ class Cluster:
             cwd=self.root, env={**self.env(), **(env or {})}, stdout=log.open("wb"), stderr=subprocess.STDOUT,
         )
         wait_until(lambda: beat.exists() or self.workers[hostname].poll() is not None, 60, f"worker {hostname}")
-        if self.workers[hostname].poll() is not None:
+        if self.workers[hostname].poll() is not None and not may_die:
             raise AssertionError(f"worker {hostname} exited:\n{log.read_text()[-3000:]}")
         return hostname
 

@@ -410,7 +410,7 @@ def test_tool_that_killed_its_worker_is_not_run_again_and_the_model_hears_its_ou
         while coordinator.poll() is None:
             starts += 1
             assert starts <= 3, f"workers kept dying\n{cluster.worker_log()}"
-            host = cluster.start_worker(f"w{starts}")
+            host = cluster.start_worker(f"w{starts}", may_die=True)
             worker = cluster.workers[host]
             wait_until(lambda w=worker: w.poll() is not None or coordinator.poll() is not None,
                        120, "the worker to die or the run to end")

@@ -102,6 +102,26 @@ async def test_checkpoint_resets_the_attempts_and_appends_only_new_messages(jour
     assert [m.text_content() for m in await journal.messages("parent", 2)] == ["one", "two"]
 
 
+async def test_a_rewrite_checkpoint_replaces_the_journaled_messages_with_the_whole_chat(journal: Journal):
+    lease = await parent(journal)
+    state = RunState(run_id="parent", config_name="lead", instance_name="lead")
+    old = [Message.text("user", Role.USER, text) for text in ("one", "two", "three")]
+    assert await lease.checkpoint(0, state, old, "running") == (3, False)
+    compacted = [Message.text("lead", Role.SYSTEM, "prompt"), Message.text("", Role.USER, "summary")]
+    assert await lease.checkpoint(3, state, compacted, "running", rewrite=True) == (2, False)
+    assert [m.text_content() for m in await journal.messages("parent", 5)] == ["prompt", "summary"]
+    assert await lease.checkpoint(2, state, [Message.text("user", Role.USER, "four")], "running") == (3, False)
+
+
+async def test_a_rewrite_from_a_writer_at_the_wrong_offset_is_refused_and_changes_nothing(journal: Journal):
+    lease = await parent(journal)
+    state = RunState(run_id="parent", config_name="lead", instance_name="lead")
+    await lease.checkpoint(0, state, [Message.text("user", Role.USER, "one")], "running")
+    with pytest.raises(StoreError, match="journal: expected 0 messages, found 1"):
+        await lease.checkpoint(0, state, [Message.text("", Role.USER, "summary")], "running", rewrite=True)
+    assert [m.text_content() for m in await journal.messages("parent", 5)] == ["one"]
+
+
 async def test_checkpoint_writes_the_events_batch_and_reports_a_cancelled_tree(journal: Journal):
     lease = await parent(journal)
     state = RunState(run_id="parent", config_name="lead", instance_name="lead")

@@ -26,9 +26,11 @@ from shelly_dist.runtime.base import RunOutcome
 from shelly_dist.runtime.celery.app import create_app
 from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.events import StreamSink, read_events
-from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children
+from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children, enqueue_resume
 from shelly_dist.runtime.celery.journal import TERMINAL, Journal, child_key
 from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.questions import Answered, answer, open_questions, require_open
+from shelly_dist.runtime.celery.root_answerer import RootAnswerer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import connect
 from shelly_dist.state.subscription import Subscription
@@ -64,6 +66,9 @@ class CeleryRuntime:
         self.app = create_app(settings)
         self.client = connect(settings.redis_url, client_name="shelly-coordinator")
         self.journal = Journal(self.client, settings)
+        self.answerer = RootAnswerer(settings.poll_interval)
+        """Answers the ``ask_user`` questions of the top-level runs this process drives, through
+        Redis (the engine uses it when no terminal answers)."""
 
     async def _send(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
         await asyncio.to_thread(self.app.send_task, name, args=args, kwargs=kwargs, queue=self.settings.queue)
@@ -90,6 +95,7 @@ class CeleryRuntime:
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
 
         awaiter = _Awaiter(self, lease, stream)
+        self.answerer.attach(lease, agent.options.on_event, stream.flush)
         run = Run.start(agent, messages, run_id=run_id, delegator=awaiter, checkpoint=flush, before_model=before_model)
         status, error = "failed", ""
         try:
@@ -105,6 +111,7 @@ class CeleryRuntime:
             error = str(exc)
             raise
         finally:
+            self.answerer.detach(run_id)
             await awaiter.aclose()
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._close_root(lease, status, error, run, stream))
@@ -176,6 +183,24 @@ class CeleryRuntime:
                 if remaining is not None and remaining <= 0:
                     raise RunError(f"run {run_id}: still {record.get('status')} after {timeout}s", run_id=run_id)
                 await sub.wait(self.settings.poll_interval if remaining is None else min(remaining, 5.0))
+
+    # -- questions (ask_user) -----------------------------------------------------------------
+
+    async def questions(self, session: str) -> list[dict[str, Any]]:
+        """The session's open ``ask_user`` questions (id, agent, run, text, options, …)."""
+        return await open_questions(self.client, self.journal.keys, session)
+
+    async def respond(self, session: str, question_id: str, text: str) -> Answered:
+        """Answer question ``question_id`` of ``session`` from this process: the answer is stored
+        in Redis and the asking run resumed (on any worker, or its coordinator woken). A question
+        that is not open is a ``UsageError``."""
+        s = self.settings
+        found = await answer(self.client, self.journal.keys, session, question_id, text, retention=s.retention,
+                             requeue_after=s.requeue_after)
+        require_open(found, question_id, session)
+        if found.resume:
+            await enqueue_resume(self.journal, self._send, found.run)
+        return found
 
     async def cancel(self, run_id: str) -> list[str]:
         record = await self.journal.record(run_id)

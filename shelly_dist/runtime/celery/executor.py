@@ -31,17 +31,20 @@ from shelly_dist.agent import (
     RunState,
     Suspended,
     board_status,
-    child_messages,
     entry_from_outcome,
     instance_name,
 )
+from shelly_dist.agent.handoff import next_peer
+from shelly_dist.agent.interaction import auto_answer
 from shelly_dist.agent.stops import BoardCancelScope
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
+from shelly_dist.runtime.celery import questions
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.events import StreamSink
+from shelly_dist.runtime.celery.handoff import hand_off
 from shelly_dist.runtime.celery.journal import Journal, child_key
 from shelly_dist.runtime.celery.lease import Lease, LeaseLost
 from shelly_dist.runtime.celery.policy import PoolPolicy
@@ -185,18 +188,26 @@ class Executor:
         except (AgentError, ConfigError, UsageError) as exc:  # unknown agent, bad journal: fail, don't loop
             return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=str(exc)))
         agent = run.agent
+        if request is not None:  # blocking delegation: request_input is answered from the context
+            agent.options.request_input = auto_answer(request.context)
         offset = record.msg_count
         canceled = False
         if offset == 0:
             await sink.flush(expire=False)  # "started on <worker>" shows at once, not after the first model call
 
+        rewrites = agent.chat.rewrites  # the rebuild's own replace_all is journaled already
+
         async def checkpoint(r: Run, reason: str) -> None:
             # One round trip: the new messages, the state, the step's events, and the cancel flag.
-            nonlocal offset, canceled
+            # After an effect rewrote the chat (compaction, trimming), the whole chat replaces the
+            # journaled one instead, so a rebuild anywhere continues from the rewritten chat.
+            nonlocal offset, canceled, rewrites
             if reason == "suspended":
-                r.emit(events.RUN_WAITING, waiting_on=len(r.missing()))
-            offset, canceled = await lease.checkpoint(offset, r.state, list(r.agent.chat.view(offset)), "running",
-                                                      sink.drain())
+                r.emit(events.RUN_WAITING, waiting_on=len(r.missing()) + len(r.state.awaiting))
+            rewrite = r.agent.chat.rewrites != rewrites
+            new = list(r.agent.chat.view(0 if rewrite else offset))
+            offset, canceled = await lease.checkpoint(offset, r.state, new, "running", sink.drain(), rewrite=rewrite)
+            rewrites = r.agent.chat.rewrites
 
         async def before_model(r: Run) -> None:
             # The flag comes with every checkpoint; a cancel that lands in between reaches the
@@ -219,9 +230,11 @@ class Executor:
         ending = {"run": run, "board": board, "request": request}
         try:
             while True:
-                if run.state.phase == Phase.SUSPENDED and run.missing():
+                if run.state.phase == Phase.SUSPENDED and run.waiting():
+                    await questions.register(lease, run)  # ask_user: counted in pending before release
                     await self._collect(record, run)
-                    if run.missing():
+                    await questions.collect(lease, run)
+                    if run.waiting():
                         left = await lease.release()
                         if left > 0:
                             return Progress("waiting", f"{left} children pending")
@@ -229,6 +242,11 @@ class Executor:
                 async with asyncio.timeout(self.settings.step_time_limit), self._board_scope(board, request):
                     outcome = await run.step()
                 if isinstance(outcome, Finished):
+                    peer = next_peer(request, run.state, agent.registry) if request is not None else None
+                    if isinstance(peer, ChildRequest):
+                        return await self._hand_off(lease, sink, run, peer)
+                    if isinstance(peer, DelegateEntry):  # a refused handoff is the entry's error
+                        return await self._end(lease, sink, "failed", peer, **ending)  # type: ignore[arg-type]
                     entry = entry_from_outcome(record.agent, reply=outcome.reply, completion=outcome.completion)
                     return await self._end(lease, sink, "done", entry, **ending,  # type: ignore[arg-type]
                                            reply=outcome.reply.text_content())
@@ -278,9 +296,9 @@ class Executor:
         agent = registry.spawn(record.agent, record.depth)
         agent.options.on_event = sink
         if request is not None:
-            n = record.instance_n or await self.journal.next_instance(record.session, request.agent)
-            agent.name = instance_name(request.agent, request.task, n)
-            run = Run.start(agent, child_messages(request), run_id=record.id, visited=request.visited)
+            n = record.instance_n or await self.journal.next_instance(record.session, request.spawned())
+            agent.name = instance_name(request.spawned(), request.task, n)
+            run = Run.start_child(agent, request, run_id=record.id)
         else:
             raw = json.loads(record.input) if record.input else None
             first = ([Message.model_validate(m) for m in raw] if raw
@@ -289,6 +307,23 @@ class Executor:
         run.emit(events.RUN_STARTED, worker=self.hostname, depth=record.depth, parent=record.parent,
                  task=record.task[:200])
         return run, request
+
+    async def _hand_off(self, lease: Lease, sink: StreamSink, run: Run, peer: ChildRequest) -> Progress:
+        """The child handed its delegation off: end its run and start the peer's on the same entry."""
+        record = lease.record
+        result = {"agent": peer.agent, "handoff": peer.spawned()}
+        sink(Event(kind=events.RUN_FINISHED, agent=run.agent.name, run_id=record.id, session_id=record.session,
+                   data={"status": "done", "worker": self.hostname, "entry": result,
+                         "usage": run.state.usage.model_dump()}))
+        peer_id, queued = await hand_off(lease, peer, result, events=sink.drain(),
+                                         usage=run.state.usage.model_dump_json(), instance=run.agent.name)
+        if queued:
+            await self.enqueue(RUN_AGENT, [peer_id, record.root],
+                               {"agent": peer.spawned(), "depth": peer.depth, "session": record.session,
+                                "preview": peer.task[:80]})
+            run.emit(events.RUN_QUEUED, child_run=peer_id, child_agent=peer.spawned(), depth=peer.depth,
+                     task=peer.task[:200])
+        return Progress("done", f"handed off to {peer.spawned()} ({peer_id})")
 
     async def _collect(self, record: RunRecord, run: Run) -> None:
         """Deliver every child entry that has joined into this run's record."""
@@ -310,6 +345,8 @@ class Executor:
         reply: str = "",
     ) -> Progress:
         record = lease.record
+        if request is not None:  # a handoff's peer reports under the name its delegation asked for
+            entry.agent = request.agent
         if board is not None and request is not None and request.task_id:
             try:
                 await board.update_status(request.task_id, board_status(entry))

@@ -269,11 +269,12 @@ class Journal:
         return ids, list(to_start)
 
     async def _checkpoint_run(
-        self, lease: Lease, offset: int, state: RunState, new: list[Message], status: str, events: str
+        self, lease: Lease, offset: int, state: RunState, new: list[Message], status: str, events: str,
+        rewrite: bool = False,
     ) -> tuple[int, bool]:
         r = lease.record
         args: list[Any] = [lease.token, offset, state.model_dump_json(exclude={"messages"}), status,
-                           self.settings.retention, str(time.time()), events]
+                           self.settings.retention, str(time.time()), events, "1" if rewrite else "0"]
         args += [m.model_dump_json() for m in new]
         keys = [self.keys.run(r.id), self.keys.run_msgs(r.id), self.keys.run(r.root), self.keys.run_lease(r.id),
                 *self._stream(r.session)]

@@ -54,11 +54,16 @@ class Lease:
     # -- writes (each fenced by ``token`` in its script) ----------------------------------------
 
     async def checkpoint(
-        self, offset: int, state: RunState, new: list[Message], status: str, events: str = ""
+        self, offset: int, state: RunState, new: list[Message], status: str, events: str = "", *,
+        rewrite: bool = False,
     ) -> tuple[int, bool]:
         """Append ``new`` after ``offset`` journaled messages, store ``state`` and write the
-        ``events`` batch, in one round trip; returns (journaled count, tree canceled)."""
-        return await self.journal._checkpoint_run(self, offset, state, new, status, events)
+        ``events`` batch, in one round trip; returns (journaled count, tree canceled).
+
+        ``rewrite``: the chat was rewritten in place (an effect compacted or trimmed it), so
+        ``new`` is the whole chat and replaces the journaled messages, in the same atomic step
+        (still refused unless the journal holds exactly ``offset`` messages)."""
+        return await self.journal._checkpoint_run(self, offset, state, new, status, events, rewrite)
 
     async def expect(
         self, requests: list[ChildRequest], iteration: int, fingerprint: str

@@ -16,6 +16,9 @@ re-enqueues a given run. What is re-enqueued:
   after the run was registered), or is merely late behind a backlog: the duplicate is then
   dropped by its claim.
 
+The reaper also answers the ``ask_user`` questions past their ``options.question_timeout`` with
+the timeout error result (:func:`.questions.expire_due`), resuming their runs.
+
 The reaper also registers this worker's config generation (``…:generations``), so a worker of
 another config leaves this generation's runs to it during a rolling update.
 """
@@ -28,8 +31,9 @@ import logging
 import random
 import time
 
-from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT, Enqueue
+from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT, Enqueue, enqueue_resume
 from shelly_dist.runtime.celery.journal import Journal
+from shelly_dist.runtime.celery.questions import expire_due
 from shelly_dist.runtime.celery.record import TERMINAL
 from shelly_dist.state.connection import redis_errors
 
@@ -69,7 +73,16 @@ class Reaper:
             await asyncio.sleep(interval * random.uniform(0.75, 1.25))
 
     async def scan(self) -> int:
-        """One pass over every live tree; returns how many runs were re-enqueued."""
+        """One pass over every live tree, then over the questions past their timeout; returns how
+        many runs were re-enqueued."""
+        sent = await self._scan_trees()
+        settings = self.journal.settings
+        await expire_due(self.journal.client, self.journal.keys, retention=settings.retention,
+                         requeue_after=settings.requeue_after,
+                         resume=lambda run_id, _root: enqueue_resume(self.journal, self.enqueue, run_id))
+        return sent
+
+    async def _scan_trees(self) -> int:
         keys, client, settings = self.journal.keys, self.journal.client, self.journal.settings
         now = time.time()
         with redis_errors("reaper"):

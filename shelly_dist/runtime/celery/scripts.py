@@ -26,7 +26,10 @@ can therefore write nothing, however late its writes arrive.
 * ``CHECKPOINT`` appends messages to the journal and stores the state together, and refuses when
   the journal is not at the offset the writer expects, so a crash can never leave messages without
   their state or the reverse. The step's buffered events ride along (one batch entry on the session
-  stream, when it is passed), and the answer carries the tree's cancel flag.
+  stream, when it is passed), and the answer carries the tree's cancel flag. With ``rewrite`` the
+  messages sent are the whole chat and replace the journaled ones in the same step (an effect
+  compacted or trimmed the chat in place), so the journal never holds a mix of the old chat and
+  the new.
 * ``RELEASE`` lets a suspended run go only while it still waits on a child; when every child has
   already joined it keeps the lease and the caller continues at once.
 * ``FINISH`` ends a run and joins its result into the parent: stored only if absent, the pending
@@ -93,15 +96,19 @@ return to_start
 
 CHECKPOINT = _FENCE + _EVENTS + """
 local record, msgs, root, lease, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, offset, state, status, retention, now, events =
-  ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local token, offset, state, status, retention, now, events, rewrite =
+  ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 if not holds(record, lease, token) then return lost(record) end
 local len = redis.call('LLEN', msgs)
 if len ~= offset then
   return redis.error_reply('journal: expected ' .. offset .. ' messages, found ' .. len)
 end
-for i = 8, #ARGV do redis.call('RPUSH', msgs, ARGV[i]) end
-local count = len + #ARGV - 7
+if rewrite == '1' then
+  redis.call('DEL', msgs)
+  len = 0
+end
+for i = 9, #ARGV do redis.call('RPUSH', msgs, ARGV[i]) end
+local count = len + #ARGV - 8
 redis.call('HSET', record, 'state', state, 'status', status, 'msg_count', count, 'attempts', 0, 'updated', now)
 redis.call('EXPIRE', record, retention)
 if count > 0 then redis.call('EXPIRE', msgs, retention) end

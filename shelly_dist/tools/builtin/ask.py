@@ -7,7 +7,10 @@ wait, and the answer text as the result. Who answers is not decided here: the re
 every question to an :class:`Answerer` the runtime supplies. ``shelly run`` on a terminal gives a
 prompt on that terminal; a runtime that can suspend a run durably can give one that waits on
 Redis. Without any, :class:`NoAnswerer` makes the call an error result that says how to get one,
-so a headless run never hangs on a question nobody will see.
+so a headless run never hangs on a question nobody will see. On a worker,
+:class:`SuspendingAnswerer` suspends the asking run durably instead (no worker slot held while it
+waits): the runtime numbers the question in Redis, announces it and resumes the run with the
+answer (``shelly_dist.runtime.celery.questions``).
 
 ``options.question_timeout`` bounds the wait: past it the call is an error result.
 """
@@ -23,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from shelly_dist.errors import ToolError
 from shelly_dist.tools.schema import schema_for
+from shelly_dist.tools.suspend import SuspendCall
 from shelly_dist.tools.tool import Tool, parse_input
 from shelly_dist.tools.toolbox import ToolBox
 
@@ -46,16 +50,36 @@ class Question(BaseModel):
     header: str = ""
     multi_select: bool = Field(False, alias="multiSelect")
     max_selections: int = Field(0, alias="maxSelections")
+    timeout: float = Field(0.0, exclude=True)
+    """Seconds the asker waits (``options.question_timeout``; 0: no limit). Not part of the event."""
 
     def event_data(self) -> dict[str, object]:
         """The notification's data: Shelly's field names, empty fields left out."""
         return self.model_dump(by_alias=True, exclude_defaults=True) | {"id": self.id, "text": self.text}
 
 
+def timeout_error(question_id: str, limit: float) -> str:
+    """The error result of a question nobody answered within ``options.question_timeout``."""
+    return f"{ASK_USER}: no answer to {question_id} within {limit:g}s (options.question_timeout)"
+
+
 class Answerer(Protocol):
     """Gets the user's answer to one question. Raising ``ToolError`` makes the call an error."""
 
     async def answer(self, question: Question) -> str: ...
+
+
+class SuspendingAnswerer:
+    """The answerer of a worker: the asking run suspends durably until someone answers.
+
+    It raises :class:`SuspendCall` with the question; the step machine journals the call as
+    awaiting and the runtime numbers, announces and routes the question (so ``announces``: the
+    :class:`Responder` neither numbers it for good nor announces it)."""
+
+    announces = True
+
+    async def answer(self, question: Question) -> str:
+        raise SuspendCall(ASK_USER, question.model_dump(by_alias=True) | {"timeout": question.timeout})
 
 
 class NoAnswerer:
@@ -110,19 +134,17 @@ class Responder:
         seconds (``None`` or 0: no limit)."""
         if not question.text:
             raise ToolError(f"{ASK_USER}: ask: question is required", tool=ASK_USER)
-        question = question.model_copy(update={"id": f"q-{next(self._ids)}"})
-        if self.on_ask is not None:
+        question = question.model_copy(update={"id": f"q-{next(self._ids)}", "timeout": limit or 0.0})
+        durable = getattr(self.answerer, "announces", False)
+        if self.on_ask is not None and not durable:
             self.on_ask(question)
-        if not limit:
+        if not limit or durable:  # a durable answerer numbers the question and keeps its deadline itself
             return await self.answerer.answer(question)
         try:
             async with asyncio.timeout(limit):
                 return await self.answerer.answer(question)
         except TimeoutError:
-            raise ToolError(
-                f"{ASK_USER}: no answer to {question.id} within {limit:g}s (options.question_timeout)",
-                tool=ASK_USER,
-            ) from None
+            raise ToolError(timeout_error(question.id, limit), tool=ASK_USER) from None
 
     def toolbox(self, limit: float | None = None) -> ToolBox:
         """The ``ask`` toolbox (``ask_user``), waiting at most ``limit`` seconds for answers."""
@@ -139,5 +161,6 @@ class Responder:
             )
             return await self.ask(question, limit)
 
-        tool = Tool(ASK_USER, DESCRIPTION, schema_for(AskInput), handler, group="ask")
+        # Asking again after a crash is harmless (the durable path dedups by call id anyway).
+        tool = Tool(ASK_USER, DESCRIPTION, schema_for(AskInput), handler, group="ask", retry_on_crash=True)
         return ToolBox([tool], name="ask")

@@ -1,0 +1,165 @@
+"""The effect contract, the context an effect sees, and the chain that runs an agent's effects.
+
+Shelly's ``agent.Effect`` with its optional ``Resetter``, ``ToolFilter`` and ``ToolProvider``
+interfaces, made durable: an effect object holds only its configuration, and everything it
+remembers goes into ``IterationContext.state`` — a JSON dict kept in the run's state under the
+effect's slot (its index and kind), journaled with each checkpoint.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from shelly_dist.chats import Chat, Message, Role, Text, ToolCall, ToolResult
+from shelly_dist.models import Completer, Usage
+from shelly_dist.tools import Tool, ToolBox
+
+
+class EffectPhase(StrEnum):
+    BEFORE_COMPLETE = "before_complete"
+    """Before the model call: context management, nudges, budget checks on the way in."""
+    AFTER_COMPLETE = "after_complete"
+    """After the reply is appended, before its tools run: trimming, budgets on the way out."""
+
+
+@dataclass
+class IterationContext:
+    """What an effect sees of one iteration (Shelly's ``IterationContext``)."""
+
+    phase: EffectPhase
+    iteration: int
+    """Model calls made so far by this run (0 before the first)."""
+    chat: Chat
+    completer: Completer
+    agent_name: str
+    usage: Usage
+    """The run's usage so far (every model call of this run, across workers)."""
+    last_usage: Usage | None = None
+    """The last model call's usage (its input tokens are the real size of the context)."""
+    estimated_tokens: int = 0
+    """Shelly's estimate of the next call's input: chat plus tool definitions."""
+    tool_tokens: int = 0
+    state: dict[str, Any] = field(default_factory=dict)
+    """This effect's memory across iterations, suspensions and workers (JSON values only)."""
+    clock: Callable[[], float] = time.time
+    """Wall-clock seconds: effects that count time must compare readings taken on different
+    machines, so this is ``time.time``, not a monotonic clock."""
+    has_tool: Callable[[str], bool] = lambda name: False
+
+
+@runtime_checkable
+class Effect(Protocol):
+    """A per-iteration hook. ``evaluate`` may change ``ic.chat``; raising ends the run."""
+
+    kind: str
+
+    async def evaluate(self, ic: IterationContext) -> None: ...
+
+
+@runtime_checkable
+class ToolFilter(Protocol):
+    """An effect that narrows the tools the model sees this iteration (intersection semantics)."""
+
+    def filter_tools(self, ic: IterationContext, tools: list[Tool]) -> list[Tool]: ...
+
+
+@runtime_checkable
+class ToolProvider(Protocol):
+    """An effect that adds tools to the agent (``offload``'s ``recall``)."""
+
+    def provided_tools(self) -> ToolBox: ...
+
+
+COMPACTION_KINDS = frozenset({"compact", "sliding_window", "observation_mask"})
+
+
+def ordered(effects: Sequence[Effect]) -> list[Effect]:
+    """Compaction-class effects first, the rest in registration order (Shelly's ``sortEffects``):
+    a message another effect injects is then never summarised away in the same iteration."""
+    return sorted(effects, key=lambda e: 0 if e.kind in COMPACTION_KINDS else 1)
+
+
+class EffectChain:
+    """An agent's effects in their run order, with one state slot each in the run's state."""
+
+    def __init__(self, effects: Sequence[Effect] = ()) -> None:
+        self.effects = ordered(effects)
+
+    def __bool__(self) -> bool:
+        return bool(self.effects)
+
+    def slots(self) -> list[tuple[str, Effect]]:
+        return [(f"{i}:{e.kind}", e) for i, e in enumerate(self.effects)]
+
+    async def run(self, phase: EffectPhase, make: Callable[[dict[str, Any]], IterationContext],
+                  states: dict[str, dict[str, Any]]) -> None:
+        """Evaluate every effect for ``phase``; the first error propagates (and ends the run)."""
+        for slot, effect in self.slots():
+            ic = make(states.setdefault(slot, {}))
+            ic.phase = phase
+            await effect.evaluate(ic)
+
+    def filter_tools(self, make: Callable[[dict[str, Any]], IterationContext],
+                     states: dict[str, dict[str, Any]], tools: list[Tool]) -> list[Tool]:
+        for slot, effect in self.slots():
+            if isinstance(effect, ToolFilter):
+                tools = effect.filter_tools(make(states.setdefault(slot, {})), tools)
+        return tools
+
+    def provided_toolboxes(self) -> list[ToolBox]:
+        return [e.provided_tools() for e in self.effects if isinstance(e, ToolProvider)]
+
+
+# -- helpers the effects share ---------------------------------------------------------------------
+
+
+def estimate_tokens(messages: Sequence[Message], tools: Sequence[Tool] = ()) -> int:
+    """Shelly's ``TokenEstimator``: characters / 4 rounded up, plus 4 per message and 10 per tool."""
+    chars = 0
+    for m in messages:
+        for p in m.parts:
+            if isinstance(p, Text):
+                chars += len(p.text)
+            elif isinstance(p, ToolCall):
+                chars += len(p.name) + len(p.arguments)
+            elif isinstance(p, ToolResult):
+                chars += len(p.content)
+    for t in tools:
+        chars += len(t.name) + len(t.description) + len(str(t.input_schema))
+    return math.ceil(chars / 4) + 4 * len(messages) + 10 * len(tools)
+
+
+def exceeds_threshold(ic: IterationContext, context_window: int, threshold: float) -> bool:
+    """Shelly's ``exceedsThreshold``: the estimate, or else the last call's reported input, has
+    reached ``context_window × threshold``."""
+    if context_window <= 0 or threshold <= 0:
+        return False
+    limit = int(context_window * threshold)
+    if ic.estimated_tokens > 0 and ic.estimated_tokens >= limit:
+        return True
+    return ic.last_usage is not None and ic.last_usage.input_tokens >= limit
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis (Shelly's ``truncate``)."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def nudge(text: str) -> Message:
+    """A user-role message an effect injects (Shelly sends these with an empty sender)."""
+    return Message.text("", Role.USER, text)
+
+
+def tool_name_for(messages: Sequence[Message], before: int, call_id: str) -> str:
+    """The name of the call ``call_id`` answered by the result at ``before`` ("unknown" if none)."""
+    for m in reversed(messages[:before]):
+        if m.role == Role.ASSISTANT:
+            for call in m.tool_calls():
+                if call.id == call_id:
+                    return call.name
+    return "unknown"

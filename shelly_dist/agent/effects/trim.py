@@ -1,0 +1,49 @@
+"""``trim_tool_results``: cut long tool results in older messages, keeping the latest whole.
+
+Runs after each reply. Error results are never cut; a trimmed message is tagged (``trimmed``) so it
+is not cut again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shelly_dist.agent.effects.base import EffectPhase, IterationContext
+from shelly_dist.chats import Role, ToolResult
+
+TRIMMED = "trimmed"
+TRIM_SUFFIX = "… [trimmed]"
+
+
+@dataclass
+class TrimToolResults:
+    max_result_length: int = 500
+    preserve_recent: int = 4
+    kind: str = "trim_tool_results"
+
+    def __post_init__(self) -> None:
+        self.max_result_length = self.max_result_length if self.max_result_length > 0 else 500
+        self.preserve_recent = self.preserve_recent if self.preserve_recent > 0 else 4
+
+    async def evaluate(self, ic: IterationContext) -> None:
+        if ic.phase != EffectPhase.AFTER_COMPLETE:
+            return
+        messages = ic.chat.messages()
+        tool_indices = [i for i, m in enumerate(messages) if m.role == Role.TOOL]
+        keep = set(tool_indices[max(len(tool_indices) - self.preserve_recent, 0):])
+        changed = False
+        for i in tool_indices:
+            m = messages[i]
+            if i in keep or m.get_meta(TRIMMED):
+                continue
+            cut = False
+            limit = self.max_result_length
+            for j, part in enumerate(m.parts):
+                if isinstance(part, ToolResult) and not part.is_error and len(part.content) > limit:
+                    m.parts[j] = part.model_copy(update={"content": part.content[:limit] + TRIM_SUFFIX})
+                    cut = True
+            if cut:
+                m.metadata[TRIMMED] = True
+                changed = True
+        if changed:
+            ic.chat.replace_all(*messages)
