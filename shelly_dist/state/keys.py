@@ -180,9 +180,16 @@ class Keys:
         """Channel on which cancelled root run ids are announced to every worker."""
         return f"{self.prefix}cancel"
 
-    def budget(self, scope: str) -> str:
-        """Tree-limits totals of one scope (the id of the run that opened it): used and reserved."""
-        return f"{self.prefix}budget:{_name('scope', scope)}"
+    def budget(self, scope: str, outer: str | None = None) -> str:
+        """Tree-limits totals of one scope (the id of the run that opened it): used and reserved.
+
+        Tagged by the call's outermost scope ``outer`` (default: ``scope`` itself), so every scope
+        one reservation touches shares a slot: scopes are inherited down a tree as a list that only
+        grows at its end, so every call touching a scope starts its list with the same outermost
+        one. (Run ids alone would not do: an embedded child's id does not extend its parent's.)"""
+        outer = _name("scope", outer or scope)
+        tail = "" if scope == outer else f":{_name('scope', scope)}"
+        return f"{self.prefix}budget:{{{outer}}}{tail}"
 
     def cooldown(self, name: str) -> str:
         """Provider cooldown record (shared by every worker)."""

@@ -1,7 +1,9 @@
 """The tree-limits ledger in Redis, shared by the coordinator and every worker.
 
-One hash per scope (``{prefix}budget:{scope}``) with the used and reserved totals of each
-dimension. Each operation is one Lua script over every scope of the call, passed in KEYS, so a
+One hash per scope (``{prefix}budget:{outer}:{scope}``, tagged by the outermost scope of the
+calls that touch it: one slot per call on a Redis Cluster, see ``Keys.budget``) with the used and
+reserved totals of each dimension. Each operation is one Lua script over every scope of the call,
+passed in KEYS, so a
 reservation checks all of its scopes and adds to all of them or to none in one atomic step: two
 children on two workers can never both take the last request of a tree. Every write refreshes the
 hash's retention TTL.
@@ -80,7 +82,7 @@ class RedisLedger:
         for scope in scopes:
             args += [repr(float(v)) for v in scope.limits.values()]
         with redis_errors("limits"):
-            out = await self._reserve(keys=[self.keys.budget(s.id) for s in scopes], args=args)
+            out = await self._reserve(keys=self._keys(scopes), args=args)
         if not out:
             return None
         scope = scopes[int(out[0]) - 1]
@@ -91,12 +93,17 @@ class RedisLedger:
         if not scopes:
             return
         with redis_errors("limits"):
-            await self._settle(keys=[self.keys.budget(s.id) for s in scopes],
+            await self._settle(keys=self._keys(scopes),
                                args=[self.retention, *_args(reserved), *_args(actual)])
 
-    async def spent(self, scope: str) -> tuple[Charge, Charge]:
+    def _keys(self, scopes: Sequence[BudgetScope]) -> list[str]:
+        return [self.keys.budget(s.id, scopes[0].id) for s in scopes]
+
+    async def spent(self, scope: str, outer: str | None = None) -> tuple[Charge, Charge]:
+        """Used and reserved totals of ``scope`` (``outer``: the outermost scope above it, when
+        it is nested)."""
         with redis_errors("limits"):
-            raw = await self.client.hgetall(self.keys.budget(scope))
+            raw = await self.client.hgetall(self.keys.budget(scope, outer))
 
         def charge(kind: str) -> Charge:
             values = [float(raw.get(f"{kind}:{n}", 0) or 0) for n in LIMIT_NAMES]

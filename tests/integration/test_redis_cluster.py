@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
+from shelly_dist.agent.limits import BudgetScope, Charge, Limits
 from shelly_dist.agent.slots import Acquired
 from shelly_dist.chats import Message, Role
 from shelly_dist.engine.redis_sessions import RedisSessionStore
 from shelly_dist.engine.sessions import SessionInfo
 from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.events import read_events
+from shelly_dist.runtime.celery.handoff import hand_off
 from shelly_dist.runtime.celery.journal import Journal, child_key
 from shelly_dist.runtime.celery.policy import PoolPolicy
 from shelly_dist.runtime.celery.reaper import Reaper
@@ -28,6 +30,7 @@ from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
 from shelly_dist.state import Keys
 from shelly_dist.state.connection import connect, is_cluster
+from shelly_dist.state.limits import RedisLedger
 from shelly_dist.state.redis import RedisStore
 from shelly_dist.tasks.redis import RedisBoard
 from shelly_dist.testing.model_server import ModelServer, Reply
@@ -138,6 +141,32 @@ async def test_a_root_with_an_idempotency_key_is_created_once_on_a_cluster(journ
                                       fingerprint="fp", if_absent=True) for t in ("first", "second")]
     assert made == [True, False]
     assert (await journal.fields("b0ce"))["task"] == "first"
+
+
+async def test_a_handoff_creates_its_peer_and_appends_its_events_once_on_a_cluster(journal: Journal) -> None:
+    await journal.create_root("root7", agent="lead", session="sess-10", mode="worker", task="go", fingerprint="fp")
+    parent = (await journal.claim("root7", "root7", "tok", "w0")).lease
+    assert parent is not None
+    ids, _ = await parent.expect([child(0)], 1, "fp")
+    lease = (await journal.claim(ids[0], "root7", "tok-c", "w1")).lease
+    assert lease is not None
+    peer = child(0).model_copy(update={"agent": "w2", "handoffs": 1})
+    result = DelegateEntry(agent="w", result="over to w2").to_json()
+    peer_id, queued = await hand_off(lease, peer, result, events=step_events("handed off"))
+    assert queued and (await journal.fields(peer_id))["status"] == "queued"
+    assert await hand_off(lease, peer, result, events=step_events("handed off")) == (peer_id, True)
+    assert await stream_texts(journal, "sess-10") == ["handed off"]
+
+
+async def test_tree_limits_reserve_across_nested_scopes_on_a_cluster(journal: Journal) -> None:
+    ledger = RedisLedger(journal.client, journal.keys, retention=600)
+    scopes = [BudgetScope(id="outer1", limits=Limits(model_requests=2)),
+              BudgetScope(id="inner2", limits=Limits(model_requests=1))]
+    assert await ledger.reserve(scopes, Charge(model_requests=1)) is None
+    refusal = await ledger.reserve(scopes, Charge(model_requests=1))
+    assert refusal is not None and refusal.scope == "inner2"
+    await ledger.settle(scopes, Charge(model_requests=1), Charge(model_requests=1, total_tokens=5))
+    assert (await ledger.spent("inner2", "outer1"))[0] == Charge(model_requests=1, total_tokens=5)
 
 
 async def test_the_reaper_re_enqueues_a_lapsed_run_on_a_cluster(journal: Journal) -> None:

@@ -25,7 +25,7 @@ local token, fields, now, retention, run_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local peer_id, requeue_at, events, result = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local was = redis.call('HGET', record, 'status')
 if was == 'done' or was == 'failed' or was == 'canceled' then
-  return redis.call('HGET', peer, 'status') or ''
+  return {redis.call('HGET', peer, 'status') or '', 0}
 end
 if not holds(record, lease, token) then return lost(record) end
 add_events(stream, events, retention)
@@ -42,10 +42,11 @@ if redis.call('EXISTS', peer) == 0 then
 end
 redis.call('SADD', tree, peer_id)
 redis.call('EXPIRE', tree, retention)
-return redis.call('HGET', peer, 'status') or ''
+return {redis.call('HGET', peer, 'status') or '', 1}
 """
 """End the leased child's run as handed off and create its peer's run on the same entry (fenced;
-a repeat finds the child ended and returns the peer's status)."""
+a repeat finds the child ended and returns the peer's status, with 0: nothing written). The
+session's stream is the optional last key (not passed on a cluster: see ``state/keys.py``)."""
 
 
 def peer_run_id(run_id: str, peer: ChildRequest) -> str:
@@ -73,10 +74,12 @@ async def hand_off(
     for k, v in extra.items():
         args += [k, v]
     script = journal.client.register_script(HANDOFF)
-    status = await journal._run_script(
+    status, wrote = await journal._run_script(
         script,
         [keys.run(r.id), keys.run_lease(r.id), keys.run(peer_id), keys.tree_runs(r.root), keys.tree_deadlines(r.root),
-         keys.events(r.session)],
+         *journal._stream(r.session)],
         args,
     )
+    if journal.clustered and int(wrote):  # the session's stream is in another slot (state/keys.py)
+        await journal._append_events(r.session, events)
     return peer_id, str(status) == "queued"

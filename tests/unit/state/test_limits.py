@@ -17,4 +17,4 @@ async def test_every_scope_key_carries_the_retention_ttl(request: pytest.Fixture
         await ledger.reserve(tree, Charge(model_requests=1))
         await ledger.settle(tree, Charge(model_requests=1), Charge(model_requests=1, total_tokens=5))
         for sid in ("a", "b"):
-            assert 0 < await client.ttl(keys.budget(sid)) <= 600
+            assert 0 < await client.ttl(keys.budget(sid, "a")) <= 600
