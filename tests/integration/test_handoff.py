@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from shelly_dist.state import Keys
+
 from .cluster import Cluster, complete, scripted
 
 pytestmark = pytest.mark.integration
@@ -33,12 +35,12 @@ def run_json(cluster: Cluster, task: str) -> dict[str, Any]:
 def entries(cluster: Cluster, session: str) -> list[dict[str, Any]]:
     """The delegate entries joined into the session's root run, in input order."""
     root = next(r for r in cluster.runs(session) if r["depth"] == "0")
-    joined = cluster.redis.hgetall(f"{cluster.prefix}run:{root['id']}:children")
+    joined = cluster.redis.hgetall(Keys(cluster.prefix).run_children(root["id"]))
     return [json.loads(v) for _, v in sorted(joined.items(), key=lambda kv: int(kv[0].rsplit(":", 1)[1]))]
 
 
 def user_messages(cluster: Cluster, run_id: str) -> list[str]:
-    msgs = [json.loads(m) for m in cluster.redis.lrange(f"{cluster.prefix}run:{run_id}:msgs", 0, -1)]
+    msgs = [json.loads(m) for m in cluster.redis.lrange(Keys(cluster.prefix).run_msgs(run_id), 0, -1)]
     return [p["text"] for m in msgs if m["role"] == "user" for p in m["parts"] if p["kind"] == "text"]
 
 

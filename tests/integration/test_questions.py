@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from shelly_dist.engine import Engine
+from shelly_dist.state import Keys
 
 from .cluster import Cluster, complete, delegate, scripted, wait_until
 from .keys import assert_all_keys_have_ttl
@@ -59,7 +60,7 @@ def finished(proc: subprocess.Popen[str], cluster: Cluster, timeout: float = 120
 
 
 def tool_results(cluster: Cluster, run_id: str) -> list[dict[str, Any]]:
-    msgs = [json.loads(m) for m in cluster.redis.lrange(f"{cluster.prefix}run:{run_id}:msgs", 0, -1)]
+    msgs = [json.loads(m) for m in cluster.redis.lrange(Keys(cluster.prefix).run_msgs(run_id), 0, -1)]
     return [p for m in msgs if m["role"] == "tool" for p in m["parts"]]
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from shelly_dist.state import Keys
+
 from .cluster import Cluster, complete, scripted
 from .test_handoff import delegate_all, handoff, run_json
 
@@ -20,7 +22,7 @@ def ask_parent(question: str) -> dict[str, Any]:
 
 def answers(cluster: Cluster, session: str, agent: str) -> list[str]:
     run = next(r for r in cluster.runs(session) if r["agent"] == agent)
-    msgs = [json.loads(m) for m in cluster.redis.lrange(f"{cluster.prefix}run:{run['id']}:msgs", 0, -1)]
+    msgs = [json.loads(m) for m in cluster.redis.lrange(Keys(cluster.prefix).run_msgs(run["id"]), 0, -1)]
     return [p["content"] for m in msgs if m["role"] == "tool" for p in m["parts"]]
 
 
