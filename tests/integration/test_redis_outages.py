@@ -1,0 +1,146 @@
+"""The coordinator (`shelly run` against a real worker) and `shelly events --follow` outlast a
+Redis outage while the run waits on its child: Redis paused (SIGSTOP) for longer than redis-py's
+retries last, killed and restarted with its AOF, and refusing connections for a while (issue 12,
+measured failure 6; DESIGN §3 rule 11). Each ends with the right answer and every process exits.
+
+Redis is this test's own ``redis-server`` (state and broker), on default runtime settings.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from .cluster import Cluster, complete, delegate, scripted, wait_until
+from .own_redis import OwnRedis
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+OUTAGE = 15.0
+"""Seconds Redis stays away: well past redis-py's own retries (about 3 s). Refusing connections
+this long, main's coordinator lost its wake-up pump and never exited."""
+CHILD_SECONDS = 40
+"""How long the child's model call takes: the outage starts once the child runs and is over
+before it answers, so the coordinator is waiting on it throughout."""
+DEFAULTS = {"step_time_limit": 600, "visibility_timeout": 900}
+"""The runtime's defaults (the test cluster otherwise shortens them)."""
+
+
+@pytest.fixture
+def own(tmp_path: Path) -> Iterator[tuple[OwnRedis, Cluster]]:
+    server = OwnRedis(tmp_path)
+    server.start()
+    cluster = Cluster(tmp_path / "project", redis_url=server.url)
+    try:
+        yield server, cluster
+    finally:
+        if server.paused:
+            server.resume()
+        if not server.answers():
+            server.start()
+        cluster.stop()
+        server.close()
+
+
+class Lines:
+    """A process's output lines, each stamped with when it arrived (read on a thread)."""
+
+    def __init__(self, stream: object) -> None:
+        self.lines: list[tuple[float, str]] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            self.lines.append((time.monotonic(), line.rstrip("\n")))
+
+    def join(self, timeout: float) -> None:
+        """Wait until the stream has ended (the process exited and everything was read)."""
+        self._thread.join(timeout)
+
+    def first(self, contains: str) -> tuple[float, str] | None:
+        return next(((t, line) for t, line in self.lines if contains in line), None)
+
+    def text(self) -> str:
+        return "\n".join(line for _, line in self.lines)
+
+
+def shelly(cluster: Cluster, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "shelly_dist.cli.main", *args], cwd=cluster.root,
+                            env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def pause(server: OwnRedis) -> float:
+    server.pause()
+    time.sleep(OUTAGE)  # the fault itself: Redis stays stopped this long
+    server.resume()
+    return time.monotonic()
+
+
+def restart(server: OwnRedis) -> float:
+    server.kill()
+    server.start()
+    return time.monotonic()
+
+
+def refuse(server: OwnRedis) -> float:
+    server.stop()
+    time.sleep(OUTAGE)  # the fault itself: connections are refused this long
+    server.start()
+    return time.monotonic()
+
+
+FAULTS: dict[str, Callable[[OwnRedis], float]] = {"paused": pause, "restarted": restart, "refusing": refuse}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
+    own: tuple[OwnRedis, Cluster], fault: str
+) -> None:
+    server, cluster = own
+    cluster.write_config(
+        [scripted(lead=[delegate(("helper", "wait for it")), "lead done"],
+                  helper=[{**complete("helped with {task}"), "delay": CHILD_SECONDS}])],
+        [{"name": "lead", "description": "delegates", "options": {"max_delegation_depth": 1}},
+         {"name": "helper", "description": "helps"}],
+        distributed=DEFAULTS,
+    )
+    cluster.start_worker("w1")
+    run = shelly(cluster, "run", "go", "--json")
+    follower: subprocess.Popen[str] | None = None
+    try:
+        err, answer = Lines(run.stderr), Lines(run.stdout)
+        session = wait_until(lambda: err.first("session "), 60, "the session id")[1].split()[1]
+        follower = shelly(cluster, "events", "--session", session, "--follow", "--json")
+        followed = Lines(follower.stdout)
+        wait_until(lambda: followed.first('"run_started"'), 60, "the child to start on the worker")
+
+        back = FAULTS[fault](server)
+
+        run.wait(120)
+        ended = time.monotonic()
+        assert run.returncode == 0, f"{err.text()}\n{cluster.worker_log()}"
+        err.join(30)
+        answer.join(30)
+        assert json.loads(answer.text())["reply"] == "lead done"
+        assert "✔ helper-wait-1 done on w1@" in err.text(), err.text()
+        finished = wait_until(lambda: followed.first('"run_finished"'), 60, "the follower to see the child finish")
+        recovered = err.first("answers again")
+        print(f"\n[{fault}] Redis back -> coordinator's reads answered again: "
+              f"{'no read failed' if recovered is None else f'{recovered[0] - back:.2f}s'}; "
+              f"child finished (seen by the follower) -> run exited: {ended - finished[0]:.2f}s")
+        follower.send_signal(signal.SIGINT)
+        assert follower.wait(30) == 130, follower.stderr.read() if follower.stderr else ""
+    finally:
+        for proc in (run, follower):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
