@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -142,5 +143,38 @@ def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
     finally:
         for proc in (run, follower):
             if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+def test_the_cli_watches_outlast_redis_refusing_connections(own: tuple[OwnRedis, Cluster]) -> None:
+    server, cluster = own
+    cluster.write_config([scripted(solo=["x"])], [{"name": "solo"}], distributed=DEFAULTS)
+    session = uuid.uuid4().hex[:16]
+
+    def cli(*args: str) -> str:
+        out = cluster.shelly(*args, "--session", session, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    task_id = json.loads(cli("tasks", "create", "wait for me"))["id"]
+    cli("tasks", "claim", task_id)
+    watchers = {"state": shelly(cluster, "state", "watch", "result", "--session", session),
+                "tasks": shelly(cluster, "tasks", "watch", task_id, "--session", session)}
+    try:
+        channels = [f"{cluster.prefix}s:{session}:state:changed", f"{cluster.prefix}s:{session}:tasks:changed"]
+        wait_until(lambda: all(n == 1 for _, n in cluster.redis.pubsub_numsub(*channels)), 60, "both watches")
+
+        refuse(server)
+
+        cli("state", "set", "result", "42")
+        cli("tasks", "update", task_id, "--status", "completed")
+        outs = {name: proc.communicate(timeout=60) for name, proc in watchers.items()}
+        assert all(proc.returncode == 0 for proc in watchers.values()), outs
+        assert json.loads(outs["state"][0])["value"] == 42
+        assert json.loads(outs["tasks"][0])["status"] == "completed"
+    finally:
+        for proc in watchers.values():
+            if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
