@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from .cluster import Cluster, complete, delegate, scripted, wait_until
+from .cluster import DEFAULT_TIMING, Cluster, complete, delegate, scripted, wait_until
 from .own_redis import OwnRedis
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -31,8 +31,6 @@ this long, main's coordinator lost its wake-up pump and never exited."""
 CHILD_SECONDS = 40
 """How long the child's model call takes: the outage starts once the child runs and is over
 before it answers, so the coordinator is waiting on it throughout."""
-DEFAULTS = {"step_time_limit": 600, "visibility_timeout": 900}
-"""The runtime's defaults (the test cluster otherwise shortens them)."""
 
 
 @pytest.fixture
@@ -112,7 +110,7 @@ def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
                   helper=[{**complete("helped with {task}"), "delay": CHILD_SECONDS}])],
         [{"name": "lead", "description": "delegates", "options": {"max_delegation_depth": 1}},
          {"name": "helper", "description": "helps"}],
-        distributed=DEFAULTS,
+        distributed=DEFAULT_TIMING,
     )
     cluster.start_worker("w1")
     run = shelly(cluster, "run", "go", "--json")
@@ -149,7 +147,7 @@ def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
 
 def test_the_cli_watches_outlast_redis_refusing_connections(own: tuple[OwnRedis, Cluster]) -> None:
     server, cluster = own
-    cluster.write_config([scripted(solo=["x"])], [{"name": "solo"}], distributed=DEFAULTS)
+    cluster.write_config([scripted(solo=["x"])], [{"name": "solo"}], distributed=DEFAULT_TIMING)
     session = uuid.uuid4().hex[:16]
 
     def cli(*args: str) -> str:

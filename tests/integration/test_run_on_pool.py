@@ -14,7 +14,7 @@ import time
 import pytest
 import yaml
 
-from .cluster import Cluster, scripted
+from .cluster import DEFAULT_TIMING, Cluster, scripted
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -32,7 +32,7 @@ def run(cluster: Cluster, task: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_one_agent_run_on_the_pool_exits_after_its_answer_every_time(cluster: Cluster) -> None:
-    cluster.write_config([scripted(solo=["hello {task}"])], [{"name": "solo"}])
+    cluster.write_config([scripted(solo=["hello {task}"])], [{"name": "solo"}], distributed=DEFAULT_TIMING)
     cluster.start_worker("w1")
     for i in range(8):
         assert run(cluster, f"try {i}").stdout.strip() == f"hello try {i}"
@@ -43,7 +43,7 @@ def demo_on_the_pool(cluster: Cluster) -> str:
     assert cluster.shelly("init", "--template", "demo").returncode == 0
     demo = yaml.safe_load((cluster.root / ".shelly" / "config.yaml").read_text())
     demo.pop("distributed", None)
-    cluster.write_config(demo.pop("providers"), demo.pop("agents"), **demo)
+    cluster.write_config(demo.pop("providers"), demo.pop("agents"), distributed=DEFAULT_TIMING, **demo)
     return cluster.start_worker("w1")
 
 
