@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from .cluster import DEFAULT_TIMING, Cluster, complete, delegate, scripted, wait_until
-from .own_redis import OwnRedis
+from .redis_faults import FaultyRedis
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -34,8 +34,8 @@ before it answers, so the coordinator is waiting on it throughout."""
 
 
 @pytest.fixture
-def own(tmp_path: Path) -> Iterator[tuple[OwnRedis, Cluster]]:
-    server = OwnRedis(tmp_path)
+def own(tmp_path: Path) -> Iterator[tuple[FaultyRedis, Cluster]]:
+    server = FaultyRedis(tmp_path)
     server.start()
     cluster = Cluster(tmp_path / "project", redis_url=server.url)
     try:
@@ -77,32 +77,32 @@ def shelly(cluster: Cluster, *args: str) -> subprocess.Popen[str]:
                             env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def pause(server: OwnRedis) -> float:
+def pause(server: FaultyRedis) -> float:
     server.pause()
     time.sleep(OUTAGE)  # the fault itself: Redis stays stopped this long
     server.resume()
     return time.monotonic()
 
 
-def restart(server: OwnRedis) -> float:
+def restart(server: FaultyRedis) -> float:
     server.kill()
     server.start()
     return time.monotonic()
 
 
-def refuse(server: OwnRedis) -> float:
+def refuse(server: FaultyRedis) -> float:
     server.stop()
     time.sleep(OUTAGE)  # the fault itself: connections are refused this long
     server.start()
     return time.monotonic()
 
 
-FAULTS: dict[str, Callable[[OwnRedis], float]] = {"paused": pause, "restarted": restart, "refusing": refuse}
+FAULTS: dict[str, Callable[[FaultyRedis], float]] = {"paused": pause, "restarted": restart, "refusing": refuse}
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
-    own: tuple[OwnRedis, Cluster], fault: str
+    own: tuple[FaultyRedis, Cluster], fault: str
 ) -> None:
     server, cluster = own
     cluster.write_config(
@@ -145,7 +145,7 @@ def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
                 proc.wait(10)
 
 
-def test_the_cli_watches_outlast_redis_refusing_connections(own: tuple[OwnRedis, Cluster]) -> None:
+def test_the_cli_watches_outlast_redis_refusing_connections(own: tuple[FaultyRedis, Cluster]) -> None:
     server, cluster = own
     cluster.write_config([scripted(solo=["x"])], [{"name": "solo"}], distributed=DEFAULT_TIMING)
     session = uuid.uuid4().hex[:16]

@@ -2,7 +2,7 @@
 its own port with its own data directory — never the shared Redis on 6379.
 
 It keeps an append-only file (``appendfsync always``, so a kill loses nothing acknowledged), and
-:meth:`OwnRedis.close` always reaps the server, also when a test fails.
+:meth:`FaultyRedis.close` always reaps the server, also when a test fails.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _free(port: int) -> bool:
     return True
 
 
-class OwnRedis:
+class FaultyRedis:
     def __init__(self, root: Path) -> None:
         self.dir = root / "redis-data"
         self.dir.mkdir(parents=True, exist_ok=True)
