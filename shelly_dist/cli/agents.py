@@ -1,8 +1,14 @@
-"""``shelly agents``: the config's agents as a table (or ``--json``), without starting anything."""
+"""``shelly agents``: the config's agents as a table (or ``--json``), without starting anything.
+
+``--check`` validates instead: the config and the skills its agents list, printing one line per
+warning (unknown key, skill with no folder, MCP server shadowed by a built-in) and exiting 0, or
+2 under ``--strict``/``SHELLY_STRICT_CONFIG=1`` when there is any.
+"""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -12,13 +18,27 @@ from rich.table import Table
 from shelly_dist.cli.errors import fail
 from shelly_dist.cli.options import config_options, json_option
 from shelly_dist.engine import Config, find_config, load_config
+from shelly_dist.engine.agents import config_warnings
+from shelly_dist.engine.config import report
+from shelly_dist.engine.shellydir import ShellyDir
 from shelly_dist.errors import ShellyError
+from shelly_dist.skills import SkillStore, load_skills
 
 
 def load(config_path: str | None, shelly_dir: str) -> Config:
     """The validated config, or exit 2 with the field named."""
     try:
         return load_config(find_config(config_path, shelly_dir))
+    except ShellyError as exc:
+        fail(exc)
+
+
+def warnings_of(cfg: Config, shelly_dir: str) -> list[str]:
+    """Every config warning, skills included; under strict mode, exit 2 instead."""
+    sd = ShellyDir(Path(shelly_dir))
+    skills = SkillStore(load_skills(sd.skills) if sd.skills.is_dir() else [])
+    try:
+        return config_warnings(cfg, skills)
     except ShellyError as exc:
         fail(exc)
 
@@ -41,9 +61,21 @@ def describe(cfg: Config) -> list[dict[str, Any]]:
 @click.command("agents")
 @config_options
 @json_option
-def agents_command(config_path: str | None, shelly_dir: str, as_json: bool) -> None:
+@click.option("--check", is_flag=True, help="Validate the config and skills; print each warning.")
+def agents_command(config_path: str | None, shelly_dir: str, as_json: bool, check: bool) -> None:
     """List the configured agents."""
-    rows = describe(load(config_path, shelly_dir))
+    cfg = load(config_path, shelly_dir)
+    warnings = warnings_of(cfg, shelly_dir)
+    if check:
+        if as_json:
+            click.echo(json.dumps({"agents": len(cfg.agents), "warnings": warnings}, ensure_ascii=False))
+            return
+        for line in warnings:
+            click.echo(f"warning: {line}")
+        click.echo(f"ok: {len(cfg.agents)} agents, {len(warnings)} warnings")
+        return
+    report(warnings)
+    rows = describe(cfg)
     if as_json:
         click.echo(json.dumps(rows, ensure_ascii=False))
         return

@@ -7,6 +7,11 @@ re-run skips every id already in the output: the output file is the batch's jour
 is an ``error`` line, never the end of the batch; a bad input line is reported with its line
 number on stderr and skipped. The exit code is 1 when any item failed or any line was bad.
 Batch sessions are not saved under ``.shelly/local/sessions`` (a batch would flood it).
+
+Ctrl-C stops the batch with exit code 130: in-process items are cancelled with it, and on a worker
+pool every run the batch was waiting for is cancelled (its whole tree). On a pool, the item id is
+the run's idempotency key, so a rerun continues the runs of an interrupted batch instead of
+submitting them again (:mod:`shelly_dist.cli.batch_pool` says what happens to each state).
 """
 
 from __future__ import annotations
@@ -23,11 +28,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from shelly_dist.chats import Message, Role
+from shelly_dist.cli.batch_pool import PoolItems, batch_identity
 from shelly_dist.cli.errors import EXIT_FAILED, run_async
 from shelly_dist.cli.options import config_options
 from shelly_dist.engine import Engine
-from shelly_dist.engine.sessions import new_session_id
-from shelly_dist.errors import RunError
 
 
 class BatchItem(BaseModel):
@@ -78,27 +82,25 @@ def item_messages(item: BatchItem) -> list[Message]:
     return messages
 
 
-async def run_item(engine: Engine, item: BatchItem) -> dict[str, Any]:
+async def run_item(engine: Engine, item: BatchItem, pool: PoolItems | None = None) -> dict[str, Any]:
     """Run one item in a fresh session; never raises but cancellation.
 
-    With the distributed runtime the item is a root run on the worker pool (this process only
-    submits it and waits for its record); otherwise it runs here.
+    With ``pool`` (the distributed runtime) the item is a root run on the worker pool, named after
+    the item (this process only submits it and waits for its record); otherwise it runs here.
     """
     started = time.monotonic()
     record: dict[str, Any] = {"id": item.id, "agent": item.agent or engine.config.entry().name}
     try:
         agent = engine.agent_name(item.agent or None)
         record["agent"] = agent
-        submit = getattr(engine.runtime, "submit", None)
-        if submit is not None:
-            run_id = await submit(agent, item_messages(item), session=new_session_id())
-            ended = await engine.runtime.wait(run_id)  # type: ignore[attr-defined]
-            if ended.get("status") != "done":
-                raise RunError(ended.get("error") or f"run {run_id} {ended.get('status')}", run_id=run_id)
-            record.update(status="completed", reply=ended.get("reply", ""), run=run_id)
+        if pool is not None:
+            record.update(await pool.run(agent, item.id, item_messages(item)))
         else:
             session = engine.session(agent=agent, persist=False)
-            outcome = await session.send_messages(item_messages(item))
+            try:
+                outcome = await session.send_messages(item_messages(item))
+            finally:  # the item's session ends with it: a long batch must not keep every one
+                engine.discard_session(session.id)
             record.update(status="completed", reply=outcome.reply.text_content())
     except Exception as exc:  # a failing item never stops the batch
         record.update(status="error", error=str(exc) or type(exc).__name__)
@@ -107,10 +109,16 @@ async def run_item(engine: Engine, item: BatchItem) -> dict[str, Any]:
 
 
 async def run_batch(
-    engine: Engine, items: list[BatchItem], output: Path, *, concurrency: int, progress: Progress | None = None
+    engine: Engine,
+    items: list[BatchItem],
+    output: Path,
+    *,
+    concurrency: int,
+    progress: Progress | None = None,
+    pool: PoolItems | None = None,
 ) -> int:
     """Run ``items``, ``concurrency`` at a time, appending each record to ``output``; the number
-    of items that failed."""
+    of items that failed. Cancelled (Ctrl-C), it cancels every pool run it was waiting for."""
     limit = asyncio.Semaphore(concurrency)
     failed = 0
     task_id = progress.add_task("batch", total=len(items)) if progress is not None else None
@@ -122,13 +130,18 @@ async def run_batch(
     async def one(item: BatchItem) -> None:
         nonlocal failed
         async with limit:
-            record = await run_item(engine, item)
+            record = await run_item(engine, item, pool)
         failed += record["status"] != "completed"
         await asyncio.to_thread(append, json.dumps(record, ensure_ascii=False))
         if progress is not None and task_id is not None:
             progress.advance(task_id)
 
-    await asyncio.gather(*(one(i) for i in items))
+    try:
+        await asyncio.gather(*(one(i) for i in items))
+    except asyncio.CancelledError:
+        if pool is not None:
+            await asyncio.shield(pool.cancel_all())
+        raise
     return failed
 
 
@@ -138,13 +151,24 @@ async def run_batch(
 @click.option("--concurrency", default=None, type=click.IntRange(min=1),
               help="Items in flight at a time (default 8 in-process, 64 on a worker pool).")
 @config_options
+@click.option("--batch-id", default=None,
+              help="On a worker pool, the batch's identity: a rerun with the same id continues its runs "
+                   "instead of submitting them again (default: derived from the output file's path).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def batch_command(
-    tasks_path: str, output_path: str, concurrency: int | None, config_path: str | None, shelly_dir: str, quiet: bool
+    tasks_path: str,
+    output_path: str,
+    concurrency: int | None,
+    config_path: str | None,
+    shelly_dir: str,
+    batch_id: str | None,
+    quiet: bool,
 ) -> None:
     """Run every task of a JSONL file, each in its own session, writing one line per result."""
     console = Console(stderr=True)
-    failed = run_async(_main(Path(tasks_path), Path(output_path), concurrency, config_path, shelly_dir, quiet, console))
+    output = Path(output_path)
+    failed = run_async(_main(Path(tasks_path), output, concurrency, config_path, shelly_dir, quiet, console,
+                             batch_id or batch_identity(output)))
     if failed:
         raise SystemExit(EXIT_FAILED)
 
@@ -157,6 +181,7 @@ async def _main(
     shelly_dir: str,
     quiet: bool,
     console: Console,
+    batch_id: str,
 ) -> int:
     try:
         items, problems = await asyncio.to_thread(read_items, tasks)
@@ -169,12 +194,13 @@ async def _main(
     if skip & {i.id for i in items}:
         console.print(f"batch: skipping {len(items) - len(todo)} items already in {output}", markup=False)
     async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
+        pool = PoolItems(engine.runtime, batch_id) if hasattr(engine.runtime, "submit") else None  # type: ignore[arg-type]
         if concurrency is None:
-            concurrency = 64 if hasattr(engine.runtime, "submit") else 8
+            concurrency = 64 if pool is not None else 8
         if quiet or not todo:
-            failed = await run_batch(engine, todo, output, concurrency=concurrency)
+            failed = await run_batch(engine, todo, output, concurrency=concurrency, pool=pool)
         else:
             columns = (TextColumn("batch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
             with Progress(*columns, console=console) as progress:
-                failed = await run_batch(engine, todo, output, concurrency=concurrency, progress=progress)
+                failed = await run_batch(engine, todo, output, concurrency=concurrency, progress=progress, pool=pool)
     return failed + len(problems)

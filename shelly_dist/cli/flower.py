@@ -3,6 +3,11 @@
 Flower shows the pool's side of things: workers, and each ``shelly.run_agent`` /
 ``shelly.resume_agent`` task with its agent, depth, session and task preview. Its UI and API
 control workers, so it refuses to start without credentials unless ``--no-auth`` is given.
+
+The credentials never reach a command line, which every user of the machine can read (``ps``,
+``/proc/PID/cmdline``): they come from ``SHELLY_FLOWER_BASIC_AUTH`` or ``FLOWER_BASIC_AUTH`` (or,
+discouraged, ``--basic-auth``), and reach Flower in its environment as ``FLOWER_BASIC_AUTH``,
+which Flower reads itself; its argv carries none.
 """
 
 from __future__ import annotations
@@ -15,11 +20,17 @@ import click
 from shelly_dist.cli.errors import fail
 from shelly_dist.errors import UsageError
 
+AUTH_ENV = "SHELLY_FLOWER_BASIC_AUTH"
+FLOWER_AUTH_ENV = "FLOWER_BASIC_AUTH"
+"""The variable Flower itself reads its ``basic_auth`` option from."""
+
 
 @click.command("flower", context_settings={"ignore_unknown_options": True})
 @click.option("--port", type=int, default=5555, show_default=True)
 @click.option("--address", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-@click.option("--basic-auth", default=None, help="user:password (default $FLOWER_BASIC_AUTH).")
+@click.option("--basic-auth", envvar=AUTH_ENV, show_envvar=True, default=None,
+              help=f"user:password (default ${AUTH_ENV}, else ${FLOWER_AUTH_ENV}); prefer the environment: "
+                   "ps shows command lines.")
 @click.option("--no-auth", is_flag=True, help="Serve without authentication (trusted networks only).")
 @click.option("--config", "config_path", default=None)
 @click.option("--shelly-dir", default=".shelly", show_default=True)
@@ -29,17 +40,21 @@ def flower_command(
     flower_args: tuple[str, ...],
 ) -> None:
     """Run Flower (extra arguments go to Flower)."""
-    auth = basic_auth or os.environ.get("FLOWER_BASIC_AUTH", "")
+    auth = basic_auth or os.environ.get(FLOWER_AUTH_ENV, "")
     if not auth and not no_auth:
-        fail(UsageError("flower: authentication is required: pass --basic-auth user:password, set "
-                        "FLOWER_BASIC_AUTH, or --no-auth on a trusted network"))
+        fail(UsageError(f"flower: authentication is required: set {AUTH_ENV}=user:password (or "
+                        f"{FLOWER_AUTH_ENV}, or --basic-auth), or --no-auth on a trusted network"))
     if auth and ":" not in auth:
         fail(UsageError("flower: --basic-auth must be user:password"))
+    env = dict(os.environ)
     if config_path:
-        os.environ["SHELLY_CONFIG"] = os.path.abspath(config_path)
-    os.environ["SHELLY_DIR"] = os.path.abspath(shelly_dir)
+        env["SHELLY_CONFIG"] = os.path.abspath(config_path)
+    env["SHELLY_DIR"] = os.path.abspath(shelly_dir)
+    env.pop(AUTH_ENV, None)
+    if auth:
+        env[FLOWER_AUTH_ENV] = auth
+    else:
+        env.pop(FLOWER_AUTH_ENV, None)
     argv = [sys.executable, "-m", "celery", "-A", "shelly_dist.runtime.celery_app", "flower",
             f"--port={port}", f"--address={address}", *flower_args]
-    if auth:
-        argv.append(f"--basic-auth={auth}")
-    os.execv(sys.executable, argv)
+    os.execve(sys.executable, argv, env)

@@ -16,9 +16,11 @@ from shelly_dist import __version__
 from shelly_dist.cli.agents import agents_command
 from shelly_dist.cli.batch import batch_command
 from shelly_dist.cli.cancel import cancel_command
+from shelly_dist.cli.doctor import doctor_command
 from shelly_dist.cli.dotenv import load_dotenv
 from shelly_dist.cli.events import events_command
 from shelly_dist.cli.flower import flower_command
+from shelly_dist.cli.index import index_command
 from shelly_dist.cli.init import init_command
 from shelly_dist.cli.mcp import mcp_group
 from shelly_dist.cli.run import run_command
@@ -47,6 +49,7 @@ def cli(verbose: int) -> None:
 
 
 cli.add_command(init_command)
+cli.add_command(index_command)
 cli.add_command(run_command)
 cli.add_command(agents_command)
 cli.add_command(batch_command)
@@ -58,6 +61,7 @@ cli.add_command(runs_command)
 cli.add_command(cancel_command)
 cli.add_command(flower_command)
 cli.add_command(mcp_group)
+cli.add_command(doctor_command)
 
 
 def main() -> None:

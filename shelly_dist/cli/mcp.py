@@ -13,6 +13,11 @@ Agent calls are not saved as resumable sessions: several may run at once under t
 stdout belongs to the protocol on stdio (the SDK diverts stray writes to stderr while serving);
 every message of ours goes to stderr. SIGTERM stops the server cleanly with exit 0, SIGINT with
 130, never with a traceback.
+
+Over HTTP on an address other clients can reach (anything but loopback), the server serves the
+project's tools to the network, so it requires a bearer token (``SHELLY_MCP_TOKEN``, or
+``--token``, which ``ps`` shows to every user of the machine) and checks it on every request; it
+refuses to start without one. On loopback a token is optional and checked when given.
 """
 
 from __future__ import annotations
@@ -26,14 +31,16 @@ from typing import Any
 import click
 from pydantic import BaseModel, Field
 
-from shelly_dist.cli.errors import EXIT_INTERRUPTED, EXIT_OK, run_async
+from shelly_dist.cli.errors import EXIT_INTERRUPTED, EXIT_OK, fail, run_async
 from shelly_dist.cli.options import config_options
 from shelly_dist.engine import Engine, new_session_id
 from shelly_dist.engine.toolboxes import HEADLESS_SKIPPED
+from shelly_dist.errors import UsageError
 from shelly_dist.tools import Tool, ToolBox, tool_from_model
 
 SERVER_NAME = "shelly"
 MCP_PATH = "/mcp"
+TOKEN_ENV = "SHELLY_MCP_TOKEN"
 
 
 class AgentTaskInput(BaseModel):
@@ -131,6 +138,7 @@ async def serve(
     config_path: str | None,
     shelly_dir: str,
     session_id: str | None,
+    token: str | None = None,
 ) -> None:
     """Open the engine, build the server, serve until the client leaves (stdio) or forever (http)."""
     from shelly_dist.tools.mcp import build_server, serve_http, serve_stdio
@@ -148,9 +156,10 @@ async def serve(
             return
 
         def listening(bound: int) -> None:
-            _say(f"serving MCP on http://{host}:{bound}{MCP_PATH}")
+            auth = " (bearer token required)" if token else ""
+            _say(f"serving MCP on http://{host}:{bound}{MCP_PATH}{auth}")
 
-        await serve_http(server, host=host, port=port, path=MCP_PATH, on_listening=listening)
+        await serve_http(server, host=host, port=port, path=MCP_PATH, on_listening=listening, token=token)
 
 
 @click.group("mcp")
@@ -165,6 +174,9 @@ def mcp_group() -> None:
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: the address to listen on.")
 @click.option("--port", type=int, default=8000, show_default=True, help="HTTP: the port (0 picks a free one).")
+@click.option("--token", envvar=TOKEN_ENV, default=None, show_envvar=True,
+              help="HTTP: bearer token every request must carry (required off loopback; prefer the "
+                   "environment variable, which ps does not show).")
 @config_options
 @click.option("--session", "session_id", default=None, help="Session the tools are bound to (default: new).")
 def serve_command(
@@ -176,8 +188,14 @@ def serve_command(
     config_path: str | None,
     shelly_dir: str,
     session_id: str | None,
+    token: str | None,
 ) -> None:
     """Serve toolboxes (and with --agents, agents) over MCP, on stdio or streamable HTTP."""
+    from shelly_dist.tools.mcp.bearer import is_loopback
+
+    if transport == "http" and not token and not is_loopback(host):
+        fail(UsageError(f"mcp serve: --host {host} is reachable from other machines: set {TOKEN_ENV} "
+                        "(or --token) so every request must carry Authorization: Bearer <token>"))
     code = run_async(
         until_signal(
             serve(
@@ -189,6 +207,7 @@ def serve_command(
                 config_path=config_path,
                 shelly_dir=shelly_dir,
                 session_id=session_id,
+                token=token if transport == "http" else None,
             )
         )
     )

@@ -4,17 +4,16 @@ stdout carries only the result (the reply text, or exactly one JSON object with 
 ``{session, agent, reply, usage, elapsed}``), so ``shelly run … | jq`` works. The session id goes
 to stderr so the user can continue with ``--session``. Ctrl-C cancels the run (and with it every
 child) and exits 130. On a terminal (stdin and stderr), the built-in tools may ask the user for a
-permission the config does not give, pausing the live view; piped, or on a worker, they refuse.
+permission the config does not give, and agents may ask the user questions (``ask_user``),
+pausing the live view (:mod:`shelly_dist.cli.prompt`); piped, or on a worker, permissions are
+refused and ``ask_user`` is an error result telling the model nobody can answer.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import sys
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -23,9 +22,9 @@ from rich.console import Console
 from shelly_dist.cli.errors import fail, run_async
 from shelly_dist.cli.live import LiveView
 from shelly_dist.cli.options import config_options, json_option
-from shelly_dist.engine import Engine
+from shelly_dist.cli.prompt import TerminalAnswerer, TerminalPrompt
+from shelly_dist.engine import Config, Engine
 from shelly_dist.errors import UsageError
-from shelly_dist.tools.permissions import InteractiveApprover
 
 
 def read_task(task: str | None) -> str:
@@ -38,26 +37,11 @@ def read_task(task: str | None) -> str:
     return task
 
 
-def terminal_approver(console: Console, views: list[LiveView]) -> InteractiveApprover:
-    """Ask permission questions on the terminal, pausing the live view while the user answers
-    (as Shelly does; workers and pipes never ask)."""
-
-    def ask(question: str, options: Sequence[str]) -> str:
-        console.print(f"{question} [{'/'.join(options)}] ", markup=False, highlight=False, soft_wrap=True, end="")
-        return sys.stdin.readline()
-
-    async def ask_fn(question: str, options: Sequence[str]) -> str:
-        with views[-1].paused() if views else contextlib.nullcontext():
-            return await asyncio.to_thread(ask, question, options)
-
-    return InteractiveApprover(ask_fn)
-
-
 async def run_task(
     task: str,
     *,
     agent: str | None,
-    config_path: str | None,
+    config_path: Config | str | None,
     shelly_dir: str,
     session_id: str | None,
     view_mode: str,
@@ -67,8 +51,13 @@ async def run_task(
     """Open the engine, run ``task`` in a new or resumed session, return the ``--json`` object."""
     started = time.monotonic()
     views: list[LiveView] = []
-    approver = terminal_approver(console, views) if interactive else None
-    async with await Engine.open(config_path, shelly_dir=shelly_dir, approver=approver) as engine:
+    prompt = TerminalPrompt(console, views) if interactive else None
+    async with await Engine.open(
+        config_path,
+        shelly_dir=shelly_dir,
+        approver=prompt.approver() if prompt else None,
+        answerer=TerminalAnswerer(prompt) if prompt else None,
+    ) as engine:
         if session_id:
             session = await engine.resume_session(session_id)
             if agent and engine.agent_name(agent) != session.info.agent:
@@ -106,25 +95,44 @@ def run_command(
     quiet: bool,
 ) -> None:
     """Run TASK (or stdin) through the team and print the final answer."""
-    console = Console(stderr=True)
     try:
         text = read_task(task)
     except UsageError as exc:
         fail(exc)
+    run_and_print(
+        text, agent=agent, config_path=config_path, shelly_dir=shelly_dir, session_id=session_id,
+        quiet=quiet, as_json=as_json, may_ask=task is not None,
+    )
+
+
+def run_and_print(
+    task: str,
+    *,
+    agent: str | None,
+    config_path: Config | str | None,
+    shelly_dir: str,
+    session_id: str | None,
+    quiet: bool,
+    as_json: bool,
+    may_ask: bool,
+) -> None:
+    """Run ``task`` (see :func:`run_task`) and print the reply, or the ``--json`` object.
+
+    The user is asked questions only when ``may_ask`` (stdin is not the task) and both stdin and
+    stderr are a terminal.
+    """
+    console = Console(stderr=True)
     result = run_async(
         run_task(
-            text,
+            task,
             agent=agent,
             config_path=config_path,
             shelly_dir=shelly_dir,
             session_id=session_id,
             view_mode="quiet" if quiet else "auto",
             console=console,
-            interactive=task is not None and sys.stdin.isatty() and console.is_terminal,
+            interactive=may_ask and sys.stdin.isatty() and console.is_terminal,
         )
     )
-    if as_json:
-        click.echo(json.dumps(result, ensure_ascii=False))
-    else:
-        click.echo(result["reply"])
+    click.echo(json.dumps(result, ensure_ascii=False) if as_json else result["reply"])
 

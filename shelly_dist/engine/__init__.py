@@ -29,9 +29,9 @@ from shelly_dist.engine.sessions import SessionInfo, SessionStore, new_session_i
 from shelly_dist.engine.shellydir import (
     ShellyDir,
     bootstrap,
-    ensure_structure,
     list_templates,
     migrate_permissions,
+    state_dir,
     template_config,
 )
 
@@ -55,7 +55,6 @@ __all__ = [
     "ToolboxSpec",
     "bootstrap",
     "config_from_data",
-    "ensure_structure",
     "expand_env",
     "find_config",
     "fingerprint",
@@ -66,5 +65,6 @@ __all__ = [
     "migrate_permissions",
     "new_session_id",
     "parse_config",
+    "state_dir",
     "template_config",
 ]

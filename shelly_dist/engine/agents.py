@@ -14,9 +14,10 @@ safe minimum; deeper trees must be asked for explicitly, as the templates do.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from shelly_dist.agent import Agent, AgentOptions, Registry
+from shelly_dist.engine.config import forgive
 from shelly_dist.engine.config_models import AgentConfig, Config
 from shelly_dist.engine.providers import Providers
 from shelly_dist.engine.toolboxes import Toolboxes
@@ -33,6 +34,20 @@ def delegation_depth(config: Config, spec: AgentConfig) -> int:
     if spec.options.max_delegation_depth is not None:
         return spec.options.max_delegation_depth
     return 1 if spec.name == config.entry().name and len(config.agents) > 1 else 0
+
+
+def config_warnings(config: Config, skills: SkillStore, env: Mapping[str, str] | None = None) -> list[str]:
+    """Every warning about ``config`` with these skills loaded: the loader's (unknown keys,
+    shadowed names) and one per skill an agent lists that has no folder (Shelly drops it).
+
+    Under strict mode (``SHELLY_STRICT_CONFIG=1``) a missing skill is a ``ConfigError``.
+    """
+    missing = [
+        (f"agents[{i}].skills[{spec.skills.index(name)}]", f'skill "{name}" has no folder in .shelly/skills')
+        for i, spec in enumerate(config.agents)
+        for name in skills.missing(spec.skills)
+    ]
+    return [*config.warnings, *forgive(missing, env, outcome=" (skipped, as Shelly does)")]
 
 
 def tool_policy(spec: AgentConfig) -> ToolPolicy | None:
@@ -69,7 +84,7 @@ def build_registry(
 ) -> Registry:
     """A registry with one factory per configured agent, bound to ``session``.
 
-    Skill filters are checked here (an unknown skill is a ``ConfigError``), not at spawn time.
+    A skill an agent lists that is not loaded is skipped (see :func:`config_warnings`).
     """
     registry = Registry()
     board = board_hook(toolboxes.stores.board(session)) if config.uses_toolbox("tasks") else None

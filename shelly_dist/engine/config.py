@@ -5,6 +5,11 @@ Every failure is a :class:`~shelly_dist.errors.ConfigError` whose message is one
 comes from YAML syntax, from pydantic's type checks or from the cross-field rules; the CLI maps
 it to exit code 2. Variables are expanded after parsing, in string values only (as Shelly), so a
 secret containing YAML syntax cannot change the file's structure; unset variables become "".
+
+What Go Shelly accepts loads here too: unknown keys are dropped and ``null`` is the empty value
+(:mod:`shelly_dist.engine.config_keys`). Each thing forgiven becomes one warning in
+``Config.warnings``, which :func:`report` prints on stderr; under strict mode
+(``SHELLY_STRICT_CONFIG=1``, or ``--strict`` on the command line) every warning is an error.
 """
 
 from __future__ import annotations
@@ -14,19 +19,23 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from shelly_dist.engine import config_models
+from shelly_dist.engine.config_keys import prune
 from shelly_dist.engine.config_models import Config
-from shelly_dist.engine.config_rules import Problem, problems
+from shelly_dist.engine.config_rules import Problem, leniencies, problems
 from shelly_dist.errors import ConfigError
 
 ENV_CONFIG = "SHELLY_CONFIG"
+ENV_STRICT = "SHELLY_STRICT_CONFIG"
+"""``1`` turns every config warning (unknown key, missing skill, shadowed name) into an error."""
 ENV_OVERRIDES = {"SHELLY_BROKER_URL": "broker_url", "SHELLY_REDIS_URL": "redis_url"}
 """Environment variables that override fields of the ``distributed:`` section."""
 
@@ -62,20 +71,49 @@ def _field_names() -> list[str]:
     return sorted(names)
 
 
+def _unknown_key(path: str) -> str:
+    key = re.split(r"[.\]]", path)[-1] if path else ""
+    close = difflib.get_close_matches(key, _field_names(), n=1)
+    hint = f'; did you mean "{close[0]}"?' if close else ""
+    return f"unknown key{hint}"
+
+
 def _pydantic_problems(exc: ValidationError) -> list[Problem]:
     out: list[Problem] = []
     for err in exc.errors():
         loc = err["loc"]
         if err["type"] == "extra_forbidden":
-            key = str(loc[-1]) if loc else ""
-            close = difflib.get_close_matches(key, _field_names(), n=1)
-            hint = f' (did you mean "{close[0]}"?)' if close else ""
-            out.append((_path(loc), f"unknown field{hint}"))
+            out.append((_path(loc), _unknown_key(_path(loc))))
         elif err["type"] == "missing":
             out.append((_path(loc), "required field is missing"))
         else:
             out.append((_path(loc), str(err["msg"]).removeprefix("Value error, ")))
     return out
+
+
+def strict(env: Mapping[str, str] | None = None) -> bool:
+    """Whether config warnings are errors (``SHELLY_STRICT_CONFIG`` set to 1/true/yes)."""
+    env = os.environ if env is None else env
+    return env.get(ENV_STRICT, "").strip().lower() in ("1", "true", "yes")
+
+
+def forgive(
+    found: Iterable[Problem], env: Mapping[str, str] | None = None, *, source: str = "", outcome: str = ""
+) -> list[str]:
+    """``found`` as warning lines (each followed by ``outcome``, what happens instead), or one
+    ``ConfigError`` listing them all under strict mode."""
+    found = list(found)
+    if found and strict(env):
+        _raise([(path, f"{msg} (strict config: {ENV_STRICT}=1)") for path, msg in found], source)
+    return [f"config: {path}: {msg}{outcome}" for path, msg in found]
+
+
+def report(warnings: Iterable[str], stream: TextIO | None = None) -> None:
+    """Print each warning once on ``stream`` (stderr) as ``shelly: warning: <text>``."""
+    out = stream or sys.stderr
+    for line in dict.fromkeys(warnings):
+        out.write(f"shelly: warning: {line}\n")
+    out.flush()
 
 
 def _raise(found: list[Problem], source: str) -> None:
@@ -93,6 +131,7 @@ def config_from_data(data: Any, env: Mapping[str, str] | None = None, *, source:
     if not isinstance(data, dict):
         _raise([("(top level)", "the file must hold a mapping of sections")], source)
     data = expand_env(data, env)
+    unknown = [(path, _unknown_key(path)) for path in prune(data, Config)]
     overrides = {field: env[var] for var, field in ENV_OVERRIDES.items() if env.get(var)}
     if overrides:
         section = data.get("distributed")
@@ -104,6 +143,9 @@ def config_from_data(data: Any, env: Mapping[str, str] | None = None, *, source:
     found = problems(cfg)
     if found:
         _raise(found, source)
+    lenient = leniencies(cfg)
+    forgive([*unknown, *lenient], env, source=source)  # raises under strict mode
+    cfg.warnings.extend(forgive(unknown, env, outcome=" (ignored, as Shelly does)") + forgive(lenient, env))
     return cfg
 
 

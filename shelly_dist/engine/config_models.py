@@ -1,20 +1,30 @@
 """The config file's schema: Shelly's ``config.yaml`` keys plus shelly-dist's additions.
 
-Shelly's keys and their meanings are kept exactly (§1.12), so an existing ``config.yaml`` loads.
-One deliberate difference: Shelly ignores unknown keys, we reject them (with a "did you mean"),
-because a typo such as ``toolbox:`` for ``toolboxes:`` would otherwise silently give an agent no
-tools. Only ``effects[].params`` is free-form. Cross-field rules (names that must exist, ranges
-that depend on each other) live in :mod:`shelly_dist.engine.config_rules`; type and shape checks
-are here. Durations accept Go syntax (``"1m30s"``, ``"500ms"``) or a number of seconds and are
-stored as float seconds.
+Shelly's keys and their meanings are kept exactly (§1.12), so a ``config.yaml`` written by Go
+Shelly's tooling loads unchanged. That tooling writes every field, with Go's zero value where
+nothing is set, so a zero here means what it means in Go:
+
+- ``""`` for a duration (``rate_limit.base_delay``, ``batch.*``, ``options.question_timeout``)
+  is "not set" (the default; no timeout for ``question_timeout``, as is ``0``);
+- ``rate_limit.max_retries: 0`` is the default 3 retries, ``batch.max_batch_size: 0`` the
+  default 100, ``context.max_external_file_size: 0`` the default 512 KB;
+- ``null`` for a list, mapping or section is its empty value.
+
+Unknown keys in Go's sections are dropped with a warning by the loader
+(:mod:`shelly_dist.engine.config`), as Go ignores them; in shelly-dist's own sections
+(``distributed``, ``permissions``, ``loop_detection``, an agent's ``tools``, a ``script``) they
+stay errors (see :class:`Section`). Cross-field rules
+(names that must exist, ranges that depend on each other) live in
+:mod:`shelly_dist.engine.config_rules`; type and shape checks are here. Durations accept Go
+syntax (``"1m30s"``, ``"500ms"``) or a number of seconds and are stored as float seconds.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag
 
 _GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
@@ -48,6 +58,25 @@ def parse_duration(value: Any) -> float:
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 """Float seconds, parsed from a Go duration string or a number."""
 
+
+def _unset_if_empty(value: Any) -> Any:
+    """Go writes ``""`` for a duration nobody set: that is "not set", not an invalid duration."""
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _unset_if_zero(value: Any) -> Any:
+    """Go's ``0`` for a field whose zero value means "the default"."""
+    return None if value == 0 and not isinstance(value, bool) else value
+
+
+OptionalDuration = Annotated[Duration | None, BeforeValidator(_unset_if_empty)]
+"""A duration where ``""`` (Go's zero value) means not set."""
+
+DefaultIfZero = Annotated[int | None, BeforeValidator(_unset_if_zero)]
+"""An int where ``0`` (Go's zero value) means the default, stored as ``None``."""
+
+DEFAULT_MAX_EXTERNAL_FILE_SIZE = 512 * 1024
+
 BUILTIN_TOOLBOXES = ("state", "tasks", "ask", "filesystem", "exec", "search", "git", "http", "notes")
 EFFECT_KINDS = (
     "compact",
@@ -70,9 +99,19 @@ DEFAULT_CONTEXT_WINDOWS = {"anthropic": 200_000, "openai": 128_000, "grok": 131_
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors (see the module docstring)."""
+    """Base of every config section. ``go_section``: a section Go Shelly's configs hold, whose
+    unknown keys the loader drops with a warning as Go does; in shelly-dist's own sections
+    (``OursSection``) an unknown key stays an error, since no Go config holds them and a typo
+    there (``distributed: {broker_ur: …}``) would silently change where runs execute."""
 
     model_config = ConfigDict(extra="forbid")
+    go_section: ClassVar[bool] = True
+
+
+class OursSection(Section):
+    """A section only shelly-dist configs have: unknown keys are errors ("did you mean")."""
+
+    go_section: ClassVar[bool] = False
 
 
 # --- providers ------------------------------------------------------------------------------
@@ -82,19 +121,21 @@ class RateLimit(Section):
     input_tpm: int = Field(0, ge=0)
     output_tpm: int = Field(0, ge=0)
     rpm: int = Field(0, ge=0)
-    max_retries: int | None = Field(None, ge=0)
-    base_delay: Duration | None = None
+    max_retries: DefaultIfZero = Field(None, ge=1)
+    """``None`` (or Go's 0) = 3 retries."""
+    base_delay: OptionalDuration = None
 
 
 class Batch(Section):
     enabled: bool = False
-    collect_window: Duration | None = None
-    poll_interval: Duration | None = None
-    timeout: Duration | None = None
-    max_batch_size: int | None = Field(None, ge=1)
+    collect_window: OptionalDuration = None
+    poll_interval: OptionalDuration = None
+    timeout: OptionalDuration = None
+    max_batch_size: DefaultIfZero = Field(None, ge=1)
+    """``None`` (or Go's 0) = 100."""
 
 
-class ScriptToolCall(Section):
+class ScriptToolCall(OursSection):
     """A tool call a scripted model makes; ``arguments`` is an object or raw JSON text."""
 
     name: str = Field(min_length=1)
@@ -102,7 +143,7 @@ class ScriptToolCall(Section):
     id: str = ""
 
 
-class ScriptStep(Section):
+class ScriptStep(OursSection):
     """One scripted reply in mapping form (see ``shelly_dist.providers.scripted``)."""
 
     text: str = ""
@@ -190,12 +231,12 @@ class AgentOptions(Section):
     context_threshold: float = 0.0
     """0 = the default (0.8); otherwise strictly between 0 and 1."""
     interaction_mode: str = ""
-    question_timeout: Duration | None = None
-    """Seconds to wait for an answer to ``ask_user``; must not be negative."""
+    question_timeout: OptionalDuration = None
+    """Seconds to wait for an answer to ``ask_user``; ``None``, ``""`` or 0 = no limit."""
     delegate_fail_fast: bool = False
 
 
-class ToolPolicy(Section):
+class ToolPolicy(OursSection):
     """Which tools an agent may call (ours). ``allow`` ``None`` = everything not denied.
 
     Entries are tool names or ``group:<name>``. ``deny_at_depth`` maps a depth to tools denied
@@ -241,28 +282,38 @@ class FilesystemConfig(Section):
     permissions_file: str = ""
 
 
+def _default_if_zero_size(value: Any) -> Any:
+    return DEFAULT_MAX_EXTERNAL_FILE_SIZE if value == 0 and not isinstance(value, bool) else value
+
+
 class ContextConfig(Section):
-    max_external_file_size: int = Field(512 * 1024, ge=0)
+    max_external_file_size: Annotated[int, BeforeValidator(_default_if_zero_size)] = Field(
+        DEFAULT_MAX_EXTERNAL_FILE_SIZE, ge=0
+    )
+    """Bytes read per external context file; 0 (Go's zero value) = the default 512 KB."""
 
 
 class GitConfig(Section):
     work_dir: str = ""
 
 
-class PermissionsConfig(Section):
+class PermissionsConfig(OursSection):
     """Pre-approved permissions (ours), merged with ``.shelly/local/permissions.json``."""
 
     fs_directories: list[str] = Field(default_factory=list)
     trusted_commands: list[str] = Field(default_factory=list)
     trusted_domains: list[str] = Field(default_factory=list)
+    exec_env: list[str] = Field(default_factory=list)
+    """Environment variables ``exec_run`` and the git tools pass on to programs, besides PATH, HOME
+    and LANG (ours): provider keys and the Redis password never reach a program unless listed."""
 
 
-class LoopDetectionConfig(Section):
+class LoopDetectionConfig(OursSection):
     warn_after: int | None = Field(None, ge=1)
     stop_after: int | None = Field(None, ge=1)
 
 
-class DistributedConfig(Section):
+class DistributedConfig(OursSection):
     """Where the distributed runtime finds its broker and Redis. No ``broker_url`` = embedded."""
 
     broker_url: str = ""
@@ -301,6 +352,13 @@ class Config(Section):
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the loader forgave (unknown keys, shadowed names), one ``config: <path>: …``
+        line each; skills that do not exist are found later, by the engine."""
+        return self._warnings
 
     def agent(self, name: str) -> AgentConfig | None:
         return next((a for a in self.agents if a.name == name), None)

@@ -69,8 +69,6 @@ def _mcp_problems(cfg: Config) -> Iterator[Problem]:
         at = f"mcp_servers[{i}]"
         if bool(m.command) == bool(m.url):
             yield at, "exactly one of command or url is required"
-        if m.name in BUILTIN_TOOLBOXES:
-            yield f"{at}.name", f'"{m.name}" is a built-in toolbox name'
 
 
 def _agent_problems(cfg: Config, i: int, a: AgentConfig) -> Iterator[Problem]:
@@ -108,6 +106,26 @@ def _distributed_problems(cfg: Config) -> Iterator[Problem]:
     lo = cfg.loop_detection
     if lo.warn_after is not None and lo.stop_after is not None and lo.warn_after >= lo.stop_after:
         yield "loop_detection.warn_after", "must be less than stop_after"
+
+
+def shadowed_mcp_servers(cfg: Config) -> list[str]:
+    """MCP servers named like a built-in toolbox. Go accepts them and its built-in wins (it
+    wires the built-ins after connecting MCP servers, under the same name), so an agent listing
+    the name gets the built-in; we do the same and do not start such a server at all."""
+    return [m.name for m in cfg.mcp_servers if m.name in BUILTIN_TOOLBOXES]
+
+
+def leniencies(cfg: Config) -> list[Problem]:
+    """What a valid config does that Go accepts but is probably a mistake (warnings)."""
+    out: list[Problem] = []
+    for i, m in enumerate(cfg.mcp_servers):
+        if m.name in BUILTIN_TOOLBOXES:
+            out.append((
+                f"mcp_servers[{i}].name",
+                f'"{m.name}" is a built-in toolbox: agents listing "{m.name}" get the built-in one '
+                "(as in Shelly), so this server is not started",
+            ))
+    return out
 
 
 def problems(cfg: Config) -> list[Problem]:

@@ -1,6 +1,10 @@
 """The composition root: one :class:`Engine` wires config, skills, context, MCP, providers,
 stores, toolboxes, the event bus and the runtime, and hands out sessions.
 
+Nothing is written into ``.shelly/`` (it may be a read-only mount, DESIGN §3 rule 13): runtime
+state goes to the state directory (:func:`~shelly_dist.engine.shellydir.state_dir`), saved
+sessions to Redis when the engine has one.
+
 Start-up follows Shelly: skills, the project context and the MCP connections load concurrently,
 and one failing MCP server fails the whole start (the others are closed). The runtime is
 :class:`~shelly_dist.runtime.LocalRuntime` unless ``distributed.broker_url`` (or
@@ -17,22 +21,25 @@ import asyncio
 import itertools
 import logging
 import os
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from shelly_dist import events, identity
 from shelly_dist.agent import Registry
-from shelly_dist.engine.agents import build_registry
-from shelly_dist.engine.config import find_config, fingerprint, load_config
+from shelly_dist.engine.agents import build_registry, config_warnings
+from shelly_dist.engine.config import find_config, fingerprint, load_config, report
 from shelly_dist.engine.config_models import Config, MCPServerConfig
+from shelly_dist.engine.config_rules import shadowed_mcp_servers
 from shelly_dist.engine.eventbus import EventBus
+from shelly_dist.engine.legacy import permissions_file
 from shelly_dist.engine.project_context import load_project_context
 from shelly_dist.engine.providers import Providers
 from shelly_dist.engine.session import Session
+from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.engine.sessions import ProviderInfo, SessionInfo, SessionStore, new_session_id
-from shelly_dist.engine.shellydir import ShellyDir, ensure_structure
+from shelly_dist.engine.shellydir import ShellyDir, state_dir
 from shelly_dist.engine.stores import SessionStores
 from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.errors import UsageError
@@ -40,6 +47,7 @@ from shelly_dist.events import Event, EventSink
 from shelly_dist.runtime import LocalRuntime, Runtime
 from shelly_dist.skills import SkillStore, load_skills
 from shelly_dist.tools import ToolBox
+from shelly_dist.tools.builtin.ask import Answerer, Question
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +100,14 @@ class Engine:
         self.skills = skills
         self.context = context
         self.bus = EventBus()
-        self.sessions = SessionStore(shelly_dir.sessions)
         self.stores = SessionStores.from_config(config.distributed)
+        self.sessions = _session_store(self.stores, shelly_dir)
         self.providers = Providers(config, on_event=self.bus.publish)
         self.toolboxes = Toolboxes(config, shelly_dir, self.stores, mcp_toolboxes)
+        self.toolboxes.responder.on_ask = self._announce_question
         self.runtime: Runtime = LocalRuntime()
         self._mcp_clients = mcp_clients
-        self._registries: dict[str, Registry] = {}
-        self._lock = threading.Lock()
+        self._registries: SessionCache[Registry] = SessionCache()
         self._counter = itertools.count(1)
         self._closed = False
 
@@ -112,6 +120,7 @@ class Engine:
         runtime: Runtime | None = None,
         env: Mapping[str, str] | None = None,
         approver: object | None = None,
+        answerer: Answerer | None = None,
     ) -> Engine:
         """Load and wire everything; ``config`` is a ``Config``, a path, or ``None`` (find it).
 
@@ -119,15 +128,17 @@ class Engine:
         ``shelly_dist.tools.permissions.Approver``); without one, anything not allowed by the
         config or ``.shelly/local/permissions.json`` is refused, as on a worker.
 
+        ``answerer`` answers the agents' ``ask_user`` questions (a terminal prompt, or any
+        ``shelly_dist.tools.builtin.ask.Answerer``); without one, each question is an error
+        result that tells the model nobody can answer and how to get an answer channel.
+
         Raises ``ConfigError`` (bad config, unknown skill, distributed runtime missing) or the
         first failing MCP server's ``MCPError``; nothing is left open on failure.
         """
-        sd = ShellyDir(Path(shelly_dir))
+        sd = ShellyDir(Path(shelly_dir), state=state_dir(shelly_dir, {**os.environ, **env} if env else None))
         if not isinstance(config, Config):
             path = find_config(config, sd.root, env)
             config = await asyncio.to_thread(load_config, path, env)
-        if sd.exists():
-            await asyncio.to_thread(ensure_structure, sd.root)
         skills, context, clients = await asyncio.gather(
             asyncio.to_thread(_load_skills, sd),
             asyncio.to_thread(load_project_context, sd.root, config.context.max_external_file_size),
@@ -140,10 +151,12 @@ class Engine:
             raise
         engine = cls(config, sd, skills=skills, context=context, mcp_clients=clients, mcp_toolboxes=boxes)
         engine.toolboxes.approver = approver
+        if answerer is not None:
+            engine.toolboxes.responder.answerer = answerer
         try:
+            engine.toolboxes.permissions_file = await asyncio.to_thread(permissions_file, sd)
             await asyncio.to_thread(engine.toolboxes.prepare)
-            for spec in config.agents:  # an unknown skill name fails start-up, not the first send
-                skills.select(spec.skills)
+            report(config_warnings(config, skills, env))  # strict mode: raises ConfigError
             if runtime is not None:
                 engine.runtime = runtime
             elif config.distributed.broker_url:
@@ -178,6 +191,16 @@ class Engine:
 
     # -- agents ------------------------------------------------------------------------------
 
+    def _announce_question(self, question: Question) -> None:
+        """Publish an ``ask_user`` event (Shelly's) for ``question``, from whoever is asking."""
+        self.bus.publish(Event(
+            kind=events.ASK_USER,
+            agent=identity.agent_name(),
+            session_id=identity.session_id(),
+            run_id=identity.run_id(),
+            data=question.event_data(),
+        ))
+
     def event_sink(self, session: str) -> EventSink:
         """A sink that publishes to the engine's bus with ``session_id`` set to ``session``."""
 
@@ -191,13 +214,9 @@ class Engine:
     def registry(self, session: str) -> Registry:
         """The registry of ``session``: every configured agent, bound to that session's stores.
 
-        Cached per session; safe to call from several threads.
+        Cached per session (bounded by :meth:`bound_sessions`); safe to call from several threads.
         """
-        with self._lock:
-            found = self._registries.get(session)
-        if found is not None:
-            return found
-        built = build_registry(
+        return self._registries.get(session, lambda: build_registry(
             self.config,
             session=session,
             providers=self.providers,
@@ -205,9 +224,25 @@ class Engine:
             skills=self.skills,
             context=self.context,
             on_event=self.event_sink(session),
-        )
-        with self._lock:
-            return self._registries.setdefault(session, built)
+        ))
+
+    def bound_sessions(self, *, max_size: int, ttl: float) -> None:
+        """Keep per-session objects (registries; store handles when the stores are in Redis) for
+        at most ``max_size`` sessions, none unused for more than ``ttl`` seconds: a long-lived
+        worker sees a new session per batch item. In-memory boards are never evicted."""
+        self._registries.set_limits(max_size=max_size, ttl=ttl)
+        self.stores.bound(max_size=max_size, ttl=ttl)
+
+    def discard_session(self, session: str) -> None:
+        """Forget everything held for ``session`` in this process (its registry, its boards; for
+        in-memory boards, their data): for a caller that knows the session is over, such as an
+        in-process batch item."""
+        self._registries.discard(session)
+        self.stores.discard(session)
+
+    def cached_sessions(self) -> dict[str, int]:
+        """How many sessions this engine holds objects for, by kind (for bounds checks and soaks)."""
+        return {"registries": len(self._registries), **self.stores.cached_sessions()}
 
     def agent_name(self, agent: str | None = None) -> str:
         """``agent``, or the entry agent; an unknown name is a ``UsageError`` listing the known."""
@@ -250,17 +285,31 @@ class Engine:
         return ProviderInfo(kind=provider.kind, model=provider.model)
 
 
+def _session_store(stores: SessionStores, sd: ShellyDir) -> Any:
+    """Where saved sessions go: Redis when the stores are shared (every process of a deployment
+    sees them, and no directory needs to be writable), else the state directory."""
+    if not stores.shared:
+        return SessionStore(sd.sessions)
+    from shelly_dist.engine.redis_sessions import RedisSessionStore
+
+    return RedisSessionStore(stores.client, stores.keys, retention=stores.retention)
+
+
 def _load_skills(sd: ShellyDir) -> SkillStore:
     skills = load_skills(sd.skills) if sd.skills.is_dir() else []
     return SkillStore(skills, work_dir=sd.project_root)
 
 
 async def _connect_mcp(config: Config) -> list[Any]:
-    if not config.mcp_servers:
+    """Connect every MCP server except those named like a built-in toolbox (whose name resolves
+    to the built-in, as in Shelly, so nothing could reach their tools)."""
+    shadowed = set(shadowed_mcp_servers(config))
+    servers = [s for s in config.mcp_servers if s.name not in shadowed]
+    if not servers:
         return []
     from shelly_dist.tools.mcp import connect_all
 
-    return await connect_all([_mcp_spec(s) for s in config.mcp_servers])
+    return await connect_all([_mcp_spec(s) for s in servers])
 
 
 async def _close_mcp(clients: list[Any]) -> None:

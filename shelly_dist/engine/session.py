@@ -89,7 +89,7 @@ class Session:
             self._active = False
 
     async def save(self) -> SessionInfo:
-        """Write the conversation to ``.shelly/local/sessions/<id>/`` (overwrites the record)."""
+        """Write the conversation to the engine's session store (overwrites the record)."""
         self.info = await self.engine.sessions.save(self.info, self.agent.chat.messages())
         log.debug("session %s saved (%d messages)", self.id, self.info.msg_count)
         return self.info

@@ -1,4 +1,8 @@
-"""Saved conversations: ``.shelly/local/sessions/<id>/{meta.json, messages.json, attachments/}``.
+"""Saved conversations: ``<state dir>/sessions/<id>/{meta.json, messages.json, attachments/}``.
+
+The state directory is ``.shelly/local`` unless it is read-only or ``SHELLY_STATE_DIR`` says
+otherwise (:func:`~shelly_dist.engine.shellydir.state_dir`); with Redis configured, the engine uses
+:class:`~shelly_dist.engine.redis_sessions.RedisSessionStore` instead, which has the same API.
 
 The layout and JSON shapes are Shelly's (§1.14), so sessions stay listable without reading their
 messages: ``list`` reads only ``meta.json``. Every file is written to a temporary name and
@@ -32,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from shelly_dist.chats import Message, Role
+from shelly_dist.engine.shellydir import ENV_STATE_DIR
 from shelly_dist.errors import StoreError, UsageError
 
 logger = logging.getLogger(__name__)
@@ -79,6 +84,18 @@ def preview_of(messages: list[Message]) -> str:
     return ""
 
 
+def check_session_id(session_id: str) -> str:
+    """``session_id`` when it is 16 lowercase hex characters, else a ``UsageError``."""
+    if not _ID.match(session_id):
+        raise UsageError(f"sessions: invalid session id {session_id!r} (want 16 hex characters)")
+    return session_id
+
+
+def now_info(info: SessionInfo, messages: list[Message]) -> SessionInfo:
+    """``info`` as saved with ``messages``: ``msg_count``, ``preview`` and ``updated_at`` recomputed."""
+    return info.model_copy(update={"msg_count": len(messages), "preview": preview_of(messages), "updated_at": _now()})
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -115,9 +132,7 @@ class SessionStore:
         self._lock = threading.Lock()
 
     def _path(self, session_id: str) -> Path:
-        if not _ID.match(session_id):
-            raise UsageError(f"sessions: invalid session id {session_id!r} (want 16 hex characters)")
-        return self.dir / session_id
+        return self.dir / check_session_id(session_id)
 
     async def save(self, info: SessionInfo, messages: list[Message]) -> SessionInfo:
         """Write ``messages`` and the metadata; return the stored info.
@@ -125,10 +140,16 @@ class SessionStore:
         ``msg_count``, ``preview`` and ``updated_at`` are recomputed; ``id``, ``agent``,
         ``provider`` and ``created_at`` are kept. Saving again overwrites the same record.
         """
-        stored = info.model_copy(
-            update={"msg_count": len(messages), "preview": preview_of(messages), "updated_at": _now()}
-        )
-        await asyncio.to_thread(self._save, stored, messages)
+        stored = now_info(info, messages)
+        try:
+            await asyncio.to_thread(self._save, stored, messages)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise StoreError(
+                f"sessions: cannot save session {stored.id} in {self.dir}: {reason} "
+                f"(set {ENV_STATE_DIR} to a writable directory)",
+                key=stored.id,
+            ) from exc
         return stored
 
     def _save(self, info: SessionInfo, messages: list[Message]) -> None:

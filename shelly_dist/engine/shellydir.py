@@ -2,7 +2,10 @@
 
 The layout is Shelly's (§1.10) so existing projects keep working: ``config.yaml``, every
 ``*.md`` (auto-loaded into prompts), ``skills/``, ``knowledge/``, and the git-ignored ``local/``
-for runtime state (permissions, notes, reflections, sessions). Bootstrapping never overwrites a
+for runtime state (permissions, notes, reflections, sessions). The directory may be a read-only
+mount (compose ``:ro``, a ConfigMap, ``ProtectSystem=strict``; DESIGN §3 rule 13), so runtime
+state goes to the *state directory* :func:`state_dir` picks, and only ``shelly init`` writes here
+(``.gitignore`` included). Bootstrapping never overwrites a
 file the user has (files are opened with ``O_EXCL``) unless ``force`` is given. Templates ship as
 package data under ``engine/templates/<name>/`` (``config.yaml`` whose first comment line is the
 description, plus optional ``skills/`` and ``context.md``). All I/O here is blocking: call it from
@@ -11,7 +14,9 @@ the CLI or through ``asyncio.to_thread``.
 
 from __future__ import annotations
 
+import hashlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -20,6 +25,7 @@ from pathlib import Path
 from shelly_dist.errors import UsageError
 
 DEFAULT_TEMPLATE = "simple-assistant"
+ENV_STATE_DIR = "SHELLY_STATE_DIR"
 GITIGNORE = "local/\n"
 CONTEXT_STUB = """\
 # Project context
@@ -32,12 +38,18 @@ documents in .shelly/knowledge/ and let agents read them on demand.
 
 @dataclass(frozen=True)
 class ShellyDir:
-    """The paths of one ``.shelly/`` directory (nothing is created by building this)."""
+    """The paths of one ``.shelly/`` directory (nothing is created by building this).
+
+    ``state`` is where runtime state goes (:func:`state_dir`); ``None`` means ``root/local``.
+    """
 
     root: Path
+    state: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(self.root))
+        if self.state is not None:
+            object.__setattr__(self, "state", Path(self.state))
 
     @property
     def project_root(self) -> Path:
@@ -66,7 +78,8 @@ class ShellyDir:
 
     @property
     def local(self) -> Path:
-        return self.root / "local"
+        """Runtime state: the state directory when one was picked, else ``root/local``."""
+        return self.state if self.state is not None else self.root / "local"
 
     @property
     def permissions(self) -> Path:
@@ -102,6 +115,49 @@ class ShellyDir:
 
     def exists(self) -> bool:
         return self.root.is_dir()
+
+
+def _writable(path: Path) -> bool:
+    """Whether files can be created in ``path``, or in its nearest existing ancestor.
+
+    ``os.access`` reports a read-only mount (``EROFS``) as well as missing permissions, and
+    writes nothing, so asking never changes the directory.
+    """
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate.is_dir() and os.access(candidate, os.W_OK | os.X_OK)
+    return False
+
+
+def _user_state_home(env: Mapping[str, str]) -> Path | None:
+    """``$XDG_STATE_HOME``, else ``~/.local/state``; ``None`` when no home can be found."""
+    if env.get("XDG_STATE_HOME"):
+        return Path(env["XDG_STATE_HOME"])
+    home = env.get("HOME") or os.path.expanduser("~")
+    return Path(home) / ".local" / "state" if home and home != "~" else None
+
+
+def state_dir(root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Path:
+    """Where the runtime state of the project whose ``.shelly`` is ``root`` goes.
+
+    ``$SHELLY_STATE_DIR`` when set; else ``root/local`` when it can be written (Shelly's
+    layout); else ``$XDG_STATE_HOME/shelly/<project>`` (``~/.local/state/shelly/<project>``),
+    ``<project>`` being the directory name plus a hash of its absolute path, so two projects
+    never share state. When no home can be found either, ``root/local`` is returned and the first
+    write names the problem (and ``SHELLY_STATE_DIR``). Nothing is created here.
+    """
+    env = os.environ if env is None else env
+    if env.get(ENV_STATE_DIR):
+        return Path(env[ENV_STATE_DIR])
+    local = Path(root) / "local"
+    if _writable(local):
+        return local
+    home = _user_state_home(env)
+    if home is None:
+        return local
+    project = Path(root).resolve().parent
+    digest = hashlib.sha256(str(project).encode()).hexdigest()[:12]
+    return home / "shelly" / f"{project.name or 'root'}-{digest}"
 
 
 def _templates() -> Traversable:
@@ -154,13 +210,20 @@ def _template_files(node: Traversable, prefix: Path) -> list[tuple[Path, str]]:
     return out
 
 
-def ensure_structure(shelly_dir: str | os.PathLike[str]) -> list[Path]:
-    """Create ``local/``, ``local/sessions/`` and ``.gitignore`` if missing. Idempotent."""
-    d = ShellyDir(Path(shelly_dir))
-    d.sessions.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    _write(d.gitignore, GITIGNORE, False, written)
-    return written
+def template_skill_files(name: str) -> list[tuple[Path, str]]:
+    """The shared skills (``templates/skills/<skill>/``) that template ``name``'s agents list,
+    as (path under ``.shelly/``, text): Shelly's ``embedded_skills``, kept once for every
+    template that uses them."""
+    import yaml
+
+    listed = {s for a in yaml.safe_load(template_config(name)).get("agents") or [] for s in a.get("skills") or []}
+    shared = _templates().joinpath("skills")
+    return [
+        (Path("skills") / skill / rel, text)
+        for skill in sorted(listed)
+        if shared.joinpath(skill).is_dir()
+        for rel, text in _template_files(shared.joinpath(skill), Path())
+    ]
 
 
 def bootstrap(
@@ -179,6 +242,7 @@ def bootstrap(
     written: list[Path] = []
     _write(d.gitignore, GITIGNORE, force, written)
     files = dict(_template_files(node, Path()))
+    files.update(template_skill_files(template))
     files.setdefault(Path("context.md"), CONTEXT_STUB)
     for rel, content in sorted(files.items()):
         _write(d.root / rel, content, force, written)

@@ -11,10 +11,10 @@ never loads it. Stores are created on first use: a session whose agents never re
 from __future__ import annotations
 
 import importlib
-import threading
 from typing import Any
 
 from shelly_dist.engine.config_models import DistributedConfig
+from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.state import Keys, MemoryStore, Store
 from shelly_dist.tasks import Board, MemoryBoard
 
@@ -26,9 +26,8 @@ class SessionStores:
         self.redis_url = redis_url
         self.keys = Keys(key_prefix)
         self.retention = retention
-        self._lock = threading.Lock()
-        self._stores: dict[str, Store] = {}
-        self._boards: dict[str, Board] = {}
+        self._stores: SessionCache[Store] = SessionCache()
+        self._boards: SessionCache[Board] = SessionCache()
         self._client: Any = None
 
     @classmethod
@@ -39,6 +38,10 @@ class SessionStores:
     def shared(self) -> bool:
         """True when the stores are in Redis (visible to other processes)."""
         return bool(self.redis_url)
+
+    def client(self) -> Any:
+        """The Redis client (opened on first use); only when :attr:`shared`."""
+        return self._redis()
 
     def _redis(self) -> Any:
         if self._client is None:
@@ -61,20 +64,35 @@ class SessionStores:
         """The task board of ``session`` (created on first use)."""
         return self._cached(self._boards, session, MemoryBoard, "shelly_dist.tasks.redis", "RedisBoard")
 
-    def _cached(self, cache: dict[str, Any], session: str, memory: Any, module: str, cls: str) -> Any:
-        with self._lock:
-            if session not in cache:
-                if self.shared:
-                    redis_cls = getattr(importlib.import_module(module), cls)
-                    cache[session] = redis_cls(self._redis(), self.keys, **self._options(session))
-                else:
-                    cache[session] = memory()
-            return cache[session]
+    def _cached(self, cache: SessionCache[Any], session: str, memory: Any, module: str, cls: str) -> Any:
+        def build() -> Any:
+            if self.shared:
+                redis_cls = getattr(importlib.import_module(module), cls)
+                return redis_cls(self._redis(), self.keys, **self._options(session))
+            return memory()
+
+        return cache.get(session, build)
 
     def has(self, session: str) -> bool:
-        """Whether any store or board of ``session`` was created in this process."""
-        with self._lock:
-            return session in self._stores or session in self._boards
+        """Whether any store or board of ``session`` is held in this process."""
+        return session in self._stores or session in self._boards
+
+    def discard(self, session: str) -> None:
+        """Forget ``session``'s blackboard and task board handles (in memory: their data too)."""
+        self._stores.discard(session)
+        self._boards.discard(session)
+
+    def bound(self, *, max_size: int, ttl: float) -> None:
+        """Forget Redis-backed handles beyond ``max_size`` sessions or unused for ``ttl`` seconds
+        (a handle is rebuilt on next use; the data is in Redis). Memory stores are the only copy
+        of their data and are never evicted."""
+        if self.shared:
+            self._stores.set_limits(max_size=max_size, ttl=ttl)
+            self._boards.set_limits(max_size=max_size, ttl=ttl)
+
+    def cached_sessions(self) -> dict[str, int]:
+        """Sessions with a blackboard, and with a task board, held in this process."""
+        return {"stores": len(self._stores), "boards": len(self._boards)}
 
     async def aclose(self) -> None:
         """Close the Redis client, if one was opened. Idempotent."""

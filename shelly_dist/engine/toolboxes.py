@@ -5,9 +5,13 @@
 - ``filesystem``, ``exec``, ``search``, ``git``, ``http``, ``notes`` are built once per engine on
   first use and share one permission store (Shelly: the permission-gated toolboxes share one
   store). The process CWD is pre-approved, as in Shelly.
-- an MCP server's name is that server's toolbox (connected at engine start-up).
-- ``ask`` (Shelly's ``ask_user``) is **left out**: it blocks until a human answers in the TUI,
-  and shelly-dist runs headless (CLI, batch, Celery workers), where nobody could answer.
+- an MCP server's name is that server's toolbox (connected at engine start-up); a server named
+  like a built-in toolbox is not connected, and the name means the built-in (as in Shelly, whose
+  built-ins are wired after the MCP servers under the same name).
+- ``ask`` (``ask_user``) is given to **every** agent, first, as in Shelly, whether it lists
+  ``ask`` or not; who answers is the engine's :class:`~shelly_dist.tools.builtin.ask.Answerer`
+  (a terminal for ``shelly run`` on one; otherwise the call is an error result saying how to get
+  an answer channel). It waits at most the agent's ``options.question_timeout``.
 
 A ``{name, tools}`` reference keeps only the listed tools (``ToolBox.filter``).
 """
@@ -26,10 +30,10 @@ from shelly_dist.errors import ConfigError
 from shelly_dist.state import state_tools
 from shelly_dist.tasks import task_tools
 from shelly_dist.tools import ToolBox
+from shelly_dist.tools.builtin.ask import Responder
 
 HEADLESS_SKIPPED = frozenset({"ask"})
-"""Toolbox names accepted in a config but not built (see the module docstring)."""
-
+"""Toolboxes ``shelly mcp serve`` leaves out by default: an MCP client asks its own user."""
 
 class Toolboxes:
     """Builds the toolboxes of each agent instance. Thread-safe."""
@@ -48,6 +52,10 @@ class Toolboxes:
         self._builtins: dict[str, ToolBox] = {}
         self._permissions: object | None = None
         self._lock = threading.Lock()
+        self.permissions_file: Path = shelly_dir.permissions
+        """Where the persisted grants are (the engine re-points it: see ``engine.legacy``)."""
+        self.responder = Responder()
+        """Numbers and routes ``ask_user`` questions; the engine sets its answerer and notifier."""
         self.approver: object | None = None
         """Who answers permission questions: ``None`` refuses (headless, the default everywhere a
         person cannot answer); ``shelly run`` on a terminal sets an interactive one."""
@@ -60,27 +68,31 @@ class Toolboxes:
         from shelly_dist.tools.builtin import BUILTIN_NAMES
 
         for name in BUILTIN_NAMES:
-            if self.config.uses_toolbox(name) and name not in self.mcp:
+            if self.config.uses_toolbox(name):
                 self._builtin(name)
 
     def for_agent(self, spec: AgentConfig, session: str) -> list[ToolBox]:
-        """The toolboxes of one instance of ``spec`` in ``session``, in config order."""
-        out: list[ToolBox] = []
+        """The toolboxes of one instance of ``spec`` in ``session``: ``ask`` first, then the
+        config's in config order (a repeated name, or ``ask`` itself, is skipped as in Shelly)."""
+        out = [self.responder.toolbox(spec.options.question_timeout)]
+        seen = {"ask"}
         for name, tools in spec.toolbox_refs():
-            box = self.named(name, session)
-            if box is not None:
-                out.append(box.filter(tools))
+            if name not in seen:
+                seen.add(name)
+                out.append(self.named(name, session).filter(tools))
         return out
 
-    def named(self, name: str, session: str) -> ToolBox | None:
-        """The toolbox ``name`` for ``session``; ``None`` for a skipped one (``ask``)."""
-        if name in HEADLESS_SKIPPED:
-            return None
+    def named(self, name: str, session: str) -> ToolBox:
+        """The toolbox ``name`` for ``session``."""
+        if name == "ask":
+            return self.responder.toolbox()
         if name == "state":
             return state_tools(self.stores.store(session))
         if name == "tasks":
             return task_tools(self.stores.board(session))
-        if name in self.mcp:
+        from shelly_dist.tools.builtin import BUILTIN_NAMES
+
+        if name in self.mcp and name not in BUILTIN_NAMES:
             return self.mcp[name]
         return self._builtin(name)
 
@@ -106,7 +118,7 @@ class Toolboxes:
 
         if self._permissions is None:
             p = self.config.permissions
-            store = self.shelly_dir.permissions
+            store = self.permissions_file
             if not self.shelly_dir.exists() and self.config.filesystem.permissions_file:
                 store = Path(self.config.filesystem.permissions_file)
             self._permissions = Permissions.load(
@@ -115,6 +127,7 @@ class Toolboxes:
                 fs_directories=p.fs_directories,
                 trusted_commands=p.trusted_commands,
                 trusted_domains=p.trusted_domains,
+                exec_env=p.exec_env,
                 approver=self.approver,  # type: ignore[arg-type]
             )
         return self._permissions

@@ -5,6 +5,11 @@
 engine at start-up instead of importing it. The config is found the way the CLI finds it:
 ``$SHELLY_CONFIG``, else ``$SHELLY_DIR/config.yaml`` (``.shelly`` by default); the broker and
 Redis URLs may come from ``$SHELLY_BROKER_URL`` / ``$SHELLY_REDIS_URL``.
+
+A worker lives long and sees a new session per item of a distributed batch, so what it keeps per
+session is bounded (:data:`SESSION_CACHE_SIZE`, :data:`SESSION_CACHE_TTL`, or
+``$SHELLY_WORKER_SESSIONS`` / ``$SHELLY_WORKER_SESSION_TTL``): evicted objects are rebuilt from the
+config and Redis on next use.
 """
 
 from __future__ import annotations
@@ -23,6 +28,29 @@ if TYPE_CHECKING:
     from shelly_dist.runtime.celery import RuntimeSettings, WorkerSpec
 
 ENV_SHELLY_DIR = "SHELLY_DIR"
+ENV_SESSIONS = "SHELLY_WORKER_SESSIONS"
+ENV_SESSION_TTL = "SHELLY_WORKER_SESSION_TTL"
+
+SESSION_CACHE_SIZE = 256
+"""Sessions a worker keeps agents and store handles for: above the runs one process advances at
+once (its ``--concurrency``), so a session in use is rarely rebuilt mid-run."""
+
+SESSION_CACHE_TTL = 600.0
+"""Seconds after its last use a session's objects are dropped, so an idle worker shrinks back."""
+
+
+def session_cache_limits(env: dict[str, str] | None = None) -> tuple[int, float]:
+    """(max sessions, idle seconds) from the environment, else the defaults; a bad value is a
+    ``ConfigError`` naming the variable."""
+    env = dict(os.environ) if env is None else env
+    try:
+        size = int(env.get(ENV_SESSIONS) or SESSION_CACHE_SIZE)
+        ttl = float(env.get(ENV_SESSION_TTL) or SESSION_CACHE_TTL)
+    except ValueError as exc:
+        raise ConfigError(f"worker: {ENV_SESSIONS}/{ENV_SESSION_TTL}: not a number ({exc})") from exc
+    if size < 1 or ttl <= 0:
+        raise ConfigError(f"worker: {ENV_SESSIONS} must be at least 1 and {ENV_SESSION_TTL} positive")
+    return size, ttl
 
 
 def runtime_settings(config: Config) -> RuntimeSettings:
@@ -64,6 +92,8 @@ class EngineContext:
 
         self.engine = engine
         self.fingerprint = fingerprint
+        max_size, ttl = session_cache_limits()
+        engine.bound_sessions(max_size=max_size, ttl=ttl)
         # Cooldowns are shared by every worker: a provider cooling down on one is skipped by all.
         self._client = connect(settings.redis_url, client_name="shelly-worker-cooldowns")
         engine.providers.cooldowns = RedisCooldownStore(self._client, prefix=settings.key_prefix)

@@ -93,7 +93,8 @@ def decode_content(content: list[dict[str, Any]]) -> list[Any]:
         if block.get("type") == "text":
             parts.append(Text(text=block.get("text", "")))
         elif block.get("type") == "tool_use":
-            parts.append(ToolCall(id=block["id"], name=block["name"], arguments=json.dumps(block.get("input") or {})))
+            arguments = json.dumps(block.get("input") or {})
+            parts.append(ToolCall(id=block.get("id") or "", name=block["name"], arguments=arguments))
     return parts
 
 

@@ -16,7 +16,6 @@ Shelly's mapping:
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any, ClassVar
 
 from shelly_dist.chats import Document, Image, Message, Role, Text, ToolCall, ToolResult
@@ -128,7 +127,7 @@ class GeminiCompleter(HTTPCompleter):
                 meta = {THOUGHT_SIGNATURE: p[THOUGHT_SIGNATURE]} if p.get(THOUGHT_SIGNATURE) else {}
                 parts.append(
                     ToolCall(
-                        id=f"call_{uuid.uuid4().hex[:16]}",
+                        id="",  # Gemini sends no ids: assistant_reply gives each call its own
                         name=fc["name"],
                         arguments=json.dumps(fc.get("args") or {}),
                         metadata=meta,

@@ -23,6 +23,7 @@ import json
 import re
 import ssl
 import threading
+import uuid
 import weakref
 from typing import Any, ClassVar
 
@@ -157,9 +158,38 @@ def call_arguments(call: ToolCall) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def new_call_id() -> str:
+    """A fresh tool-call id (``call_<24 hex>``), for servers that send none."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def unique_call_ids(parts: list[Any]) -> list[Any]:
+    """``parts`` with every tool call holding an id no other call of the reply holds.
+
+    Why: OpenAI-compatible local servers (Ollama, llama.cpp, some vLLM builds) may send a tool
+    call with no id, a null one or ``""``, and Gemini never sends ids. Results are matched to
+    calls by id, so two calls sharing one would overwrite each other's result, and on the pool
+    their children would share one run id. A missing or repeated id is replaced by a fresh
+    :func:`new_call_id`; the reply is journaled before its tools run, so the id is stable
+    across redeliveries.
+    """
+    seen: set[str] = set()
+    out: list[Any] = []
+    for part in parts:
+        if isinstance(part, ToolCall):
+            if not part.id or part.id in seen:
+                part = part.model_copy(update={"id": new_call_id()})
+            seen.add(part.id)
+        out.append(part)
+    return out
+
+
 def assistant_reply(parts: list[Any], stop_reason: str | None = None) -> Message:
-    """The assistant message of a decoded answer, with the vendor's stop reason in its metadata."""
-    reply = Message(role=Role.ASSISTANT, parts=parts)
+    """The assistant message of a decoded answer, with the vendor's stop reason in its metadata.
+
+    Every tool call in it has an id of its own (:func:`unique_call_ids`).
+    """
+    reply = Message(role=Role.ASSISTANT, parts=unique_call_ids(parts))
     if stop_reason:
         reply.metadata["stop_reason"] = stop_reason
     return reply

@@ -12,7 +12,9 @@ The mapping is Shelly's ``openaicompat``:
 - tools are ``{type: function, function: {name, description, parameters}}``, a missing schema
   becoming ``{"type": "object"}``;
 - usage: ``prompt_tokens``, ``completion_tokens``, and ``prompt_tokens_details.cached_tokens``
-  as cache-read; an answer with no choices is an error ("empty choices").
+  as cache-read; an answer with no choices is an error ("empty choices");
+- a tool call without an id (Ollama, llama.cpp and some vLLM builds send none, null or ``""``)
+  gets a fresh ``call_<hex>`` id, unique in its reply, so each result finds its own call.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ class OpenAICompleter(HTTPCompleter):
             parts.append(Text(text=msg["content"]))
         for call in msg.get("tool_calls") or []:
             fn = call.get("function") or {}
+            # Local servers may omit the id (missing, null or ""); assistant_reply gives each its own.
             parts.append(ToolCall(id=call.get("id") or "", name=fn["name"], arguments=fn.get("arguments") or "{}"))
         reply = assistant_reply(parts, choices[0].get("finish_reason"))
         u = data.get("usage") or {}

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, Field
 
-from shelly_dist.errors import ConfigError, ToolError
+from shelly_dist.errors import ToolError
 from shelly_dist.skills.skill import Skill
 from shelly_dist.tools import ToolBox, tool_from_model
 
@@ -55,15 +55,16 @@ class SkillStore:
     def select(self, names: list[str] | None) -> SkillStore:
         """The store restricted to ``names`` (an agent's ``skills:``); empty or ``None`` keeps all.
 
-        An unknown name is a ``ConfigError``: a typo in a config must not silently drop a skill.
+        A name with no skill is skipped, as Shelly does (the engine warns about it once, at
+        start-up: see :meth:`missing`).
         """
         if not names:
             return self
-        missing = [n for n in names if n not in self._skills]
-        if missing:
-            quoted = ", ".join(f'"{n}"' for n in missing)
-            raise ConfigError(f"skill: unknown skill {quoted}")
-        return SkillStore((self._skills[n] for n in names), work_dir=self.work_dir)
+        return SkillStore((self._skills[n] for n in names if n in self._skills), work_dir=self.work_dir)
+
+    def missing(self, names: list[str] | None) -> list[str]:
+        """The names in ``names`` that no loaded skill has."""
+        return [n for n in names or [] if n not in self._skills]
 
     def render(self, name: str) -> str:
         """What ``load_skill`` returns for ``name``: the content plus the directory footer."""

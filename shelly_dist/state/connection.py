@@ -43,21 +43,25 @@ def connect(
     client_name: str | None = None,
     socket_timeout: float = COMMAND_TIMEOUT,
     max_connections: int | None = None,
+    connect_timeout: float = CONNECT_TIMEOUT,
+    retries: int = RETRIES,
 ) -> aioredis.Redis:
     """A client for ``url`` (``redis://``, ``rediss://``, ``unix://``) with our retry policy.
 
     The client connects lazily; close it with ``await client.aclose()``. ``client_name`` is set on
     every connection (visible in ``CLIENT LIST``; operators and tests find connections by it).
+    A probe that must answer quickly (``shelly doctor``) passes a short ``connect_timeout`` and
+    ``retries=0``.
     """
     pool = aioredis.BlockingConnectionPool.from_url(
         url,
         max_connections=max_connections or MAX_CONNECTIONS,
         timeout=COMMAND_TIMEOUT,
         decode_responses=True,
-        socket_connect_timeout=CONNECT_TIMEOUT,
+        socket_connect_timeout=connect_timeout,
         socket_timeout=socket_timeout,
         socket_keepalive=True,
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), RETRIES),
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries),
         retry_on_error=[RedisConnectionError, RedisTimeoutError],
         health_check_interval=30,
         client_name=client_name,

@@ -67,6 +67,14 @@ class Keys:
         """Event stream of the session (XADD/XREAD)."""
         return f"{self.session(session)}:events"
 
+    def saved_session(self, session: str) -> str:
+        """A saved conversation (hash: ``meta``, ``messages``), when sessions live in Redis."""
+        return f"{self.session(session)}:saved"
+
+    def saved_sessions(self) -> str:
+        """Sorted set of saved session ids, scored by their ``updated_at``."""
+        return f"{self.prefix}sessions"
+
     # -- per run -----------------------------------------------------------------------------
 
     def run(self, run_id: str) -> str:

@@ -143,11 +143,15 @@ class Permissions:
         fs_directories: Iterable[str | Path] = (),
         trusted_commands: Iterable[str] = (),
         trusted_domains: Iterable[str] = (),
+        exec_env: Iterable[str] = (),
         store_path: str | Path | None = None,
         approver: Approver | None = None,
         persisted: dict[str, list[str]] | None = None,
     ) -> None:
         self.root = Path(_norm(root))
+        self.exec_env: tuple[str, ...] = tuple(dict.fromkeys(exec_env))
+        """Environment variables passed on to the programs tools start (``permissions.exec_env``),
+        besides PATH, HOME and LANG; nothing else of this process's environment reaches them."""
         self.store_path = Path(store_path) if store_path is not None else None
         self.approver: Approver = approver or HeadlessApprover()
         self.session_trusted = False
@@ -170,6 +174,7 @@ class Permissions:
         fs_directories: Iterable[str | Path] = (),
         trusted_commands: Iterable[str] = (),
         trusted_domains: Iterable[str] = (),
+        exec_env: Iterable[str] = (),
         approver: Approver | None = None,
     ) -> Permissions:
         """Read ``store_path`` (blocking; call at start-up) and merge it with the config lists."""
@@ -178,6 +183,7 @@ class Permissions:
             fs_directories=fs_directories,
             trusted_commands=trusted_commands,
             trusted_domains=trusted_domains,
+            exec_env=exec_env,
             store_path=store_path,
             approver=approver,
             persisted=_read_store(Path(store_path)),
@@ -316,7 +322,12 @@ class Permissions:
         if self.store_path is None:
             return
         snapshot = {k: list(v) for k, v in self._saved.items()}
-        await asyncio.to_thread(_write_store, self.store_path, snapshot)
+        try:
+            await asyncio.to_thread(_write_store, self.store_path, snapshot)
+        except OSError as exc:  # the grant holds for this process; only remembering it failed
+            logger.warning("permissions: cannot save the grant in %s: %s (set SHELLY_STATE_DIR to a writable "
+                           "directory)", self.store_path, exc.strerror or exc)
+            return
         logger.info("permissions: persisted %s %s to %s", kind, value, self.store_path)
 
 

@@ -55,6 +55,8 @@ class Cluster:
         self.workers: dict[str, subprocess.Popen[bytes]] = {}
         self.logs: dict[str, Path] = {}
         self.redis = redis.Redis.from_url(redis_url, decode_responses=True)
+        self.wrapper: list[str] = []
+        """argv prepended to every shelly process (e.g. a read-only mount around it)."""
         (root / ".shelly").mkdir(parents=True, exist_ok=True)
 
     # -- config ------------------------------------------------------------------------------
@@ -99,13 +101,13 @@ class Cluster:
     def shelly(self, *args: str, input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """Run ``shelly ARGS`` in the project directory and return the finished process."""
         return subprocess.run(
-            [sys.executable, "-m", "shelly_dist.cli.main", *args],
+            [*self.wrapper, sys.executable, "-m", "shelly_dist.cli.main", *args],
             cwd=self.root, env=self.env(), input=input, capture_output=True, text=True, timeout=timeout,
         )
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-m", "shelly_dist.cli.main", *args],
+            [*self.wrapper, sys.executable, "-m", "shelly_dist.cli.main", *args],
             cwd=self.root, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
 
@@ -116,7 +118,7 @@ class Cluster:
         log = self.root / f"{name}.log"
         self.logs[hostname] = log
         self.workers[hostname] = subprocess.Popen(
-            [sys.executable, "-m", "shelly_dist.cli.main", "worker", "--concurrency", str(concurrency),
+            [*self.wrapper, sys.executable, "-m", "shelly_dist.cli.main", "worker", "--concurrency", str(concurrency),
              "--pool", pool, "--hostname", hostname, "--heartbeat-file", str(beat), "--loglevel", "INFO"],
             cwd=self.root, env=self.env(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
         )

@@ -23,3 +23,11 @@ def test_quick_bench_prints_every_row_of_the_table(redis_url: str):
     keys = [line.split("|")[1].strip() for line in out.stdout.splitlines() if line.startswith("| ")]
     assert [k for k in keys if k in EXPECTED_ROWS] == list(EXPECTED_ROWS)
     assert "- CPU:" in out.stdout and "- Redis " in out.stdout
+
+
+@pytest.mark.timeout(150)
+def test_a_short_soak_reports_runs_per_second_and_the_workers_rss(redis_url: str):
+    out = subprocess.run([sys.executable, "-m", "bench.soak", "--runs", "20", "--in-flight", "8"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
+    assert "runs/s" in out.stdout and "worker RSS: start" in out.stdout

@@ -1,5 +1,5 @@
-"""``shelly run`` on a terminal asks the user for permissions (as Shelly does); elsewhere it never
-asks. Driven through a real pseudo-terminal."""
+"""``shelly run`` on a terminal asks the user for permissions and ``ask_user`` questions (as Shelly
+does); elsewhere it never asks. Driven through a real pseudo-terminal."""
 
 from __future__ import annotations
 
@@ -38,8 +38,8 @@ def tool_result(root: Path, session: str) -> str:
     return next(p["content"] for m in messages for p in m["parts"] if p["kind"] == "tool_result")
 
 
-def run_on_a_terminal(root: Path, answer: str) -> tuple[int, str, str]:
-    """Run ``shelly run`` with stdin and stderr on a pty; answer the first question with ``answer``."""
+def run_on_a_terminal(root: Path, answer: str, question: bytes = b"Allow filesystem access") -> tuple[int, str, str]:
+    """Run ``shelly run`` with stdin and stderr on a pty; answer ``question`` with ``answer``."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "shelly_dist.cli.main", "run", "read the note", "--json"],
                             cwd=root, stdin=slave, stderr=slave, stdout=subprocess.PIPE, env=dict(os.environ))
@@ -54,7 +54,7 @@ def run_on_a_terminal(root: Path, answer: str) -> tuple[int, str, str]:
                     seen += os.read(master, 65536)
                 except OSError:
                     break
-            if not answered and b"Allow filesystem access" in seen:
+            if not answered and question in seen:
                 os.write(master, answer.encode() + b"\r")
                 answered = True
         out, _ = proc.communicate(timeout=30)
@@ -93,3 +93,42 @@ def test_run_without_a_terminal_never_asks_and_refuses(tmp_path: Path):
     assert out.returncode == 0, out.stderr
     assert "Allow filesystem access" not in out.stderr
     assert json.loads(out.stdout)["reply"] == "finished"
+
+
+def asking_project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / ".shelly").mkdir(parents=True)
+    question = {"question": "Which colour?", "header": "Style", "options": ["red", "blue"]}
+    ask = {"name": "ask_user", "arguments": question}
+    (root / ".shelly" / "config.yaml").write_text(yaml.safe_dump({
+        "providers": [{"name": "s", "kind": "scripted", "model": "s", "script": {"asker": [
+            {"tool_calls": [ask]}, "finished"]}}],
+        "agents": [{"name": "asker"}],
+    }))
+    return root
+
+
+def test_ask_user_on_a_terminal_shows_the_question_and_a_number_picks_the_option(tmp_path: Path):
+    root = asking_project(tmp_path)
+    code, out, terminal = run_on_a_terminal(root, "2", question=b"answer (a number")
+    assert code == 0, terminal
+    assert "[Style] Which colour?" in terminal and "1) red" in terminal and "2) blue" in terminal
+    assert json.loads(out)["reply"] == "finished"
+    assert tool_result(root, json.loads(out)["session"]) == "blue"
+
+
+def test_ask_user_on_a_terminal_takes_the_users_own_words(tmp_path: Path):
+    root = asking_project(tmp_path)
+    code, out, terminal = run_on_a_terminal(root, "green, please", question=b"answer (a number")
+    assert code == 0, terminal
+    assert tool_result(root, json.loads(out)["session"]) == "green, please"
+
+
+def test_ask_user_without_a_terminal_is_an_error_result_and_the_run_finishes(tmp_path: Path):
+    root = asking_project(tmp_path)
+    out = subprocess.run([sys.executable, "-m", "shelly_dist.cli.main", "run", "pick", "--json"], cwd=root,
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 0, out.stderr
+    assert "Which colour?" not in out.stderr
+    assert json.loads(out.stdout)["reply"] == "finished"
+    assert tool_result(root, json.loads(out.stdout)["session"]).startswith("ask_user: nobody can answer")

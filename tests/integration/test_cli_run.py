@@ -57,7 +57,7 @@ BAD_CONFIGS = [
     ({"agents": [{"name": "solo", "provider": "ghost"}]}, "agents[0].provider"),
     ({"agents": [{"name": "solo", "toolboxes": ["nope"]}]}, "agents[0].toolboxes"),
     ({"agents": [{"name": "solo"}, {"name": "solo"}]}, "agents[1].name"),
-    ({"agents": [{"name": "solo", "toolbox": ["state"]}]}, "agents[0].toolbox"),
+    ({"agents": [{"name": "solo", "options": {"question_timeout": "soon"}}]}, "agents[0].options.question_timeout"),
     ({"entry_agent": "ghost"}, "entry_agent"),
 ]
 

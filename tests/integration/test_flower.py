@@ -8,6 +8,7 @@ before the run is delegated.
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,16 +23,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 @pytest.fixture
 def flower(cluster: Cluster, procs: Processes) -> str:
-    """A worker and ``shelly flower --basic-auth`` in the cluster's project; Flower's base URL."""
+    """A worker and ``shelly flower`` with SHELLY_FLOWER_BASIC_AUTH in the cluster's project; its base URL."""
     delegating_team(cluster)
     cluster.start_worker("w1")
-    return start_flower(procs, "--basic-auth", FLOWER_AUTH)
+    return start_flower(procs, env={"SHELLY_FLOWER_BASIC_AUTH": FLOWER_AUTH})
 
 
-def start_flower(procs: Processes, *auth: str) -> str:
+def start_flower(procs: Processes, *args: str, env: dict[str, str] | None = None) -> str:
     """``shelly flower`` as docs/operations.md shows it, on a free port; its base URL once it serves."""
     port = free_port()
-    proc = procs.start("flower", [*SHELLY, "flower", "--address", "127.0.0.1", "--port", str(port), *auth])
+    argv = [*SHELLY, "flower", "--address", "127.0.0.1", "--port", str(port), *args]
+    proc = procs.start("flower", argv, env=env)
     url = f"http://127.0.0.1:{port}"
     wait_for_http(f"{url}/healthcheck", proc, f"flower\n{procs.log('flower')}")
     return url
@@ -86,7 +88,28 @@ def test_shelly_flower_without_credentials_exits_2_with_a_clear_message(cluster:
     out = cluster.shelly("flower", "--port", str(free_port()), timeout=60)
     assert out.returncode == 2
     assert "flower: authentication is required" in out.stderr
-    assert "--basic-auth" in out.stderr and "FLOWER_BASIC_AUTH" in out.stderr
+    assert "SHELLY_FLOWER_BASIC_AUTH" in out.stderr
+
+
+def cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def test_flower_credentials_from_the_environment_are_not_on_its_command_line(
+    cluster: Cluster, procs: Processes, flower: str
+):
+    """Flower serves behind the credentials, yet ps shows neither user nor password."""
+    assert http_get(f"{flower}/api/workers", FLOWER_AUTH)[0] == 200
+    assert http_get(f"{flower}/api/workers", "ops:wrong")[0] == 401
+    shown = cmdline(procs.procs["flower"].pid)
+    assert "flower" in shown and FLOWER_AUTH.split(":")[1] not in shown
+
+
+def test_basic_auth_given_on_shellys_command_line_is_not_on_flowers(cluster: Cluster, procs: Processes):
+    delegating_team(cluster)
+    url = start_flower(procs, "--basic-auth", FLOWER_AUTH)
+    assert http_get(f"{url}/api/workers", FLOWER_AUTH)[0] == 200
+    assert FLOWER_AUTH.split(":")[1] not in cmdline(procs.procs["flower"].pid)
 
 
 def test_shelly_flower_no_auth_opens_the_ui_but_not_the_api(cluster: Cluster, procs: Processes):

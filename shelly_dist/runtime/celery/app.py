@@ -17,6 +17,7 @@ from celery import Celery, Task
 from celery.signals import worker_shutdown
 
 from shelly_dist.errors import ConfigError, MCPError, StoreError
+from shelly_dist.runtime.celery import control  # noqa: F401  registers the shelly_info inspect command
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.process import WorkerProcess, WorkerSpec
 from shelly_dist.runtime.celery.settings import RuntimeSettings

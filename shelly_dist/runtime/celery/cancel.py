@@ -4,6 +4,9 @@ The truth is a flag on the root's record (``canceled = 1``), checked before ever
 when any queued run starts. The wake-up is a message on one channel that every worker and
 coordinator listens to: in-flight steps of that tree are cancelled at once (their model calls
 aborted). Runs that wait on children are marked ``canceled`` directly, since no task runs them.
+
+A cancel never re-creates a record that has expired (or never existed): every write here is
+conditional on the record existing, so no key is left behind without its retention TTL.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
 
 import redis.asyncio as aioredis
 
@@ -22,14 +24,28 @@ from shelly_dist.state.subscription import Subscription
 
 logger = logging.getLogger(__name__)
 
+_HSET_IF_EXISTS = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
+"""Set fields of a hash only if it exists: a plain HSET on an expired record would re-create it as
+a stub without a TTL (the record's writers set the TTL; a cancel must not be one)."""
+
+
+async def _hset_if_exists(client: aioredis.Redis, key: str, fields: dict[str, str]) -> bool:
+    flat = [x for kv in fields.items() for x in kv]
+    return bool(await client.eval(_HSET_IF_EXISTS, 1, key, *flat))
+
 
 async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str]:
     """Flag ``root``'s tree as canceled, end every run no task is advancing, wake the workers.
 
-    Returns the run ids of the tree. Idempotent.
+    Returns the run ids of the tree (none when the root's record is gone). Idempotent.
     """
     with redis_errors("cancel"):
-        await client.hset(keys.run(root), "canceled", "1")
+        if not await _hset_if_exists(client, keys.run(root), {"canceled": "1"}):
+            return []
         runs = sorted(await client.smembers(keys.tree_runs(root)))
         async with client.pipeline(transaction=False) as pipe:
             for rid in runs:
@@ -38,7 +54,7 @@ async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str
         async with client.pipeline(transaction=False) as pipe:
             for rid, status in zip(runs, statuses, strict=True):
                 if status is not None and status not in TERMINAL and status != "running":
-                    pipe.hset(keys.run(rid), mapping={"status": "canceled", "error": "canceled"})
+                    pipe.eval(_HSET_IF_EXISTS, 1, keys.run(rid), "status", "canceled", "error", "canceled")
                     pipe.publish(keys.run_changed(rid), "canceled")
             pipe.publish(keys.cancel_channel(), root)
             await pipe.execute()
@@ -46,26 +62,39 @@ async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str
 
 
 async def cancel_session(client: aioredis.Redis, keys: Keys, session: str) -> list[str]:
-    """Cancel every root run of ``session``; returns the root ids."""
+    """Cancel every root run of ``session``; returns the ids of the roots still recorded."""
     with redis_errors("cancel"):
         roots = await client.zrange(keys.session_runs(session), 0, -1)
-    for root in roots:
-        await cancel_tree(client, keys, root)
-    return list(roots)
+    return [root for root in roots if await cancel_tree(client, keys, root)]
 
 
 class CancelWatch:
-    """Cancels this process's in-flight tasks of a tree when its root is announced as canceled."""
+    """Cancels this process's in-flight tasks of a tree when its root is announced as canceled.
+
+    A root has an entry only while one of its tasks is in flight here: the last task to end
+    removes it, so a worker that serves many trees keeps none of the finished ones.
+    """
 
     def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
         self._client = client
         self._keys = keys
-        self._tasks: dict[str, set[asyncio.Task[object]]] = defaultdict(set)
+        self._tasks: dict[str, set[asyncio.Task[object]]] = {}
         self._listener: asyncio.Task[None] | None = None
 
+    def __len__(self) -> int:
+        """Roots with a task in flight in this process."""
+        return len(self._tasks)
+
     def track(self, root: str, task: asyncio.Task[object]) -> None:
-        self._tasks[root].add(task)
-        task.add_done_callback(lambda t: self._tasks[root].discard(t))
+        self._tasks.setdefault(root, set()).add(task)
+        task.add_done_callback(lambda t: self._untrack(root, t))
+
+    def _untrack(self, root: str, task: asyncio.Task[object]) -> None:
+        tasks = self._tasks.get(root)
+        if tasks is not None:
+            tasks.discard(task)
+            if not tasks:
+                del self._tasks[root]
 
     def cancel_local(self, root: str) -> int:
         tasks = list(self._tasks.get(root, ()))

@@ -130,15 +130,30 @@ class CeleryRuntime:
         self, agent: str, task: str | list[Message], *, session: str, run_id: str | None = None
     ) -> str:
         """Start ``agent`` on ``task`` (a text, or the user messages) as a root run on the pool;
-        returns its run id. The run never touches this process again."""
+        returns its run id. The run never touches this process again.
+
+        A given ``run_id`` is an idempotency key: when a run is already recorded under it, nothing
+        is created, and it is sent again only while still ``queued`` (the first send may have died
+        with the process that made it; a duplicate delivery is harmless, one claim starts it)."""
+        explicit = run_id is not None
         run_id = run_id or uuid.uuid4().hex[:12]
         messages = [Message.text("user", Role.USER, task)] if isinstance(task, str) else task
         task = messages[-1].text_content() if messages else ""
-        await self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
-                                       fingerprint=self.fingerprint, messages=messages)
+        created = await self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
+                                                 fingerprint=self.fingerprint, messages=messages,
+                                                 if_absent=explicit)
+        if not created:
+            record = await self.journal.record(run_id)
+            if record.get("status") != "queued":
+                return run_id
+            agent, session = record.get("agent", agent), record.get("session", session)
         await self._send(RUN_AGENT, [run_id, run_id],
                          {"agent": agent, "depth": 0, "session": session, "preview": task[:80]})
         return run_id
+
+    async def record(self, run_id: str) -> dict[str, str]:
+        """The run's record as it is now (empty when there is none)."""
+        return await self.journal.record(run_id)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> dict[str, str]:  # noqa: ASYNC109
         """The run's record once it has ended (re-read on every wake-up and poll)."""

@@ -50,17 +50,15 @@ class StreamSink:
 
     async def flush(self, *, expire: bool = True) -> None:
         """Write the buffered events now. ``expire=False`` skips refreshing the stream's TTL when a
-        journal script (which refreshes it) is about to follow."""
+        journal script (which refreshes it) is about to follow; a stream this write creates still
+        gets one at once (``EXPIRE NX``), so a crash before that script leaves no key forever."""
         payload = self.drain()
         if not payload:
             return
         with redis_errors("events"):
-            if not expire:
-                await self._client.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
-                return
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
-                pipe.expire(self._key, self._retention)
+                pipe.expire(self._key, self._retention, nx=not expire)
                 await pipe.execute()
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import WatchError
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message
@@ -25,6 +26,10 @@ from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 
 TERMINAL = frozenset({"done", "failed", "canceled"})
+
+SESSION_RUNS_MAX = 10_000
+"""Root runs a session's index keeps (the newest); older ones drop out of ``shelly runs`` and
+``shelly cancel --session`` (their records still expire by retention)."""
 
 
 def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
@@ -65,10 +70,14 @@ class Journal:
 
     async def create_root(
         self, run_id: str, *, agent: str, session: str, mode: str, task: str, fingerprint: str,
-        messages: list[Message] | None = None,
-    ) -> None:
+        messages: list[Message] | None = None, if_absent: bool = False,
+    ) -> bool:
         """A top-level run: ``mode`` is ``coordinator`` (in the CLI process) or ``worker`` (its
-        first user ``messages`` are stored for the worker that starts it)."""
+        first user ``messages`` are stored for the worker that starts it).
+
+        With ``if_absent`` nothing is written when a record ``run_id`` exists (or is created by
+        someone else meanwhile): the id is an idempotency key. Returns whether this call created it.
+        """
         now = str(time.time())
         fields = {
             "id": run_id, "agent": agent, "depth": "0", "parent": "", "parent_key": "", "root": run_id,
@@ -81,13 +90,27 @@ class Journal:
         key = self.keys.run(run_id)
         with redis_errors("journal"):
             async with self.client.pipeline(transaction=True) as pipe:
+                if if_absent:
+                    await pipe.watch(key)
+                    if await pipe.exists(key):
+                        return False
+                    pipe.multi()
                 pipe.hset(key, mapping=fields)
                 pipe.expire(key, self.settings.retention)
-                pipe.zadd(self.keys.session_runs(session), {run_id: time.time()})
-                pipe.expire(self.keys.session_runs(session), self.settings.retention)
+                index = self.keys.session_runs(session)
+                pipe.zadd(index, {run_id: time.time()})
+                # Trimmed on every write: roots past retention (their records are gone) and the
+                # oldest beyond SESSION_RUNS_MAX (a long-lived session must not grow without bound).
+                pipe.zremrangebyscore(index, "-inf", time.time() - self.settings.retention)
+                pipe.zremrangebyrank(index, 0, -SESSION_RUNS_MAX - 1)
+                pipe.expire(index, self.settings.retention)
                 pipe.sadd(self.keys.tree_runs(run_id), run_id)
                 pipe.expire(self.keys.tree_runs(run_id), self.settings.retention)
-                await pipe.execute()
+                try:
+                    await pipe.execute()
+                except WatchError:
+                    return False
+        return True
 
     async def expect_children(
         self, parent: dict[str, str], requests: list[ChildRequest], iteration: int, fingerprint: str

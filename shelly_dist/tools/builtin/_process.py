@@ -1,12 +1,24 @@
-"""Running a program without a shell, with capped output and a deadline (exec and git share it).
+"""Running a program without a shell, with capped output, a deadline, and a minimal environment
+(exec and git share it).
 
 Each stream is read to its end but only the first ``cap`` bytes are kept, so a chatty program
-neither fills memory nor blocks on a full pipe; a timeout kills the process and reaps it.
+neither fills memory nor blocks on a full pipe.
+
+Two rules keep a program the model asked for from reaching what the worker holds:
+
+- it sees only PATH, HOME, LANG and the names listed in ``permissions.exec_env``
+  (:func:`program_env`), never the worker's provider keys or its Redis password;
+- it runs in a process group of its own (a new session), and a timeout or a cancelled call kills
+  the whole group, so ``sh -c 'sleep 1000 & wait'`` leaves no grandchild behind
+  (``test_timeout_kills_the_grandchildren_too``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +26,18 @@ from shelly_dist.errors import ToolError
 
 OUTPUT_CAP = 1 << 20
 """1 MB per stream, as Shelly's ``limitedBuffer``."""
+
+BASE_ENV = ("PATH", "HOME", "LANG")
+"""What every program gets from this process's environment, whatever the config lists."""
+
+
+def program_env(passthrough: Iterable[str] = (), environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a program a tool starts: :data:`BASE_ENV` plus ``passthrough`` names,
+    each only when set here; PATH falls back to ``os.defpath``."""
+    environ = os.environ if environ is None else environ
+    env = {name: environ[name] for name in (*BASE_ENV, *passthrough) if name in environ}
+    env.setdefault("PATH", os.defpath)
+    return env
 
 
 @dataclass
@@ -42,15 +66,31 @@ async def _read_capped(stream: asyncio.StreamReader, cap: int) -> str:
     return text
 
 
-async def run_program(tool: str, argv: list[str], *, cwd: Path, time_limit: float, cap: int = OUTPUT_CAP) -> Completed:
-    """Run ``argv`` (no shell) in ``cwd``; raises ``ToolError`` if it cannot start or times out."""
+def _kill_group(pgid: int) -> None:
+    """SIGKILL every process of the group (the program and whatever it started)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):  # the group is already empty
+        pass
+
+
+async def run_program(
+    tool: str, argv: list[str], *, cwd: Path, time_limit: float, env: Mapping[str, str], cap: int = OUTPUT_CAP
+) -> Completed:
+    """Run ``argv`` (no shell) in ``cwd`` with exactly ``env`` (see :func:`program_env`).
+
+    Raises ``ToolError`` if it cannot start or times out; on a timeout or a cancellation the
+    program's whole process group is killed before this returns.
+    """
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=cwd,
+            env=dict(env),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
     except FileNotFoundError as exc:
         raise ToolError(f"{tool}: command not found: {argv[0]}", tool=tool) from exc
@@ -58,12 +98,17 @@ async def run_program(tool: str, argv: list[str], *, cwd: Path, time_limit: floa
         raise ToolError(f"{tool}: cannot start {argv[0]}: {exc}", tool=tool) from exc
     assert proc.stdout is not None and proc.stderr is not None
     reading = asyncio.gather(_read_capped(proc.stdout, cap), _read_capped(proc.stderr, cap), proc.wait())
+    finished = False
     try:
         stdout, stderr, rc = await asyncio.wait_for(reading, time_limit)
+        finished = True
     except TimeoutError as exc:
         raise ToolError(f"{tool}: {argv[0]} timed out after {time_limit:g}s", tool=tool) from exc
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        if not finished:
+            # The program may have exited while a grandchild still holds its pipes: the group
+            # (its id is the program's pid, start_new_session) outlives it until killed.
+            _kill_group(proc.pid)
+            if proc.returncode is None:
+                await proc.wait()
     return Completed(rc, stdout, stderr)

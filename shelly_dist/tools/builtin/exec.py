@@ -3,6 +3,8 @@
 No shell means no globbing, pipes or ``;`` chaining to smuggle a second command past the trust
 check: the trusted name is exactly the program that runs. Output is capped at 1 MB per stream;
 a non-zero exit is an error result that still carries the output, so the model can read why.
+The program sees PATH, HOME, LANG and ``permissions.exec_env`` only, in a process group that a
+timeout kills whole (see :mod:`shelly_dist.tools.builtin._process`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from shelly_dist.errors import ToolError
-from shelly_dist.tools.builtin._process import run_program
+from shelly_dist.tools.builtin._process import program_env, run_program
 from shelly_dist.tools.permissions import Permissions
 from shelly_dist.tools.tool import tool_from_model
 from shelly_dist.tools.toolbox import ToolBox
@@ -32,7 +34,8 @@ def exec_toolbox(perms: Permissions, *, root: Path, timeout: float = DEFAULT_TIM
         if not inp.command.strip():
             raise ToolError("exec_run: command is required", tool="exec_run")
         await perms.check_command("exec_run", inp.command, shown=" ".join([inp.command, *inp.args]))
-        done = await run_program("exec_run", [inp.command, *inp.args], cwd=root, time_limit=timeout)
+        done = await run_program("exec_run", [inp.command, *inp.args], cwd=root, time_limit=timeout,
+                                 env=program_env(perms.exec_env))
         if done.returncode != 0:
             raise ToolError(f"exec_run: exit status {done.returncode}\n{done.output()}", tool="exec_run")
         return done.output()

@@ -4,7 +4,8 @@ git runs without a shell in the project root and is trusted like any command, un
 ``git``. Inputs that git could read as options or paths outside the repository are refused
 before git runs: paths must be relative without ``..``, a commit message must not start with
 ``-``, and the log format must be one of git's built-in pretty names (``format:`` strings could
-otherwise embed arbitrary text).
+otherwise embed arbitrary text). git gets the same minimal environment as ``exec_run`` (PATH,
+HOME, LANG and ``permissions.exec_env``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from pydantic import BaseModel, Field
 
 from shelly_dist.errors import ToolError
-from shelly_dist.tools.builtin._process import run_program
+from shelly_dist.tools.builtin._process import program_env, run_program
 from shelly_dist.tools.permissions import Permissions
 from shelly_dist.tools.tool import tool_from_model
 from shelly_dist.tools.toolbox import ToolBox
@@ -56,7 +57,7 @@ def git_toolbox(perms: Permissions, *, root: Path, timeout: float = DEFAULT_TIME
 
     async def git(tool: str, *args: str) -> str:
         await perms.check_command(tool, "git", shown="git " + " ".join(args))
-        done = await run_program(tool, ["git", *args], cwd=root, time_limit=timeout)
+        done = await run_program(tool, ["git", *args], cwd=root, time_limit=timeout, env=program_env(perms.exec_env))
         if done.returncode != 0:
             raise ToolError(f"{tool}: git {args[0]} failed (exit {done.returncode})\n{done.output()}", tool=tool)
         return done.output()

@@ -22,6 +22,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError as SDKMCPError
 
+from shelly_dist.tools.mcp.bearer import BearerTokenAuth
 from shelly_dist.tools.tool import Tool
 from shelly_dist.tools.toolbox import ToolBox
 
@@ -113,8 +114,12 @@ async def serve_http(
     port: int = 8000,
     path: str = "/mcp",
     on_listening: Callable[[int], None] | None = None,
+    token: str | None = None,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/path`` until cancelled (or SIGINT/SIGTERM).
+
+    With ``token``, every request must carry ``Authorization: Bearer <token>`` (401 otherwise;
+    :class:`~shelly_dist.tools.mcp.bearer.BearerTokenAuth`).
 
     The socket is bound and listening before ``on_listening(port)`` is called (``port=0`` picks a
     free one), so a client may connect from then on: connections wait in the backlog until the
@@ -124,7 +129,9 @@ async def serve_http(
 
     sock = _listen(host, port)
     bound_port = int(sock.getsockname()[1])
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
+    app: Any = server.streamable_http_app(streamable_http_path=path, host=host)
+    if token:
+        app = BearerTokenAuth(app, token)
     config = uvicorn.Config(
         app,
         log_level="warning",

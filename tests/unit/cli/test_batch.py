@@ -63,3 +63,14 @@ def test_batch_context_reaches_the_agent_before_the_task(invoke, workdir: Path) 
 
     messages = item_messages(BatchItem(id="1", task="the task", context="some context"))
     assert [m.text_content() for m in messages] == ["<context>\nsome context\n</context>", "the task"]
+
+
+async def test_an_in_process_batch_keeps_nothing_of_its_finished_items(workdir: Path) -> None:
+    from shelly_dist.cli.batch import BatchItem, run_batch
+    from shelly_dist.engine import Engine
+
+    config = write_config(workdir, {"*": ["done: {task}"]})
+    items = [BatchItem(id=f"t{i}", task=f"job {i}") for i in range(5)]
+    async with await Engine.open(config, shelly_dir=workdir / ".shelly") as engine:
+        assert await run_batch(engine, items, workdir / "out.jsonl", concurrency=2) == 0
+        assert engine.cached_sessions() == {"registries": 0, "stores": 0, "boards": 0}

@@ -195,14 +195,71 @@ def test_script_for_unknown_agent_fails() -> None:
     fails(data, "providers[0].script.asistant", 'unknown agent "asistant"')
 
 
-def test_unknown_top_level_key_fails_with_suggestion() -> None:
-    fails({**base(), "agent": []}, "agent", 'unknown field (did you mean "agents"?)')
+def test_unknown_top_level_key_is_ignored_with_a_warning_and_suggestion() -> None:
+    cfg = config_from_data({**base(), "agent": [], "browser": {"headless": True}}, {})
+    assert cfg.warnings == [
+        'config: agent: unknown key; did you mean "agents"? (ignored, as Shelly does)',
+        "config: browser: unknown key (ignored, as Shelly does)",
+    ]
 
 
-def test_unknown_agent_key_fails_with_suggestion() -> None:
+def test_unknown_agent_key_is_ignored_with_one_warning_naming_it() -> None:
     data = base()
     data["agents"][0]["toolbox"] = ["filesystem"]
-    fails(data, "agents[0].toolbox", 'did you mean "toolboxes"?')
+    cfg = config_from_data(data, {})
+    assert cfg.agents[0].toolbox_names() == ["filesystem"]
+    assert len(cfg.warnings) == 1 and cfg.warnings[0].startswith("config: agents[0].toolbox: unknown key")
+
+
+def test_unknown_key_fails_under_strict_config() -> None:
+    data = base()
+    data["agents"][0]["toolbox"] = ["filesystem"]
+    with pytest.raises(ConfigError) as info:
+        config_from_data(data, {"SHELLY_STRICT_CONFIG": "1"})
+    assert info.value.field == "agents[0].toolbox"
+    assert 'unknown key; did you mean "toolboxes"? (strict config: SHELLY_STRICT_CONFIG=1)' in str(info.value)
+
+
+def test_null_lists_and_sections_load_as_empty() -> None:
+    data = base()
+    data["mcp_servers"] = None
+    data["agents"][0].update(skills=None, toolboxes=None, effects=[{"kind": "compact", "params": None}], options=None)
+    cfg = config_from_data(data, {})
+    a = cfg.agents[0]
+    assert (cfg.mcp_servers, a.skills, a.toolboxes, a.effects[0].params) == ([], [], [], {})
+    assert a.options.max_iterations is None and cfg.warnings == []
+
+
+def test_go_zero_values_load_with_go_meaning() -> None:
+    data = base()
+    data["providers"][0].update(
+        context_window=None, max_tokens=None,
+        rate_limit={"input_tpm": 0, "output_tpm": 0, "rpm": 0, "max_retries": 0, "base_delay": ""},
+        batch={"enabled": False, "collect_window": "", "poll_interval": "", "timeout": "", "max_batch_size": 0},
+    )
+    data["agents"][0]["options"] = {"question_timeout": "", "context_threshold": 0, "max_handoffs": 0}
+    data["context"] = {"max_external_file_size": 0}
+    cfg = config_from_data(data, {})
+    p = cfg.providers[0]
+    assert p.rate_limit is not None and p.rate_limit.max_retries is None and p.rate_limit.base_delay is None
+    assert p.batch is not None and p.batch.max_batch_size is None and p.batch.collect_window is None
+    assert cfg.agents[0].options.question_timeout is None
+    assert cfg.context.max_external_file_size == 512 * 1024
+
+
+def test_a_go_duration_still_fails_when_it_is_not_empty_and_invalid() -> None:
+    data = base()
+    data["agents"][0]["options"] = {"question_timeout": "soon"}
+    fails(data, "agents[0].options.question_timeout", 'invalid duration "soon"')
+
+
+def test_mcp_server_named_like_a_builtin_is_accepted_with_a_warning() -> None:
+    data = base()
+    data["mcp_servers"] = [{"name": "search", "command": "mcp-search", "url": ""}]
+    data["agents"][0]["toolboxes"] = ["search", "state"]
+    cfg = config_from_data(data, {})
+    assert len(cfg.warnings) == 1 and "mcp_servers[0].name" in cfg.warnings[0]
+    assert 'get the built-in one' in cfg.warnings[0]
 
 
 def test_wrong_type_names_the_field() -> None:
@@ -341,3 +398,8 @@ def test_find_config_with_nothing_found_fails(tmp_path: Path, monkeypatch: pytes
 def test_find_config_explicit_missing_file_fails(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--config: file not found"):
         find_config(str(tmp_path / "missing.yaml"), ".shelly", {})
+
+
+def test_an_unknown_key_in_a_shelly_dist_section_stays_an_error_with_a_suggestion() -> None:
+    fails({**base(), "distributed": {"broker_ur": "redis://x"}}, "distributed.broker_ur",
+          'unknown key; did you mean "broker_url"?')

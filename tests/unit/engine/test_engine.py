@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -94,12 +95,84 @@ async def test_toolbox_ref_with_tools_keeps_only_those_tools(tmp_path: Path) -> 
     cfg = make_config(a={"toolboxes": [{"name": "notes", "tools": ["write_note"]}, "state"]})
     async with await open_engine(cfg, tmp_path) as engine:
         boxes = engine.registry("s").spawn("a").toolboxes
-    assert [b.names() for b in boxes][0] == ["write_note"]
+    assert [b.names() for b in boxes][1] == ["write_note"]
 
 
-async def test_ask_toolbox_is_left_out_headless(tmp_path: Path) -> None:
-    async with await open_engine(make_config(a={"toolboxes": ["ask"]}), tmp_path) as engine:
-        assert engine.registry("s").spawn("a").toolboxes == []
+async def test_every_agent_gets_ask_user_first_whether_it_lists_ask_or_not(tmp_path: Path) -> None:
+    async with await open_engine(make_config(a={"toolboxes": ["ask", "notes"]}, b={}), tmp_path) as engine:
+        a, b = engine.registry("s").spawn("a"), engine.registry("s").spawn("b")
+    assert [box.names() for box in a.toolboxes][:2] == [["ask_user"], ["write_note", "read_note", "list_notes"]]
+    assert [box.names() for box in b.toolboxes] == [["ask_user"]]
+
+
+ASK = {"tool_calls": [{"name": "ask_user", "arguments": {"question": "Which colour?", "options": ["red", "blue"]}}]}
+ASKS = {"*": [ASK, "done"]}
+
+
+def ask_result(session: Any) -> tuple[str, bool]:
+    part = next(p for m in session.agent.chat.messages() for p in m.parts if p.kind == "tool_result")
+    return part.content, part.is_error
+
+
+async def test_ask_user_without_an_answer_channel_is_an_error_result_saying_how_to_get_one(tmp_path: Path) -> None:
+    async with await open_engine(make_config(script=ASKS, a={}), tmp_path) as engine:
+        sub = engine.bus.subscribe()
+        session = engine.session()
+        assert (await session.send("go")).reply.text_content() == "done"
+        asked = [e for e in await drain(sub) if e.kind == events.ASK_USER]
+    content, is_error = ask_result(session)
+    assert is_error and content.startswith("ask_user: nobody can answer")
+    assert "shelly run" in content and "answerer" in content
+    assert [(e.agent, e.session_id, e.data) for e in asked] == [
+        ("a", session.id, {"id": "q-1", "text": "Which colour?", "options": ["red", "blue"]})]
+
+
+class Scripted:
+    """An answerer that records the questions and answers from a list."""
+
+    def __init__(self, *answers: str) -> None:
+        self.answers, self.asked = list(answers), []
+
+    async def answer(self, question: Any) -> str:
+        self.asked.append(question)
+        return self.answers.pop(0)
+
+
+async def test_ask_user_returns_the_answerers_answer_with_q_n_ids(tmp_path: Path) -> None:
+    script = {"*": [ASKS["*"][0], ASKS["*"][0], "done"]}
+    answerer = Scripted("blue", "red")
+    async with await Engine.open(make_config(script=script, a={}), shelly_dir=tmp_path / ".shelly",
+                                 answerer=answerer) as engine:
+        session = engine.session()
+        await session.send("go")
+    results = [p.content for m in session.agent.chat.messages() for p in m.parts if p.kind == "tool_result"]
+    assert results == ["blue", "red"]
+    assert [(q.id, q.text, q.options) for q in answerer.asked] == [
+        ("q-1", "Which colour?", ["red", "blue"]), ("q-2", "Which colour?", ["red", "blue"])]
+
+
+class Silent:
+    async def answer(self, question: Any) -> str:
+        await asyncio.Event().wait()
+        return ""
+
+
+async def test_question_timeout_ends_the_wait_with_an_error_result(tmp_path: Path) -> None:
+    cfg = make_config(script=ASKS, a={"options": {"question_timeout": "50ms"}})
+    async with await Engine.open(cfg, shelly_dir=tmp_path / ".shelly", answerer=Silent()) as engine:
+        session = engine.session()
+        assert (await session.send("go")).reply.text_content() == "done"
+    content, is_error = ask_result(session)
+    assert is_error and content == "ask_user: no answer to q-1 within 0.05s (options.question_timeout)"
+
+
+async def test_an_empty_question_is_an_error_naming_the_field(tmp_path: Path) -> None:
+    script = {"*": [{"tool_calls": [{"name": "ask_user", "arguments": {"question": ""}}]}, "done"]}
+    async with await Engine.open(make_config(script=script, a={}), shelly_dir=tmp_path / ".shelly",
+                                 answerer=Scripted("x")) as engine:
+        session = engine.session()
+        await session.send("go")
+    assert ask_result(session) == ("ask_user: ask: question is required", True)
 
 
 async def test_unknown_agent_is_a_usage_error(tmp_path: Path) -> None:
@@ -212,9 +285,20 @@ async def test_skills_are_loaded_from_the_shelly_dir_and_filtered_per_agent(tmp_
     assert "load_skill" in [t.name for box in a.toolboxes for t in box]
 
 
-async def test_unknown_skill_fails_start_up(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="unknown skill"):
-        await open_engine(make_config(a={"skills": ["nope"]}), tmp_path)
+async def test_a_skill_with_no_folder_is_skipped_with_one_warning_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with await open_engine(make_config(a={"skills": ["nope"]}), tmp_path) as engine:
+        agent = engine.registry("s1").spawn("a", depth=0)
+        assert agent.options.skills == []
+    err = capsys.readouterr().err
+    assert err.count('skill "nope"') == 1 and "agents[0].skills[0]" in err
+
+
+async def test_a_skill_with_no_folder_fails_start_up_under_strict_config(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r'agents\[0\]\.skills\[0\]: skill "nope"'):
+        await Engine.open(make_config(a={"skills": ["nope"]}), shelly_dir=tmp_path / ".shelly",
+                          env={"SHELLY_STRICT_CONFIG": "1"})
 
 
 async def test_broker_url_selects_the_distributed_runtime(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
@@ -244,3 +328,99 @@ async def test_redis_url_puts_the_session_blackboard_in_redis(tmp_path: Path, re
         assert client.exists(f"{key_prefix}s:sess:state")
     finally:
         client.close()
+
+
+async def test_a_legacy_permissions_file_is_moved_into_local_and_its_grants_apply(tmp_path: Path) -> None:
+    sd = tmp_path / ".shelly"
+    sd.mkdir()
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    (granted / "f.txt").write_text("inside")
+    (sd / "permissions.json").write_text(json.dumps([str(granted)]))  # Shelly's legacy flat array
+    async with await Engine.open(make_config(a={"toolboxes": ["filesystem"]}), shelly_dir=sd) as engine:
+        assert not (sd / "permissions.json").exists()
+        assert json.loads((sd / "local" / "permissions.json").read_text()) == [str(granted)]
+        agent = engine.registry("probe").spawn("a", depth=0)
+        result = await next(t for box in agent.toolboxes for t in box if t.name == "fs_read").handler(
+            json.dumps({"path": str(granted / "f.txt")}))
+        assert result == "inside"
+
+
+async def test_an_mcp_server_named_like_a_builtin_is_not_started_and_the_builtin_wins(tmp_path: Path) -> None:
+    cfg = config_from_data({
+        "providers": [{"name": "p", "kind": "scripted", "model": "m", "script": {"*": ["hi"]}}],
+        "mcp_servers": [{"name": "search", "command": "no-such-mcp-server-binary", "url": ""}],
+        "agents": [{"name": "a", "toolboxes": ["search"]}],
+    }, {})
+    async with await open_engine(cfg, tmp_path) as engine:
+        agent = engine.registry("s").spawn("a", depth=0)
+        assert {"search_content", "search_files"} <= {t.name for box in agent.toolboxes for t in box}
+
+
+async def test_max_external_file_size_zero_reads_claude_md_as_go_does(tmp_path: Path) -> None:
+    (tmp_path / "CLAUDE.md").write_text("house rules: tabs")
+    data = {"providers": [{"name": "p", "kind": "scripted", "model": "m"}], "agents": [{"name": "a"}],
+            "context": {"max_external_file_size": 0}}
+    async with await open_engine(config_from_data(data, {}), tmp_path) as engine:
+        assert "house rules: tabs" in engine.context
+
+
+async def test_opening_and_running_writes_nothing_into_the_shelly_dir(tmp_path: Path) -> None:
+    shelly = tmp_path / ".shelly"
+    shelly.mkdir()
+    (shelly / "config.yaml").write_text("agents: []\n")
+    before = sorted(p.relative_to(shelly) for p in shelly.rglob("*"))
+    cfg = make_config()
+    async with await Engine.open(cfg, shelly_dir=shelly, env={"SHELLY_STATE_DIR": str(tmp_path / "st")}) as engine:
+        await engine.session().send("hello")
+    assert sorted(p.relative_to(shelly) for p in shelly.rglob("*")) == before
+    assert list((tmp_path / "st" / "sessions").iterdir())
+
+
+async def test_sessions_continue_from_redis_when_the_engine_has_redis(
+    tmp_path: Path, redis_url: str, key_prefix: str
+) -> None:
+    cfg = make_config({"*": ["first answer", "second answer"]}).model_copy(deep=True)
+    cfg.distributed.redis_url = redis_url
+    cfg.distributed.key_prefix = key_prefix
+    async with await Engine.open(cfg, shelly_dir=tmp_path / "a" / ".shelly") as engine:
+        session = engine.session()
+        await session.send("hello")
+    async with await Engine.open(cfg, shelly_dir=tmp_path / "b" / ".shelly") as engine:
+        resumed = await engine.resume_session(session.id)
+        outcome = await resumed.send("again")
+        (info,) = await engine.sessions.list()
+    assert outcome.reply.text_content() == "second answer"
+    assert (info.id, info.preview) == (session.id, "again")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+async def test_a_legacy_permissions_file_is_moved_into_the_state_dir(tmp_path: Path) -> None:
+    sd, state = tmp_path / ".shelly", tmp_path / "state"
+    sd.mkdir()
+    (sd / "permissions.json").write_text(json.dumps({"fs_directories": ["/srv/x"]}))
+    async with await Engine.open(make_config(a={"toolboxes": ["filesystem"]}), shelly_dir=sd,
+                                 env={"SHELLY_STATE_DIR": str(state)}):
+        pass
+    assert json.loads((state / "permissions.json").read_text()) == {"fs_directories": ["/srv/x"]}
+    assert not (sd / "permissions.json").exists() and not (sd / "local").exists()
+
+
+def test_a_legacy_permissions_file_on_a_read_only_shelly_dir_is_copied_and_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shelly_dist.engine import legacy
+    from shelly_dist.engine.shellydir import ShellyDir
+
+    sd = ShellyDir(tmp_path / ".shelly", state=tmp_path / "state")
+    sd.root.mkdir()
+    sd.legacy_permissions.write_text('["/srv/x"]')
+
+    def read_only(*_: Any) -> None:
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(legacy.os, "replace", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    assert legacy.permissions_file(sd) == sd.permissions
+    assert sd.permissions.read_text() == '["/srv/x"]' and sd.legacy_permissions.read_text() == '["/srv/x"]'
+    assert legacy.permissions_file(sd) == sd.permissions  # the next start finds the new file

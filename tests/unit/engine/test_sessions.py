@@ -139,3 +139,9 @@ async def test_invalid_session_id_is_rejected(tmp_path: Path) -> None:
 async def test_no_temp_files_are_left_behind(tmp_path: Path) -> None:
     saved = await SessionStore(tmp_path).save(info(), conversation())
     assert not [p for p in (tmp_path / saved.id).iterdir() if p.name.endswith(".tmp")]
+
+
+async def test_a_save_that_cannot_write_is_one_store_error_naming_the_state_dir_variable(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("not a directory")
+    with pytest.raises(StoreError, match=r"cannot save session .* \(set SHELLY_STATE_DIR to a writable directory\)"):
+        await SessionStore(tmp_path / "file" / "sessions").save(info(), conversation())

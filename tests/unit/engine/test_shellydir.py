@@ -1,7 +1,8 @@
-"""The .shelly/ layout, bootstrap from templates, and ensure_structure."""
+"""The .shelly/ layout, bootstrap from templates, and where runtime state goes (state_dir)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,9 +10,9 @@ import pytest
 from shelly_dist.engine.shellydir import (
     ShellyDir,
     bootstrap,
-    ensure_structure,
     list_templates,
     migrate_permissions,
+    state_dir,
 )
 from shelly_dist.errors import UsageError
 
@@ -47,7 +48,7 @@ def test_bootstrap_creates_dirs_gitignore_config_and_context(tmp_path: Path) -> 
     assert d.gitignore.read_text() == "local/\n"
     assert "${ANTHROPIC_API_KEY}" in d.config.read_text()
     assert d.context.read_text().strip()
-    assert set(written) == {d.gitignore, d.config, d.context}
+    assert set(written) == {d.gitignore, d.config, d.context, d.skills / "project-indexer" / "SKILL.md"}
 
 
 def test_bootstrap_never_overwrites_without_force(tmp_path: Path) -> None:
@@ -69,10 +70,13 @@ def test_bootstrap_with_force_overwrites(tmp_path: Path) -> None:
     assert root / "config.yaml" in written
 
 
-def test_bootstrap_copies_template_skills(tmp_path: Path) -> None:
+def test_bootstrap_writes_the_skills_the_templates_agents_list_as_go_shelly_does(tmp_path: Path) -> None:
     root = tmp_path / ".shelly"
     bootstrap(root, template="dev-team")
-    assert (root / "skills" / "code-review" / "SKILL.md").is_file()
+    assert sorted(p.name for p in (root / "skills").iterdir()) == [
+        "coder-workflow", "explorer-workflow", "lead-workflow", "planner-workflow", "project-indexer",
+        "reviewer-workflow"]
+    assert (root / "skills" / "lead-workflow" / "SKILL.md").read_text().startswith("---\ndescription: ")
 
 
 def test_bootstrap_unknown_template_fails_listing_known_ones(tmp_path: Path) -> None:
@@ -82,18 +86,50 @@ def test_bootstrap_unknown_template_fails_listing_known_ones(tmp_path: Path) -> 
 
 def test_list_templates_names_and_describes_each() -> None:
     templates = dict(list_templates())
-    assert {"simple-assistant", "dev-team", "demo"} <= set(templates)
+    assert {"simple-assistant", "dev-team", "project-indexer", "demo"} <= set(templates)
+    assert "skills" not in templates
     assert all(templates.values())
 
 
-def test_ensure_structure_is_idempotent_and_creates_only_local_parts(tmp_path: Path) -> None:
+def test_state_dir_is_local_when_the_shelly_dir_is_writable(tmp_path: Path) -> None:
     root = tmp_path / ".shelly"
-    first = ensure_structure(root)
-    second = ensure_structure(root)
-    d = ShellyDir(root)
-    assert first == [d.gitignore] and second == []
-    assert d.sessions.is_dir()
-    assert not d.skills.exists() and not d.config.exists()
+    root.mkdir()
+    assert state_dir(root, {"HOME": str(tmp_path / "home")}) == root / "local"
+
+
+def test_state_dir_moves_to_the_user_state_home_when_the_shelly_dir_is_read_only(tmp_path: Path) -> None:
+    root = tmp_path / "proj" / ".shelly"
+    root.mkdir(parents=True)
+    root.chmod(0o555)
+    try:
+        found = state_dir(root, {"XDG_STATE_HOME": str(tmp_path / "xdg")})
+        home = state_dir(root, {"HOME": str(tmp_path / "home")})
+    finally:
+        root.chmod(0o755)
+    if os.geteuid() == 0:  # root writes through mode bits: only a read-only mount moves it (see the e2e test)
+        assert found == root / "local"
+        return
+    assert found.parent == tmp_path / "xdg" / "shelly" and found.name.startswith("proj-")
+    assert home.parent == tmp_path / "home" / ".local" / "state" / "shelly"
+
+
+def test_state_dir_env_variable_wins(tmp_path: Path) -> None:
+    root = tmp_path / ".shelly"
+    root.mkdir()
+    assert state_dir(root, {"SHELLY_STATE_DIR": str(tmp_path / "st")}) == tmp_path / "st"
+
+
+def test_state_dir_is_not_created_by_asking(tmp_path: Path) -> None:
+    root = tmp_path / ".shelly"
+    root.mkdir()
+    state_dir(root, {})
+    assert list(root.iterdir()) == []
+
+
+def test_shelly_dir_puts_sessions_and_permissions_in_its_state_dir(tmp_path: Path) -> None:
+    d = ShellyDir(tmp_path / ".shelly", state=tmp_path / "st")
+    assert d.sessions == tmp_path / "st" / "sessions"
+    assert d.permissions == tmp_path / "st" / "permissions.json"
 
 
 def test_migrate_permissions_moves_legacy_file_once(tmp_path: Path) -> None:

@@ -113,3 +113,33 @@ async def test_demo_team_runs_end_to_end_offline(tmp_path) -> None:  # type: ign
     answer = outcome.reply.text_content()
     assert 'the key facts about "Why is the sky blue?"' in answer
     assert 'explanation of "Why is the sky blue?"' in answer
+
+
+GO_DEV_TEAM = {  # Go Shelly's dev-team template: agent -> (toolboxes, skills, max_iterations, depth)
+    "lead": (["filesystem", "search", "ask", "playwright", "tasks", "notes"], ["lead-workflow"], 20, 2),
+    "explorer": (["filesystem", "search", "git", "playwright", "notes"], ["explorer-workflow", "project-indexer"],
+                 10, None),
+    "planner": (["filesystem", "search", "git", "ask", "playwright", "tasks", "notes"], ["planner-workflow"], 10,
+                None),
+    "coder": (["filesystem", "exec", "search", "git", "http", "playwright", "tasks", "notes"], ["coder-workflow"],
+              20, None),
+    "reviewer": (["filesystem", "search", "exec", "notes"], ["reviewer-workflow"], 10, None),
+}
+
+
+def test_dev_team_is_go_shellys_team() -> None:
+    cfg = parse_config(template_config("dev-team"), ENV)
+    shape = {a.name: (a.toolbox_names(), a.skills, a.options.max_iterations, a.options.max_delegation_depth)
+             for a in cfg.agents}
+    assert shape == GO_DEV_TEAM
+    assert [p.name for p in cfg.providers] == ["default", "openai", "grok", "gemini"]
+    assert [(m.name, m.command, m.args) for m in cfg.mcp_servers] == [("playwright", "npx", ["-y", "@playwright/mcp"])]
+    assert "ask_user" in cfg.entry().instructions and "approval" in cfg.entry().instructions
+
+
+def test_project_indexer_is_a_lead_and_explorers_on_the_task_board() -> None:
+    cfg = parse_config(template_config("project-indexer"), ENV)
+    assert cfg.entry().name == "index-lead" and cfg.entry().options.max_delegation_depth == 1
+    assert {a.name: a.toolbox_names() for a in cfg.agents} == {
+        "index-lead": ["filesystem", "search", "tasks"], "index-explorer": ["filesystem", "search", "tasks"]}
+    assert all(a.skills == ["project-indexer"] for a in cfg.agents)

@@ -2,8 +2,9 @@
 
 Why our own: kustomize is not a Python package and the test machines may lack kubectl. This
 renders exactly the subset our kustomizations use and nothing more: ``resources`` (files and
-directories), ``components``, ``configMapGenerator``/``secretGenerator`` (``files`` and
-``literals``, with a content-hash name suffix and the references to it rewritten), ``patches``
+directories), ``components``, ``configMapGenerator``/``secretGenerator`` (``files``,
+``literals`` and ``envs``, with a content-hash name suffix and the references to it rewritten
+unless ``options.disableNameSuffixHash``; ``options.labels``), ``patches``
 (strategic merge by kind + name, including ``$patch: delete``; lists merged by name or
 mountPath), ``namespace``, ``labels`` (metadata only), ``images``. Anything else in a
 kustomization is an error, so a new feature cannot be silently ignored. Where kubectl is present,
@@ -89,7 +90,17 @@ def _generate(root: Path, spec: Doc, kind: str) -> Doc:
     for literal in spec.get("literals", []):
         key, _, value = literal.partition("=")
         data[key] = value
-    doc: Doc = {"apiVersion": "v1", "kind": kind, "metadata": {"name": spec["name"]}, GENERATED: spec["name"]}
+    for env_file in spec.get("envs", []):  # KEY=VALUE lines; blank lines and # comments skipped
+        for line in (root / env_file).read_text().splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                key, _, value = line.partition("=")
+                data[key.strip()] = value
+    options = spec.get("options", {})
+    doc: Doc = {"apiVersion": "v1", "kind": kind, "metadata": {"name": spec["name"]}}
+    if not options.get("disableNameSuffixHash"):
+        doc[GENERATED] = spec["name"]
+    if options.get("labels"):
+        doc["metadata"]["labels"] = dict(options["labels"])
     if kind == "Secret":
         doc["type"] = spec.get("type", "Opaque")
         doc["data"] = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +19,20 @@ EXAMPLE_ENV = {"ANTHROPIC_API_KEY": "sk-test", "OPENAI_API_KEY": "sk-test"}
 
 
 @functools.cache
+def deployable_k8s() -> Path:
+    """A copy of ``k8s/`` with the Secret files a user creates before deploying (each
+    ``secrets/*.env`` made from its ``.example``, empty values included); removed at exit."""
+    tmp = Path(tempfile.mkdtemp(prefix="shelly-k8s-"))
+    atexit.register(shutil.rmtree, tmp, True)
+    tree = Path(shutil.copytree(K8S, tmp / "k8s"))
+    for example in tree.rglob("*.env.example"):
+        shutil.copyfile(example, example.with_suffix(""))
+    return tree
+
+
+@functools.cache
 def rendered(target: str) -> tuple[Doc, ...]:
-    return tuple(render(K8S / target))
+    return tuple(render(deployable_k8s() / target))
 
 
 def find(docs: tuple[Doc, ...] | list[Doc], kind: str, name: str) -> Doc:

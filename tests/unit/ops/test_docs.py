@@ -39,10 +39,12 @@ COVERED: dict[str, str] = {
     r"SHELLY_CONFIG=\S+ celery -A shelly_dist\.runtime\.celery_app worker( --pool threads --concurrency \d+)?": (
         "test_plain_celery_worker_reads_shelly_config_and_runs_a_delegation"
     ),
-    r"shelly flower --address \S+ --port \d+ --basic-auth \S+:\S+": (
-        "test_flower_api_refuses_requests_without_credentials"
+    r"SHELLY_FLOWER_BASIC_AUTH=\S+:\S+ shelly flower --address \S+ --port \d+": (
+        "test_flower_credentials_from_the_environment_are_not_on_its_command_line"
     ),
     r"curl -u \S+ \S+/api/workers": "test_flower_api_lists_the_worker_hostname",
+    r"shelly doctor": "test_text_output_is_one_line_per_check_with_the_fix",
+    r"shelly doctor --json": "test_a_worker_on_the_queue_with_the_same_config_passes",
     r'curl -u \S+ "\S+/api/tasks\?taskname=shelly\.run_agent"': (
         "test_flower_api_lists_the_run_agent_tasks_with_agent_depth_session_and_preview"
     ),

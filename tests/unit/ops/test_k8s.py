@@ -14,8 +14,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from tests.unit.ops.kustomize import generated_bases, load_docs
-from tests.unit.ops.support import EXAMPLE_ENV, K8S, TARGETS, container, find, rendered
+from tests.unit.ops.kustomize import generated_bases
+from tests.unit.ops.support import EXAMPLE_ENV, K8S, TARGETS, container, deployable_k8s, find, rendered
 
 K8S_VERSION = "1.30.0"
 """The oldest Kubernetes minor we support; its schema is the strictest about new fields."""
@@ -69,10 +69,11 @@ def _canonical(docs: list[dict], bases: set[str]) -> dict[tuple[str, str], objec
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed: cannot cross-check the renderer")
 @pytest.mark.parametrize("target", TARGETS)
 def test_renderer_matches_kubectl_kustomize(target: str) -> None:
-    out = subprocess.run(["kubectl", "kustomize", str(K8S / target)], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(["kubectl", "kustomize", str(deployable_k8s() / target)],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     theirs = [d for d in yaml.safe_load_all(out.stdout) if d]
-    bases = generated_bases(K8S / target)
+    bases = generated_bases(deployable_k8s() / target)
     assert _canonical(list(rendered(target)), bases) == _canonical(theirs, bases)
 
 
@@ -181,7 +182,7 @@ def test_flower_requires_basic_auth_from_a_secret() -> None:
     docs = rendered("base")
     flower = container(find(docs, "Deployment", "flower"), "flower")
     secret = flower["envFrom"][0]["secretRef"]["name"]
-    assert "FLOWER_BASIC_AUTH" in find(docs, "Secret", secret)["stringData"]
+    assert "FLOWER_BASIC_AUTH" in find(docs, "Secret", secret)["data"]
     assert find(docs, "Service", "flower")["spec"]["type"] == "ClusterIP"
     assert flower["command"] == ["shelly", "flower", "--address", "0.0.0.0", "--port", "5555"]
 
@@ -201,7 +202,23 @@ def test_config_map_holds_a_config_the_loader_accepts() -> None:
     assert config.distributed.queue == "shelly"
 
 
-def test_example_secrets_hold_no_real_looking_keys() -> None:
-    for doc in load_docs(K8S / "base" / "secrets.yaml"):
-        for value in doc["stringData"].values():
-            assert "example" in value or "change-me" in value
+def test_shipped_secret_files_hold_no_value() -> None:
+    """No password or key ships: every example Secret file has only empty values."""
+    examples = list((K8S / "base" / "secrets").glob("*.env.example"))
+    assert len(examples) == 3
+    for example in examples:
+        pairs = [line for line in example.read_text().splitlines() if line and not line.startswith("#")]
+        assert pairs and all(line.endswith("=") for line in pairs), example.name
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+@pytest.mark.parametrize("target", TARGETS)
+def test_kustomize_fails_loudly_until_the_secret_files_exist(target: str, tmp_path: Path) -> None:
+    """As shipped (no secrets/*.env), rendering fails naming the missing file, never deploys a default."""
+    shutil.copytree(K8S, tmp_path / "k8s")
+    for created in (tmp_path / "k8s").rglob("secrets/*.env"):  # a developer's own, if any
+        created.unlink()
+    out = subprocess.run(["kubectl", "kustomize", str(tmp_path / "k8s" / target)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "secrets/redis-auth.env" in out.stderr and "no such file" in out.stderr

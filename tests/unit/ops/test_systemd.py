@@ -75,3 +75,22 @@ def test_env_example_defines_every_variable_the_units_use() -> None:
     defined = {line.split("=", 1)[0] for line in example.splitlines() if re.match(r"^\w+=", line)}
     assert used <= defined
     assert "FLOWER_BASIC_AUTH" in defined
+
+
+def _example_env() -> dict[str, str]:
+    lines = (SYSTEMD / "shelly.env.example").read_text().splitlines()
+    return dict(line.split("=", 1) for line in lines if re.match(r"^\w+=", line))
+
+
+@pytest.mark.parametrize(("command", "refusal"), [
+    (["worker", "--concurrency", "1"], "distributed.broker_url: a broker is required"),
+    (["flower"], "flower: authentication is required"),
+], ids=["worker", "flower"])
+def test_units_refuse_to_start_on_the_shipped_env_file(command: list[str], refusal: str, tmp_path: Path) -> None:
+    """shelly.env.example ships no password: a unit started on it unchanged exits 2, naming what is missing."""
+    env = {**_example_env(), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+           "SHELLY_CONFIG": str(ROOT / "k8s" / "base" / "shelly" / "config.yaml")}
+    out = subprocess.run([sys.executable, "-m", "shelly_dist.cli.main", *command], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert refusal in out.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shelly_dist.errors import ConfigError, ToolError
+from shelly_dist.errors import ToolError
 from shelly_dist.skills import LOAD_SKILL, Skill, SkillStore
 
 FOOTER_TAIL = "\nUse filesystem tools to access supplementary files in this directory."
@@ -55,6 +55,8 @@ def test_select_keeps_requested_order_and_empty_keeps_all() -> None:
     assert [s.name for s in store.select([]).skills()] == ["a", "b", "c"]
 
 
-def test_select_unknown_skill_errors() -> None:
-    with pytest.raises(ConfigError, match='unknown skill "nope"'):
-        SkillStore([Skill("a")]).select(["nope"])
+def test_select_skips_a_skill_with_no_folder_and_missing_names_it() -> None:
+    store = SkillStore([Skill("a")])
+    assert [s.name for s in store.select(["nope", "a"]).skills()] == ["a"]
+    assert store.select(["nope"]).skills() == []
+    assert store.missing(["nope", "a"]) == ["nope"]

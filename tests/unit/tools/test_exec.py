@@ -1,7 +1,9 @@
-"""exec_run: trust gate, no shell, capped output, exit status and timeout."""
+"""exec_run: trust gate, no shell, capped output, exit status, timeout, minimal environment."""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -10,9 +12,11 @@ import pytest
 from shelly_dist.errors import ToolError
 from shelly_dist.tools.builtin import exec_toolbox
 from shelly_dist.tools.permissions import Permissions
+from tests.integration.cluster import wait_until
 from tests.unit.tools.conftest import ScriptedApprover, call
 
 PY = sys.executable
+PRINT_ENV = ["-c", "import json, os; print(json.dumps(dict(os.environ)))"]
 
 
 def trusting(project: Path, *commands: str) -> Permissions:
@@ -71,3 +75,37 @@ async def test_interactive_yes_allows_one_call_only(project: Path) -> None:
     with pytest.raises(ToolError, match="permission denied"):
         await call(tb, "exec_run", command=PY, args=["-c", "pass"])
     assert len(approver.questions) == 2
+
+
+def gone(pid: int) -> bool:
+    """No such process, or only its zombie (killed, waiting for init to reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+async def test_timeout_kills_the_grandchildren_too(project: Path) -> None:
+    pidfile = project / "grandchild.pid"
+    tb = exec_toolbox(trusting(project, "sh"), root=project, timeout=3)
+    with pytest.raises(ToolError, match="timed out"):
+        await call(tb, "exec_run", command="sh", args=["-c", f"sleep 1000 & echo $! > {pidfile}; wait"])
+    grandchild = int(pidfile.read_text())
+    wait_until(lambda: gone(grandchild), 30, f"grandchild sleep {grandchild} to be killed")
+
+
+async def test_program_sees_neither_secrets_nor_unlisted_variables(project: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SHELLY_TEST_SECRET", "hunter2")
+    tb = exec_toolbox(trusting(project, PY), root=project)
+    env = json.loads(await call(tb, "exec_run", command=PY, args=PRINT_ENV))
+    assert "SHELLY_TEST_SECRET" not in env and "hunter2" not in env.values()
+    assert env["PATH"] == os.environ["PATH"]
+
+
+async def test_exec_env_lists_what_the_program_may_see(project: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SHELLY_TEST_SECRET", "hunter2")
+    monkeypatch.setenv("SHELLY_TEST_LISTED", "visible")
+    perms = Permissions(root=project, trusted_commands=[PY], exec_env=["SHELLY_TEST_LISTED"])
+    env = json.loads(await call(exec_toolbox(perms, root=project), "exec_run", command=PY, args=PRINT_ENV))
+    assert env["SHELLY_TEST_LISTED"] == "visible"
+    assert "SHELLY_TEST_SECRET" not in env

@@ -86,3 +86,16 @@ async def test_commit_files_and_all_are_exclusive(tb: ToolBox) -> None:
 async def test_git_failure_carries_its_output(tb: ToolBox) -> None:
     with pytest.raises(ToolError, match=r"(?s)^git_commit: git commit failed.*nothing"):
         await call(tb, "git_commit", message="nothing to commit")
+
+
+async def test_git_does_not_inherit_this_process_environment(tb: ToolBox, repo: Path, monkeypatch) -> None:
+    """GIT_DIR set here would point git elsewhere; git gets the minimal environment, so it is not seen."""
+    monkeypatch.setenv("GIT_DIR", str(repo / "no-such-repository"))
+    assert "On branch main" in await call(tb, "git_status")
+
+
+async def test_exec_env_passes_a_listed_variable_to_git(repo: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GIT_DIR", str(repo / "no-such-repository"))
+    perms = Permissions(root=repo, trusted_commands=["git"], exec_env=["GIT_DIR"])
+    with pytest.raises(ToolError, match="not a git repository"):
+        await call(git_toolbox(perms, root=repo), "git_status")

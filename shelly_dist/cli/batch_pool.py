@@ -1,0 +1,97 @@
+"""Batch items as root runs on a worker pool: one run per item, named after the item, cancelled
+with the batch.
+
+The item id is the run's idempotency key. An item's run id is derived from the batch's identity
+and the item id (:func:`item_run_id`), so a rerun of an interrupted batch finds the run it
+already submitted instead of submitting a second one:
+
+- no run recorded (never submitted, or expired): it is submitted;
+- still ``queued``: it is sent again (the first send may have died with the process that made it;
+  a duplicate delivery is harmless) and awaited;
+- ``running`` or ``waiting``: it is awaited;
+- ``done`` or ``failed``: its record is the item's result (nothing runs again);
+- ``canceled`` (a Ctrl-C on the batch, or ``shelly cancel``): the item never produced a result,
+  so it runs again as the next attempt, ``<id>-2``, ``<id>-3``, …
+
+Ctrl-C cancels the tree of every run this batch was waiting for (:meth:`PoolItems.cancel_all`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from pathlib import Path
+from typing import Any, Protocol
+
+from shelly_dist.chats import Message
+from shelly_dist.engine.sessions import new_session_id
+from shelly_dist.errors import RunError
+
+
+class PoolRuntime(Protocol):
+    """What a batch needs of the distributed runtime."""
+
+    async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None) -> str: ...
+
+    async def record(self, run_id: str) -> dict[str, str]: ...
+
+    async def wait(self, run_id: str) -> dict[str, str]: ...
+
+    async def cancel(self, run_id: str) -> list[str]: ...
+
+
+def batch_identity(output: Path) -> str:
+    """The default identity of a batch: its output file (the batch's journal), by absolute path."""
+    return hashlib.sha1(str(output.resolve()).encode()).hexdigest()[:12]
+
+
+def item_run_id(batch: str, item_id: str, attempt: int = 1) -> str:
+    """The root run id of ``item_id``'s ``attempt`` in ``batch`` (item ids may hold any text)."""
+    digest = hashlib.sha1(f"{batch}\0{item_id}".encode()).hexdigest()[:16]
+    return f"b{digest}" if attempt == 1 else f"b{digest}-{attempt}"
+
+
+class PoolItems:
+    """Runs items on the pool for one batch, remembering the runs it waits for."""
+
+    def __init__(self, runtime: PoolRuntime, batch: str) -> None:
+        self.runtime = runtime
+        self.batch = batch
+        self.waiting: set[str] = set()
+        """Runs submitted or adopted by this batch that have not ended (what Ctrl-C cancels)."""
+
+    async def current(self, item_id: str) -> tuple[str, dict[str, str]]:
+        """The item's run id to use now and its record (empty when none): the first attempt not
+        canceled."""
+        attempt = 1
+        while True:
+            run_id = item_run_id(self.batch, item_id, attempt)
+            record = await self.runtime.record(run_id)
+            if record.get("status") != "canceled":
+                return run_id, record
+            attempt += 1
+
+    async def run(self, agent: str, item_id: str, messages: list[Message]) -> dict[str, Any]:
+        """Submit (or adopt) the item's run and wait for its end; the output fields of a success.
+
+        Raises ``RunError`` for a run that failed or was canceled while this batch waited."""
+        run_id, record = await self.current(item_id)
+        self.waiting.add(run_id)
+        if record.get("status") in (None, "queued"):
+            await self.runtime.submit(agent, messages, session=new_session_id(), run_id=run_id)
+        ended = await self.runtime.wait(run_id)
+        self.waiting.discard(run_id)  # kept on cancellation: cancel_all stops it
+        if ended.get("status") != "done":
+            raise RunError(ended.get("error") or f"run {run_id} {ended.get('status')}", run_id=run_id)
+        return {"status": "completed", "reply": ended.get("reply", ""), "run": run_id}
+
+    async def cancel_all(self) -> None:
+        """Cancel the tree of every run still waited for (the batch was interrupted)."""
+        runs, self.waiting = sorted(self.waiting), set()
+        await asyncio.gather(*(self._cancel(r) for r in runs))
+
+    async def _cancel(self, run_id: str) -> None:
+        try:
+            await self.runtime.cancel(run_id)
+        except RunError:  # never recorded (interrupted before its creation): nothing runs
+            pass

@@ -1,0 +1,47 @@
+"""``CeleryRuntime.submit`` with a run id: an idempotency key against the real Redis (no broker
+needed: what it would send is recorded)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from shelly_dist.runtime.celery import CeleryRuntime, RuntimeSettings
+
+pytestmark = pytest.mark.integration
+
+SESSION = "0123456789abcdef"
+
+
+@pytest.fixture
+async def runtime(redis_url: str, key_prefix: str) -> AsyncIterator[tuple[CeleryRuntime, list[list[Any]]]]:
+    settings = RuntimeSettings(broker_url=redis_url.rsplit("/", 1)[0] + "/5", redis_url=redis_url,
+                               key_prefix=key_prefix)
+    rt = CeleryRuntime(settings, "fp")
+    sent: list[list[Any]] = []
+
+    async def send(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        sent.append(args)
+
+    rt._send = send  # type: ignore[method-assign]
+    yield rt, sent
+    await rt.aclose()
+
+
+async def test_a_run_id_is_created_and_sent_once_its_run_has_started(runtime: tuple[CeleryRuntime, list[list[Any]]]):
+    rt, sent = runtime
+    await rt.submit("a", "first", session=SESSION, run_id="item-run")
+    await rt.client.hset(rt.journal.keys.run("item-run"), "status", "running")
+    await rt.submit("a", "second", session=SESSION, run_id="item-run")
+    assert sent == [["item-run", "item-run"]]
+    assert (await rt.record("item-run"))["task"] == "first"
+
+
+async def test_a_still_queued_run_is_sent_again_but_not_recreated(runtime: tuple[CeleryRuntime, list[list[Any]]]):
+    rt, sent = runtime
+    await rt.submit("a", "first", session=SESSION, run_id="lost-send")
+    await rt.submit("a", "second", session=SESSION, run_id="lost-send")
+    assert sent == [["lost-send", "lost-send"]] * 2
+    assert (await rt.record("lost-send"))["task"] == "first"

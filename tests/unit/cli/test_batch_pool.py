@@ -1,0 +1,91 @@
+"""A pool batch item by the state of the run already recorded under its id (the idempotency key)."""
+
+from __future__ import annotations
+
+import pytest
+
+from shelly_dist.chats import Message, Role
+from shelly_dist.cli.batch_pool import PoolItems, item_run_id
+from shelly_dist.errors import RunError
+
+BATCH = "b1"
+FIRST = item_run_id(BATCH, "item")
+
+
+class FakePool:
+    """Records by run id; ``submit`` records a queued run that ``wait`` then ends as done."""
+
+    def __init__(self, records: dict[str, dict[str, str]] | None = None) -> None:
+        self.records = records or {}
+        self.submitted: list[str] = []
+        self.canceled: list[str] = []
+
+    async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None) -> str:
+        assert run_id is not None
+        self.submitted.append(run_id)
+        self.records.setdefault(run_id, {"status": "queued"})
+        return run_id
+
+    async def record(self, run_id: str) -> dict[str, str]:
+        return dict(self.records.get(run_id, {}))
+
+    async def wait(self, run_id: str) -> dict[str, str]:
+        record = self.records[run_id]
+        if record["status"] in ("queued", "running"):
+            record.update(status="done", reply=f"reply of {run_id}")
+        return record
+
+    async def cancel(self, run_id: str) -> list[str]:
+        self.canceled.append(run_id)
+        return [run_id]
+
+
+async def run(pool: FakePool) -> dict[str, str]:
+    return await PoolItems(pool, BATCH).run("a", "item", [Message.text("user", Role.USER, "task")])
+
+
+def test_the_run_id_depends_on_the_batch_the_item_and_the_attempt() -> None:
+    assert item_run_id(BATCH, "item") == FIRST
+    assert len({FIRST, item_run_id("b2", "item"), item_run_id(BATCH, "other"), item_run_id(BATCH, "item", 2)}) == 4
+
+
+async def test_an_item_without_a_run_is_submitted_under_its_id() -> None:
+    pool = FakePool()
+    assert (await run(pool))["run"] == FIRST and pool.submitted == [FIRST]
+
+
+async def test_a_still_queued_run_is_sent_again_and_awaited() -> None:
+    pool = FakePool({FIRST: {"status": "queued"}})
+    assert (await run(pool))["status"] == "completed" and pool.submitted == [FIRST]
+
+
+async def test_a_running_run_is_awaited_not_submitted() -> None:
+    pool = FakePool({FIRST: {"status": "running"}})
+    assert (await run(pool))["reply"] == f"reply of {FIRST}" and pool.submitted == []
+
+
+async def test_a_finished_run_is_the_result_without_running_again() -> None:
+    pool = FakePool({FIRST: {"status": "done", "reply": "old answer"}})
+    assert (await run(pool))["reply"] == "old answer" and pool.submitted == []
+
+
+async def test_a_failed_run_is_the_items_error_without_running_again() -> None:
+    pool = FakePool({FIRST: {"status": "failed", "error": "model refused"}})
+    with pytest.raises(RunError, match="model refused"):
+        await run(pool)
+    assert pool.submitted == []
+
+
+async def test_a_canceled_run_is_followed_by_the_next_attempt() -> None:
+    second = item_run_id(BATCH, "item", 2)
+    pool = FakePool({FIRST: {"status": "canceled"}})
+    assert (await run(pool))["run"] == second and pool.submitted == [second]
+
+
+async def test_cancel_all_cancels_only_the_runs_still_awaited() -> None:
+    pool = FakePool({FIRST: {"status": "done", "reply": "x"}})
+    items = PoolItems(pool, BATCH)
+    await items.run("a", "item", [Message.text("user", Role.USER, "task")])
+    items.waiting.add("still-running")
+    await items.cancel_all()
+    assert pool.canceled == ["still-running"]
