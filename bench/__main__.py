@@ -17,15 +17,18 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from bench import commands, embedded, fanout, memory, nested, overhead, scaling, throughput
+from bench import commands, embedded, fanout, memory, nested, overhead, recovery, scaling, throughput
 from bench.context import Bench
 from bench.harness import REDIS_URL, BenchError, Stack
 from bench.machine import describe
 from bench.report import Row, table
 from bench.team import FULL, QUICK, config
 
-SCENARIOS = {m.NAME: m for m in (overhead, throughput, commands, scaling, memory, fanout, nested, embedded)}
+SCENARIOS = {m.NAME: m for m in (overhead, throughput, commands, scaling, memory, fanout, nested, embedded, recovery)}
 """In the order they run: each needs a different worker set, and this order restarts fewest."""
+
+OPT_IN = {recovery.NAME}
+"""Scenarios run only when named with ``--only`` (recovery kills workers and waits out leases)."""
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench:results -->", "<!-- /bench:results -->"
@@ -48,7 +51,7 @@ async def run(args: argparse.Namespace) -> str:
         stack.start_model("fifty", sizes.scaling_latency)
         stack.start_model("embed", sizes.embed_latency)
         stack.write_config(*config(sizes, stack.models))
-        for name in args.only or list(SCENARIOS):
+        for name in args.only or [n for n in SCENARIOS if n not in OPT_IN]:
             print(f"bench: {name} …", file=sys.stderr, flush=True)
             t = time.monotonic()
             rows += await SCENARIOS[name].measure(bench)
@@ -59,7 +62,8 @@ async def run(args: argparse.Namespace) -> str:
     when = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     mode = "quick" if args.quick else "full"
     return "\n".join([
-        f"Measured {when}: `python -m bench{' --quick' if args.quick else ''} --runs {args.runs}` "
+        f"Measured {when}: `python -m bench{' --quick' if args.quick else ''}"
+        f"{''.join(f' --only {n}' for n in args.only or [])} --runs {args.runs}` "
         f"({mode} sizes, {time.monotonic() - started:.0f} s). Medians over {args.runs} run(s), min–max in "
         "brackets; ratios are computed per run against the reference measured in the same run.",
         "",

@@ -37,4 +37,5 @@ def task_complete_tool(get: Callable[[], CompletionResult | None], set_: Callabl
         schema_for(TaskCompleteInput),
         handler,
         group="agents",
+        retry_on_crash=True,  # a second call is ignored
     )

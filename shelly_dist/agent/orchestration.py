@@ -22,6 +22,7 @@ def list_agents_tool(registry: Registry, config_name: str) -> Tool:
         {"type": "object", "properties": {}},
         handler,
         group="agents",
+        retry_on_crash=True,
     )
 
 

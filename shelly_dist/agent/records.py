@@ -109,6 +109,9 @@ class RunState(BaseModel):
     phase: Phase = Phase.MODEL
     warned: bool = False
     tool_results: dict[str, ToolResult] = Field(default_factory=dict)
+    started: list[str] = Field(default_factory=list)
+    """Tool call ids of the current reply whose tools began running (journaled before they run):
+    after a crash, one of these without a result has an unknown outcome."""
     pending: list[PendingDelegation] = Field(default_factory=list)
     completion: CompletionResult | None = None
     usage: Usage = Field(default_factory=Usage)

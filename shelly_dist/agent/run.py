@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     from shelly_dist.agent.registry import Registry
 
 RESULT_CAP = 32_000
+OUTCOME_UNKNOWN = "tool outcome unknown: the worker running it stopped"
+"""The result of a tool call that began on a worker which then died, unless the tool is safe to
+retry (:attr:`Tool.retry_on_crash`): running it again could repeat its effect."""
 CAP_MARKER = "\n… [output capped — use targeted reads for remaining content]"
 WARNING_TEXT = "You are approaching your iteration limit. Complete your current task and call task_complete."
 EVENT_TEXT_LIMIT = 2_000
@@ -67,7 +70,8 @@ class Delegator(Protocol):
 
 
 Checkpoint = Callable[["Run", str], Awaitable[None]]
-"""Called after the reply is appended (``"reply"``), after each tool result while other calls of the
+"""Called after the reply is appended (``"reply"``), before tools that are not safe to retry begin
+(``"started"``: ``RunState.started`` names them), after each tool result while other calls of the
 reply still run (``"tool"``), when the run suspends (``"suspended"``) and after the tool results are
 appended (``"tools"``)."""
 
@@ -249,6 +253,8 @@ class Run:
                 if self.missing():
                     raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.missing())} children")
                 return await self._finish_tools()
+            if phase == Phase.DONE:  # finished and journaled, but its finish was not: finish again
+                return Finished(self._reply(), self.state.completion)
             raise UsageError(f"run {self.state.run_id}: already {phase.value}")
 
     async def until_done(self) -> Message:
@@ -310,6 +316,7 @@ class Run:
         calls = self._reply().tool_calls()
         waiting = {p.tool_call_id for p in self.state.pending}
         todo = [c for c in calls if c.id not in self.state.tool_results and c.id not in waiting]
+        await self._journal_started(todo)
         jobs = []
         for call in todo:
             tool = self._by_name.get(call.name)
@@ -325,6 +332,25 @@ class Run:
             await self._checkpoint("suspended")
             return Suspended(missing)
         return await self._finish_tools()
+
+    async def _journal_started(self, todo: list[ToolCall]) -> None:
+        """Record which tool calls begin, before they run (one checkpoint, only when a tool is not
+        safe to retry). A call already marked started by an earlier attempt whose tool is not safe
+        to retry gets :data:`OUTCOME_UNKNOWN` instead of running a second time."""
+        state, unsafe = self.state, []
+        for call in todo:
+            tool = self._by_name.get(call.name)
+            if tool is None or tool is self._delegate or tool.retry_on_crash:
+                continue
+            if call.id in state.started:
+                state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=OUTCOME_UNKNOWN, is_error=True)
+                self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=True)
+            else:
+                unsafe.append(call.id)
+        todo[:] = [c for c in todo if c.id not in state.tool_results]
+        if unsafe:
+            state.started = [*state.started, *unsafe]
+            await self._checkpoint("started")
 
     async def _tool_call(self, call: ToolCall, tool: Tool | None) -> None:
         started = time.monotonic()
@@ -433,6 +459,7 @@ class Run:
             r = m.parts[0]
             self.emit(events.MESSAGE_ADDED, role="tool", text=getattr(r, "content", "")[:EVENT_TEXT_LIMIT])
         state.tool_results = {}
+        state.started = []
         state.pending = []
         if state.completion is not None:
             state.phase = Phase.DONE

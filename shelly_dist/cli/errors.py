@@ -3,7 +3,11 @@
 0 success; 1 the run failed (a model, tool, agent or store error — the message, never a
 traceback); 2 bad usage or an invalid config (the message names the field); 130 interrupted
 (Ctrl-C, or a cancelled run). Every command runs its coroutine through :func:`run_async`, so no
-command decides an exit code on its own.
+command decides an exit code on its own. First-hour failures from below (a missing module, Redis
+refusing the connection or the password, an unreachable broker, a read-only or missing directory)
+become one line naming the cause and the fix (:mod:`shelly_dist.cli.explain`): exit 2 for what the
+user must set up or configure, 1 for a service that could not be reached. Never a traceback on
+stderr; ``-v`` logs it.
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from shelly_dist.cli.explain import EXIT_FAILED, EXIT_USAGE, explain
 from shelly_dist.errors import ConfigError, RunCancelled, UsageError
 
 EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "describe", "exit_code", "fail", "run_async"]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -39,11 +44,22 @@ def exit_code(exc: BaseException) -> int:
     return EXIT_FAILED
 
 
-def fail(exc: BaseException) -> NoReturn:
-    """Print ``exc`` as ``shelly: <message>`` on stderr and exit with its code."""
+def describe(exc: BaseException) -> tuple[int, str]:
+    """The exit code and the one-line message for ``exc``."""
     code = exit_code(exc)
-    message = "interrupted" if code == EXIT_INTERRUPTED else (str(exc) or type(exc).__name__)
-    log.debug("exiting with %d", code, exc_info=exc)
+    if code == EXIT_INTERRUPTED:
+        return code, "interrupted"
+    if not isinstance(exc, ConfigError | UsageError | click.UsageError):
+        explained = explain(exc)
+        if explained is not None:
+            return explained
+    return code, str(exc) or type(exc).__name__
+
+
+def fail(exc: BaseException) -> NoReturn:
+    """Print ``exc`` as ``shelly: <message>`` (one line) on stderr and exit with its code."""
+    code, message = describe(exc)
+    log.info("exiting with %d", code, exc_info=exc)
     click.echo(f"shelly: {message}", err=True)
     sys.exit(code)
 

@@ -18,6 +18,7 @@ from shelly_dist.cli.batch import batch_command
 from shelly_dist.cli.cancel import cancel_command
 from shelly_dist.cli.doctor import doctor_command
 from shelly_dist.cli.dotenv import load_dotenv
+from shelly_dist.cli.errors import fail
 from shelly_dist.cli.events import events_command
 from shelly_dist.cli.flower import flower_command
 from shelly_dist.cli.index import index_command
@@ -65,9 +66,13 @@ cli.add_command(doctor_command)
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: whatever escapes a command (an import inside Celery's worker,
+    say) is mapped to its one line and exit code here, never a traceback."""
     load_dotenv(".env")
-    cli(prog_name="shelly")
+    try:
+        cli(prog_name="shelly")
+    except Exception as exc:
+        fail(exc)
 
 
 if __name__ == "__main__":

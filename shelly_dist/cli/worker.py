@@ -16,6 +16,9 @@ import click
 from shelly_dist.cli.errors import fail
 
 DEFAULT_THREADS = 100
+STARTUP_RETRIES = 3
+"""Broker connection attempts at start (about 12 s with kombu's back-off) before the worker gives
+up with one line; a supervisor (compose ``restart``, Kubernetes) starts it again."""
 LOOP_PROBE_TIMEOUT = 5.0
 """Seconds the event loop has to answer the heartbeat's probe before a beat is skipped."""
 
@@ -30,6 +33,20 @@ def _loop_alive() -> bool:
     if process is None:
         return True
     return loop_answers(process.loop, LOOP_PROBE_TIMEOUT)
+
+
+def check_reachable(app: object) -> None:
+    """Fail fast when the broker or Redis cannot be reached at start, instead of Celery retrying for
+    many minutes: the error becomes one line naming the setting to fix (``cli.explain``)."""
+    import redis
+
+    with app.connection_for_write() as conn:  # type: ignore[attr-defined]
+        conn.ensure_connection(max_retries=STARTUP_RETRIES)
+    client = redis.Redis.from_url(app.shelly_settings.redis_url, socket_connect_timeout=10)  # type: ignore[attr-defined]
+    try:
+        client.ping()
+    finally:
+        client.close()
 
 
 def loop_answers(loop: asyncio.AbstractEventLoop, timeout: float) -> bool:
@@ -78,6 +95,7 @@ def worker_command(
         from shelly_dist.runtime.heartbeat import Heartbeat
 
         app = create_worker_app()
+        check_reachable(app)
     except Exception as exc:
         fail(exc)
     # The worker logs like any Celery worker, at --loglevel, in Celery's format (operators grep it).

@@ -197,7 +197,16 @@ def find_config(
     )
 
 
-_UNFINGERPRINTED = {"api_key", "api_keys", "headers", "broker_url", "result_backend", "redis_url"}
+_UNFINGERPRINTED = {
+    # secrets
+    "api_key", "api_keys", "headers", "env",
+    # how this host reaches shared services
+    "base_url", "distributed",
+    # host paths
+    "permissions_file", "work_dir", "fs_directories", "trusted_commands",
+}
+"""Config keys (at any depth) left out of the fingerprint: they differ between hosts that run the
+same team (``env`` is an MCP server's environment, which carries its secrets)."""
 
 
 def _scrub(value: Any) -> Any:
@@ -211,9 +220,10 @@ def _scrub(value: Any) -> Any:
 def fingerprint(cfg: Config) -> str:
     """A short hash of what defines the team (16 hex chars); workers compare it with the caller's.
 
-    Secrets (``api_key``, ``api_keys``, ``headers``) and connection URLs are left out: two
-    machines may hold different keys or reach Redis by different host names and still run the
-    same agents.
+    Only what changes the team's behaviour counts: secrets, connection URLs, the ``distributed``
+    section and host paths (see ``_UNFINGERPRINTED``) are left out, so two machines holding
+    different keys, reaching Redis or a model by different host names, or keeping the project in
+    different directories still run the same agents.
     """
     canonical = json.dumps(_scrub(cfg.model_dump(mode="json")), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -199,6 +199,8 @@ class MCPServerConfig(Section):
     env: dict[str, str] = Field(default_factory=dict)
     url: str = ""
     headers: dict[str, str] = Field(default_factory=dict)
+    retry_on_crash: bool = False
+    """The server's tools are safe to run again after a worker died while one ran."""
 
 
 # --- agents ---------------------------------------------------------------------------------
@@ -323,7 +325,10 @@ class DistributedConfig(OursSection):
     queue: str = Field("shelly", min_length=1)
     step_time_limit: Duration = Field(600.0, gt=0)
     visibility_timeout: Duration | None = None
-    """Must exceed ``step_time_limit`` (a redelivery must not race a running step)."""
+    """The Redis broker's redelivery delay: only a backstop (runs are recovered by lease expiry)."""
+    lease: Duration = Field(10.0, gt=0)
+    """Seconds a run stays with a worker that stopped renewing it; recovery after a crash takes
+    about this plus two seconds."""
     retention: Duration = Field(7 * 24 * 3600.0, gt=0)
     key_prefix: str = "shelly:"
     max_deliveries: int | None = Field(None, ge=1)

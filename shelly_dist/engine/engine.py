@@ -78,6 +78,7 @@ def _mcp_spec(server: MCPServerConfig) -> Any:
         env=server.env,
         url=server.url or None,
         headers=server.headers,
+        retry_on_crash=server.retry_on_crash,
     )
 
 

@@ -37,6 +37,9 @@ class RedisSessionStore:
     def __repr__(self) -> str:
         return f"RedisSessionStore({self.keys.prefix!r})"
 
+    async def prepare(self, session_id: str) -> None:
+        """Nothing to prepare: Redis errors surface at the first write of the run anyway."""
+
     async def save(self, info: SessionInfo, messages: list[Message]) -> SessionInfo:
         """Write ``messages`` and the metadata (recomputed as :meth:`SessionStore.save` does)."""
         stored = now_info(info, messages)

@@ -69,6 +69,8 @@ class Session:
         self._active = True
         started = time.monotonic()
         try:
+            if self.persist:  # a conversation that could not be kept fails before the run, not after
+                await self.engine.sessions.prepare(self.id)
             text = " ".join(m.text_content() for m in messages)
             self._publish(events.AGENT_START, depth=0, task=text[:500])
             try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import errno
 import hashlib
 import json
 import logging
@@ -144,13 +145,30 @@ class SessionStore:
         try:
             await asyncio.to_thread(self._save, stored, messages)
         except OSError as exc:
-            reason = exc.strerror or type(exc).__name__
-            raise StoreError(
-                f"sessions: cannot save session {stored.id} in {self.dir}: {reason} "
-                f"(set {ENV_STATE_DIR} to a writable directory)",
-                key=stored.id,
-            ) from exc
+            raise self._unwritable(stored.id, exc) from exc
         return stored
+
+    async def prepare(self, session_id: str) -> None:
+        """Create the sessions directory, or fail now with the error :meth:`save` would raise, so a
+        run whose conversation cannot be kept fails before it spends anything."""
+
+        def check() -> None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            if not os.access(self.dir, os.W_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, "Permission denied", str(self.dir))
+
+        try:
+            await asyncio.to_thread(check)
+        except OSError as exc:
+            raise self._unwritable(session_id, exc) from exc
+
+    def _unwritable(self, session_id: str, exc: OSError) -> StoreError:
+        reason = exc.strerror or type(exc).__name__
+        return StoreError(
+            f"sessions: cannot save session {session_id} in {self.dir}: {reason} "
+            f"(set {ENV_STATE_DIR} to a writable directory)",
+            key=session_id,
+        )
 
     def _save(self, info: SessionInfo, messages: list[Message]) -> None:
         folder = self._path(info.id)

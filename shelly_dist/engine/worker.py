@@ -80,6 +80,7 @@ def runtime_settings(config: Config) -> RuntimeSettings:
         retention=int(d.retention),
         key_prefix=d.key_prefix,
         max_attempts=d.max_deliveries or 3,
+        lease=d.lease,
     )
 
 

@@ -90,5 +90,6 @@ class SkillStore:
             LoadSkillInput,
             load,
             group="skills",
+            retry_on_crash=True,
         )
         return ToolBox([tool], name="skills")

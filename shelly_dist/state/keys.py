@@ -105,6 +105,21 @@ class Keys:
         """Set of every run id in the tree under a root run (for cancel and ``shelly runs``)."""
         return f"{self.run(root_id)}:tree"
 
+    def tree_deadlines(self, root_id: str) -> str:
+        """Sorted set of the tree's runs that someone must advance, scored by the time (ms) by
+        which that must show: a lease's expiry, a queued run's or a completed join's re-send time.
+        The reaper re-enqueues what passes its deadline (see ``runtime/celery/reaper.py``)."""
+        return f"{self.run(root_id)}:deadlines"
+
+    def live_trees(self) -> str:
+        """Sorted set of root run ids whose trees may hold work for workers, scored by creation
+        time: the reapers' list of deadline indexes to scan."""
+        return f"{self.prefix}trees"
+
+    def generations(self) -> str:
+        """Sorted set of config fingerprints served by live workers, scored by when last seen."""
+        return f"{self.prefix}generations"
+
     def session_runs(self, session: str) -> str:
         """Sorted set of the session's root runs, scored by creation time."""
         return f"{self.session(session)}:runs"

@@ -85,6 +85,6 @@ def state_tools(store: Store, ns: str = "shared") -> ToolBox:
         ),
     ]
     return ToolBox(
-        (tool_from_model(name, desc, model, fn, group="state") for name, desc, model, fn in tools),  # type: ignore[arg-type]
+        (tool_from_model(name, desc, model, fn, group="state", retry_on_crash=True) for name, desc, model, fn in tools),  # type: ignore[arg-type]
         name="state",
     )

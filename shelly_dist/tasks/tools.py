@@ -120,6 +120,6 @@ def task_tools(board: Board, ns: str = "shared") -> ToolBox:
         (f"{ns}_tasks_cancel", "Cancel a pending or in-progress task.", IdInput, cancel),
     ]
     return ToolBox(
-        (tool_from_model(name, desc, model, fn, group="tasks") for name, desc, model, fn in tools),  # type: ignore[arg-type]
+        (tool_from_model(name, desc, model, fn, group="tasks", retry_on_crash=True) for name, desc, model, fn in tools),  # type: ignore[arg-type]
         name="tasks",
     )

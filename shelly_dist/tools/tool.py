@@ -32,6 +32,9 @@ class Tool:
     handler: Handler
     group: str = field(default="", compare=False)
     """Policy group (``fs``, ``exec``, ``state``…), used by ``group:<name>`` allow/deny rules."""
+    retry_on_crash: bool = field(default=False, compare=False)
+    """Safe to run again when a worker died while it ran (read-only, or idempotent). Otherwise such
+    a call gets the result ``tool outcome unknown: the worker running it stopped``."""
 
 
 def parse_input(tool: str, model: type[M], arguments: str) -> M:
@@ -52,10 +55,12 @@ def tool_from_model(
     fn: Callable[[M], Awaitable[str]],
     *,
     group: str = "",
+    retry_on_crash: bool = False,
 ) -> Tool:
     """A tool whose input is validated by ``model`` and whose schema is generated from it."""
 
     async def handler(arguments: str) -> str:
         return await fn(parse_input(name, model, arguments))
 
-    return Tool(name=name, description=description, input_schema=schema_for(model), handler=handler, group=group)
+    return Tool(name=name, description=description, input_schema=schema_for(model), handler=handler, group=group,
+                retry_on_crash=retry_on_crash)

@@ -111,8 +111,11 @@ class Cluster:
             cwd=self.root, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
 
-    def start_worker(self, name: str, *, concurrency: int = 8, pool: str = "threads") -> str:
-        """Start ``shelly worker`` as ``name@<cluster>``; returns the hostname once it is ready."""
+    def start_worker(
+        self, name: str, *, concurrency: int = 8, pool: str = "threads", env: dict[str, str] | None = None
+    ) -> str:
+        """Start ``shelly worker`` as ``name@<cluster>`` (``env`` added to its environment); returns
+        the hostname once it is ready."""
         hostname = f"{name}@{self.id}"
         beat = self.root / f"{name}.heartbeat"
         log = self.root / f"{name}.log"
@@ -120,7 +123,7 @@ class Cluster:
         self.workers[hostname] = subprocess.Popen(
             [*self.wrapper, sys.executable, "-m", "shelly_dist.cli.main", "worker", "--concurrency", str(concurrency),
              "--pool", pool, "--hostname", hostname, "--heartbeat-file", str(beat), "--loglevel", "INFO"],
-            cwd=self.root, env=self.env(), stdout=log.open("wb"), stderr=subprocess.STDOUT,
+            cwd=self.root, env={**self.env(), **(env or {})}, stdout=log.open("wb"), stderr=subprocess.STDOUT,
         )
         wait_until(lambda: beat.exists() or self.workers[hostname].poll() is not None, 60, f"worker {hostname}")
         if self.workers[hostname].poll() is not None:

@@ -10,6 +10,7 @@ from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import StoreError
 from shelly_dist.runtime.celery.journal import Journal, child_key
+from shelly_dist.runtime.celery.lease import Lease, LeaseLost
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import connect
 
@@ -29,97 +30,123 @@ def request(i: int) -> ChildRequest:
                         visited=["lead", "w"], parent_run_id="parent", parent_agent="lead")
 
 
-async def parent(journal: Journal) -> dict[str, str]:
+async def parent(journal: Journal) -> Lease:
+    """A root run created for the pool, claimed by a worker."""
     await journal.create_root("parent", agent="lead", session="0123456789abcdef", mode="worker", task="go",
                               fingerprint="fp")
-    return await journal.record("parent")
+    claim = await journal.claim("parent", "parent", "parent-token", "w0")
+    assert claim.lease is not None
+    return claim.lease
+
+
+async def claimed(journal: Journal, run_id: str, token: str = "tok") -> Lease:
+    claim = await journal.claim(run_id, "parent", token, "w1")
+    assert claim.lease is not None, claim.outcome
+    return claim.lease
 
 
 async def test_join_counts_each_child_once_however_often_it_finishes(journal: Journal):
-    record = await parent(journal)
-    ids, to_start = await journal.expect_children(record, [request(0), request(1)], 1, "fp")
+    lease = await parent(journal)
+    ids, to_start = await lease.expect([request(0), request(1)], 1, "fp")
     assert to_start == ids
-    child = await journal.record(ids[0])
+    child = await claimed(journal, ids[0])
     entry = DelegateEntry(agent="w", result="r0").to_json()
-    assert (await journal.finish(child, "", "done", entry))[0] == 1
-    assert (await journal.finish(child, "", "done", entry))[0] == -1  # a redelivered finish
-    other = await journal.record(ids[1])
-    left, mode = await journal.finish(other, "", "done", DelegateEntry(agent="w", result="r1").to_json())
+    assert (await child.finish("done", entry))[0] == 1
+    assert (await child.finish("done", entry))[0] == -1  # a redelivered finish
+    other = await claimed(journal, ids[1])
+    left, mode = await other.finish("done", DelegateEntry(agent="w", result="r1").to_json())
     assert (left, mode) == (0, "worker")  # exactly one caller sees zero and enqueues the resume
     got = await journal.children("parent", [child_key(request(0), 1), child_key(request(1), 1)])
     assert [e.result for e in got.values()] == ["r0", "r1"]
 
 
 async def test_children_are_expected_before_they_can_join(journal: Journal):
-    record = await parent(journal)
-    ids, _ = await journal.expect_children(record, [request(0), request(1)], 1, "fp")
-    fast = await journal.record(ids[0])
-    left, _ = await journal.finish(fast, "", "done", DelegateEntry(agent="w", result="quick").to_json())
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0), request(1)], 1, "fp")
+    fast = await claimed(journal, ids[0])
+    left, _ = await fast.finish("done", DelegateEntry(agent="w", result="quick").to_json())
     assert left == 1, "a child that finishes at once must not complete the join early"
 
 
 async def test_expecting_again_after_a_redelivery_restarts_only_unstarted_children(journal: Journal):
-    record = await parent(journal)
-    ids, _ = await journal.expect_children(record, [request(0), request(1)], 1, "fp")
-    assert (await journal.claim(ids[0], "parent", "tok", "w1")).outcome == "ok"
-    again, to_start = await journal.expect_children(record, [request(0), request(1)], 1, "fp")
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0), request(1)], 1, "fp")
+    await claimed(journal, ids[0])
+    again, to_start = await lease.expect([request(0), request(1)], 1, "fp")
     assert again == ids and to_start == [ids[1]]
-    assert (await journal.record("parent"))["pending"] == "2"
+    assert (await journal.fields("parent"))["pending"] == "2"
 
 
 async def test_claim_gives_the_run_to_one_task_at_a_time(journal: Journal):
     await parent(journal)
-    assert (await journal.claim("parent", "parent", "a", "w1")).outcome == "ok"
     assert (await journal.claim("parent", "parent", "b", "w2")).outcome == "busy"
 
 
 async def test_a_run_that_never_makes_progress_is_exhausted_after_max_attempts(journal: Journal):
     await parent(journal)
     lease = journal.keys.run_lease("parent")
-    outcomes = []
-    for attempt in range(4):
-        outcomes.append((await journal.claim("parent", "parent", f"t{attempt}", "w")).outcome)
+    outcomes = ["ok"]
+    for attempt in range(3):
         await journal.client.delete(lease)  # the worker died holding it; the lease expired
+        outcomes.append((await journal.claim("parent", "parent", f"t{attempt}", "w")).outcome)
     assert outcomes == ["ok", "ok", "ok", "exhausted"]
 
 
 async def test_checkpoint_resets_the_attempts_and_appends_only_new_messages(journal: Journal):
-    await parent(journal)
+    lease = await parent(journal)
     state = RunState(run_id="parent", config_name="lead", instance_name="lead")
-    record = await journal.record("parent")
     first = [Message.text("user", Role.USER, "one")]
-    assert (await journal.claim("parent", "parent", "t", "w")).outcome == "ok"
-    assert await journal.checkpoint(record, 0, state, first, "running") == (1, False)
-    assert (await journal.record("parent"))["attempts"] == "0"
-    assert await journal.checkpoint(record, 1, state, [Message.text("user", Role.USER, "two")], "running") == (2, False)
+    assert await lease.checkpoint(0, state, first, "running") == (1, False)
+    assert (await journal.fields("parent"))["attempts"] == "0"
+    assert await lease.checkpoint(1, state, [Message.text("user", Role.USER, "two")], "running") == (2, False)
     assert [m.text_content() for m in await journal.messages("parent", 2)] == ["one", "two"]
 
 
 async def test_checkpoint_writes_the_events_batch_and_reports_a_cancelled_tree(journal: Journal):
-    await parent(journal)
-    record = await journal.record("parent")
+    lease = await parent(journal)
     state = RunState(run_id="parent", config_name="lead", instance_name="lead")
     await journal.client.hset(journal.keys.run("parent"), "canceled", "1")
-    assert await journal.checkpoint(record, 0, state, [], "running", '[{"kind": "usage"}]') == (0, True)
-    entries = await journal.client.xrange(journal.keys.events(record["session"]))
+    assert await lease.checkpoint(0, state, [], "running", '[{"kind": "usage"}]') == (0, True)
+    entries = await journal.client.xrange(journal.keys.events(lease.record.session))
     assert [e[1]["events"] for e in entries] == ['[{"kind": "usage"}]']
 
 
 async def test_checkpoint_from_a_stale_writer_is_refused(journal: Journal):
-    await parent(journal)
+    lease = await parent(journal)
     state = RunState(run_id="parent", config_name="lead", instance_name="lead")
-    record = await journal.record("parent")
-    await journal.checkpoint(record, 0, state, [Message.text("user", Role.USER, "one")], "running")
+    await lease.checkpoint(0, state, [Message.text("user", Role.USER, "one")], "running")
     with pytest.raises(StoreError, match="journal: expected 0 messages, found 1"):
-        await journal.checkpoint(record, 0, state, [Message.text("user", Role.USER, "dup")], "running")
+        await lease.checkpoint(0, state, [Message.text("user", Role.USER, "dup")], "running")
 
 
 async def test_release_keeps_the_lease_when_every_child_already_joined(journal: Journal):
-    record = await parent(journal)
-    ids, _ = await journal.expect_children(record, [request(0)], 1, "fp")
-    assert (await journal.claim("parent", "parent", "tok", "w")).outcome == "ok"
-    assert await journal.release("parent", "tok") == 1  # still waiting: lease released
-    assert (await journal.claim("parent", "parent", "tok2", "w")).outcome == "ok"
-    await journal.finish(await journal.record(ids[0]), "", "done", DelegateEntry(agent="w").to_json())
-    assert await journal.release("parent", "tok2") == 0  # nothing to wait for: keep going
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0)], 1, "fp")
+    assert await lease.release() == 1  # still waiting: lease released
+    again = await claimed(journal, "parent", "tok2")
+    await (await claimed(journal, ids[0])).finish("done", DelegateEntry(agent="w").to_json())
+    assert await again.release() == 0  # nothing to wait for: keep going
     assert (await journal.claim("parent", "parent", "other", "w2")).outcome == "busy"
+
+
+async def test_checkpoint_and_finish_with_a_stale_token_are_refused(journal: Journal):
+    stale = await parent(journal)
+    await journal.client.delete(journal.keys.run_lease("parent"))  # it lapsed: another worker claims
+    current = await claimed(journal, "parent", "new")
+    state = RunState(run_id="parent", config_name="lead", instance_name="lead")
+    with pytest.raises(LeaseLost, match="lease lost"):
+        await stale.checkpoint(0, state, [Message.text("user", Role.USER, "late")], "running")
+    with pytest.raises(LeaseLost, match="lease lost"):
+        await stale.finish("done", DelegateEntry(agent="lead", result="late").to_json())
+    with pytest.raises(LeaseLost, match="lease lost"):
+        await stale.expect([request(0)], 1, "fp")
+    assert await journal.messages("parent", 5) == []
+    assert await current.checkpoint(0, state, [Message.text("user", Role.USER, "mine")], "running") == (1, False)
+
+
+async def test_renewal_is_refused_once_another_worker_holds_the_run(journal: Journal):
+    stale = await parent(journal)
+    assert await stale.renew()
+    await journal.client.delete(journal.keys.run_lease("parent"))
+    await claimed(journal, "parent", "new")
+    assert not await stale.renew()

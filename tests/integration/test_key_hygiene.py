@@ -74,7 +74,7 @@ async def test_a_root_created_with_its_id_as_idempotency_key_is_created_once(jou
                                      fingerprint="fp", if_absent=True)
     assert not await journal.create_root("once", agent="b", session=SESSION, mode="worker", task="second",
                                          fingerprint="fp", if_absent=True)
-    assert (await journal.record("once"))["task"] == "first"
+    assert (await journal.fields("once"))["task"] == "first"
 
 
 def test_a_session_of_delegation_boards_batch_and_cancel_leaves_no_key_without_ttl(cluster: Cluster):

@@ -104,3 +104,19 @@ def test_embedded_run_saves_to_the_user_state_dir_and_continues_from_it(tmp_path
     assert list((tmp_path / "state" / "shelly").glob(f"proj-*/sessions/{first['session']}/meta.json"))
     assert run("--session", first["session"], "again")["session"] == first["session"]
     assert snapshot(project / ".shelly") == ["config.yaml"]
+
+
+def test_embedded_run_with_no_writable_state_dir_fails_before_the_run_naming_shelly_state_dir(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    (project / ".shelly").mkdir(parents=True)
+    (project / ".shelly" / "config.yaml").write_text(
+        'providers: [{name: p, kind: scripted, model: m, script: {"*": ["hello back"]}}]\nagents: [{name: solo}]\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SHELLY_", "XDG_"))}
+    env["HOME"] = "/proc/no-home"  # as for a user whose home does not exist (nobody: /nonexistent)
+    out = subprocess.run([*read_only(project / ".shelly"), *SHELLY, "run", "hi"], cwd=project, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "solo started" not in out.stderr  # it failed before spending anything on the run
+    (line,) = [x for x in out.stderr.splitlines() if x.startswith("shelly:")]
+    assert line.startswith("shelly: sessions: cannot save session ") and "/proc/no-home/.local/state/shelly/" in line
+    assert line.endswith("(set SHELLY_STATE_DIR to a writable directory)")

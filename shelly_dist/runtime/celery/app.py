@@ -27,8 +27,10 @@ DEFAULT_BOOTSTRAP = "shelly_dist.engine.worker:worker_spec"
 """Where a worker gets its :class:`WorkerSpec`: a ``module:function`` path resolved at start-up,
 so the runtime layer never imports the engine (which sits above it) — it is handed to it."""
 
-BUSY_RETRY_SECONDS = 0.5
 STORE_RETRY_SECONDS = 2.0
+FOREIGN_RETRY_SECONDS = 5.0
+"""How long a run of another config generation waits before its task is offered again (to a worker
+of its generation, during a rolling update; a plain re-queue, so any worker of the queue may take it)."""
 
 logger = logging.getLogger(__name__)
 
@@ -97,10 +99,11 @@ def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> di
         client = connect(spec.settings.redis_url, client_name="shelly-worker-unopened")
         try:
             journal = Journal(client, spec.settings)
-            claim = await journal.claim(run_id, root, "unopened", task.request.hostname or "worker")
-            if claim.outcome == "ok":
-                entry = DelegateEntry(agent=claim.record.get("agent", ""), error=error)
-                await finish_and_join(journal, enqueue, claim.record, "unopened", "failed", entry, error=error)
+            token = f"unopened:{task.request.hostname}:{task.request.id}"
+            claim = await journal.claim(run_id, root, token, task.request.hostname or "worker")
+            if claim.lease is not None:
+                entry = DelegateEntry(agent=claim.lease.record.agent, error=error)
+                await finish_and_join(journal, enqueue, claim.lease, "failed", entry, error=error)
         finally:
             await client.aclose()
 
@@ -119,9 +122,9 @@ def _advance(task: Task, run_id: str, root: str, session: str = "", agent: str =
     except StoreError as exc:  # Redis unreachable for now: the journal is intact, try again later
         logger.warning("run %s: %s; retrying", run_id, exc)
         raise task.retry(countdown=STORE_RETRY_SECONDS, max_retries=None) from exc
-    if progress.outcome == "busy":  # another task holds the run: back off, it may be a long step
-        countdown = min(BUSY_RETRY_SECONDS * 2 ** min(task.request.retries or 0, 5), 10.0)
-        raise task.retry(countdown=countdown, max_retries=None)
+    if progress.outcome == "foreign":  # a rolling update: leave it for a worker of its generation
+        logger.info("run %s: config %s, not ours; re-queued for its generation", run_id, progress.detail)
+        raise task.retry(countdown=FOREIGN_RETRY_SECONDS, max_retries=None)
     return {"run": run_id, "outcome": progress.outcome, "detail": progress.detail}
 
 

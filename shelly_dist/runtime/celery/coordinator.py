@@ -28,6 +28,7 @@ from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.events import StreamSink, last_id, not_before, read_entries
 from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children
 from shelly_dist.runtime.celery.journal import TERMINAL, Journal, child_key
+from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import connect
@@ -79,11 +80,8 @@ class CeleryRuntime:
     ) -> RunOutcome:
         run_id = run_id or uuid.uuid4().hex[:12]
         task = next((m.text_content() for m in reversed(messages) if m.role == Role.USER), "")
-        await self.journal.create_root(
-            run_id, agent=agent.config_name, session=session, mode="coordinator", task=task,
-            fingerprint=self.fingerprint,
-        )
-        record = await self.journal.record(run_id)
+        lease = await self.journal.open_root(run_id, agent=agent.config_name, session=session, task=task,
+                                             fingerprint=self.fingerprint)
         stream = StreamSink(self.client, self.journal.keys, session, retention=self.settings.retention)
         local = agent.options.on_event
         agent.options.on_event = _tee(local, stream)
@@ -96,7 +94,7 @@ class CeleryRuntime:
             if await self.journal.is_canceled(run_id):
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
 
-        awaiter = _Awaiter(self, record, stream)
+        awaiter = _Awaiter(self, lease, stream)
         run = Run.start(agent, messages, run_id=run_id, delegator=awaiter, checkpoint=flush, before_model=before_model)
         status, error = "failed", ""
         try:
@@ -114,15 +112,15 @@ class CeleryRuntime:
         finally:
             await awaiter.aclose()
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._close_root(record, status, error, run, stream))
+                await asyncio.shield(self._close_root(lease, status, error, run, stream))
             if tail is not None:
                 await tail.close(drain=status != "canceled")
 
-    async def _close_root(self, record: dict[str, str], status: str, error: str, run: Run, stream: StreamSink) -> None:
+    async def _close_root(self, lease: Lease, status: str, error: str, run: Run, stream: StreamSink) -> None:
         await stream.flush()
-        entry = DelegateEntry(agent=record["agent"], error=error or None)
-        await self.journal.finish(record, "", status, entry.to_json(), usage=run.state.usage.model_dump_json(),
-                                  **({"error": error} if error else {}))
+        entry = DelegateEntry(agent=lease.record.agent, error=error or None)
+        await lease.finish(status, entry.to_json(), usage=run.state.usage.model_dump_json(),
+                           **({"error": error} if error else {}))
 
     # -- root runs on the pool (batch) ---------------------------------------------------------
 
@@ -144,16 +142,16 @@ class CeleryRuntime:
                                                  if_absent=explicit)
         if not created:
             record = await self.journal.record(run_id)
-            if record.get("status") != "queued":
+            if record is None or record.status != "queued":
                 return run_id
-            agent, session = record.get("agent", agent), record.get("session", session)
+            agent, session = record.agent or agent, record.session or session
         await self._send(RUN_AGENT, [run_id, run_id],
                          {"agent": agent, "depth": 0, "session": session, "preview": task[:80]})
         return run_id
 
     async def record(self, run_id: str) -> dict[str, str]:
         """The run's record as it is now (empty when there is none)."""
-        return await self.journal.record(run_id)
+        return await self.journal.fields(run_id)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> dict[str, str]:  # noqa: ASYNC109
         """The run's record once it has ended (re-read on every wake-up and poll)."""
@@ -161,7 +159,7 @@ class CeleryRuntime:
         async with Subscription(self.client, self.journal.keys.run_changed(run_id),
                                 poll_interval=self.settings.poll_interval) as sub:
             while True:
-                record = await read_through("coordinator", lambda: self.journal.record(run_id))
+                record = await read_through("coordinator", lambda: self.journal.fields(run_id))
                 if not record:
                     raise RunError(f"run {run_id}: not found", run_id=run_id)
                 if record.get("status") in TERMINAL:
@@ -173,9 +171,9 @@ class CeleryRuntime:
 
     async def cancel(self, run_id: str) -> list[str]:
         record = await self.journal.record(run_id)
-        if not record:
+        if record is None:
             raise RunError(f"run {run_id}: not found", run_id=run_id)
-        return await cancel_tree(self.client, self.journal.keys, record.get("root") or run_id)
+        return await cancel_tree(self.client, self.journal.keys, record.root)
 
     async def cancel_session(self, session: str) -> list[str]:
         return await cancel_session(self.client, self.journal.keys, session)
@@ -230,9 +228,10 @@ class _Wakeups:
 class _Awaiter:
     """The coordinator's delegator: dispatch the children, then await their entries in Redis."""
 
-    def __init__(self, runtime: CeleryRuntime, record: dict[str, str], stream: StreamSink) -> None:
+    def __init__(self, runtime: CeleryRuntime, lease: Lease, stream: StreamSink) -> None:
         self.runtime = runtime
-        self.record = record
+        self.lease = lease
+        self.record = lease.record
         self.stream = stream
         self._stack = contextlib.AsyncExitStack()
         self._wakeups: _Wakeups | None = None
@@ -243,18 +242,18 @@ class _Awaiter:
             if self._wakeups is None:
                 rt = self.runtime
                 sub = await self._stack.enter_async_context(
-                    Subscription(rt.client, rt.journal.keys.run_changed(self.record["id"]),
+                    Subscription(rt.client, rt.journal.keys.run_changed(self.record.id),
                                  poll_interval=rt.settings.poll_interval))
                 self._wakeups = _Wakeups(sub, rt.settings.poll_interval)
                 self._stack.push_async_callback(self._wakeups.aclose)
             return self._wakeups
 
     async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
-        rt, run_id = self.runtime, self.record["id"]
+        rt, run_id = self.runtime, self.record.id
         iteration = parent.state.iteration
         keys = [child_key(r, iteration) for r in requests]
         wakeups = await self._subscribed()
-        ids = await dispatch_children(rt.journal, rt._send, self.record, requests, iteration, rt.fingerprint, parent)
+        ids = await dispatch_children(rt._send, self.lease, requests, iteration, rt.fingerprint, parent)
         await self.stream.flush()
         hint_at: float | None = time.monotonic() + NO_WORKER_HINT
         while True:
@@ -262,7 +261,7 @@ class _Awaiter:
             got = await read_through("coordinator", lambda: rt.journal.children(run_id, keys))
             if len(got) == len(keys):
                 return [got[k] for k in keys]
-            if await read_through("coordinator", lambda: rt.journal.is_canceled(self.record["root"])):
+            if await read_through("coordinator", lambda: rt.journal.is_canceled(self.record.root)):
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
             if hint_at is not None and time.monotonic() > hint_at:
                 hint_at = None
@@ -273,8 +272,8 @@ class _Awaiter:
         """Say so when no worker has picked any child up: the usual cause is no ``shelly worker``
         listening on this queue and broker (the run simply waits; nothing is lost)."""
         rt = self.runtime
-        statuses = [(await read_through("coordinator", lambda cid=cid: rt.journal.record(cid))).get("status")
-                    for cid in ids]
+        records = [await read_through("coordinator", lambda cid=cid: rt.journal.record(cid)) for cid in ids]
+        statuses = [r.status if r else None for r in records]
         if statuses and all(s == "queued" for s in statuses):
             logger.warning(
                 "delegate: no worker has started any of %d children after %.0fs; is `shelly worker` "

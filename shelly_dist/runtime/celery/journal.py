@@ -1,10 +1,10 @@
 """Runs as journals in Redis: the record, the append-only message list, the children's results.
 
-A run record (hash ``…:run:{id}``) holds the run's identity (agent, depth, parent, root, session),
-its status (``queued → running ⇄ waiting → done | failed | canceled``), its state (a
-:class:`~shelly_dist.agent.RunState` without messages) and, once ended, its result. Messages are
-appended to ``…:run:{id}:msgs`` as deltas, never rewritten. Every write goes through one of the
-scripts in :mod:`.scripts`, so each is a single atomic round trip.
+A run record (hash ``…:run:{id}``, parsed into :class:`~.record.RunRecord`) holds the run's
+identity, status, state and, once ended, its result. Messages are appended to ``…:run:{id}:msgs``
+as deltas, never rewritten. Every write goes through one of the scripts in :mod:`.scripts`, so
+each is a single atomic round trip, and every write to a run is made through the
+:class:`~.lease.Lease` a claim returned, fenced by its token.
 """
 
 from __future__ import annotations
@@ -12,20 +12,23 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import WatchError
+from redis.exceptions import ResponseError, WatchError
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message
 from shelly_dist.runtime.celery import scripts
+from shelly_dist.runtime.celery.lease import Lease, LeaseLost
+from shelly_dist.runtime.celery.record import TERMINAL, RunRecord
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 
-TERMINAL = frozenset({"done", "failed", "canceled"})
+__all__ = ["TERMINAL", "Claim", "Journal", "child_key", "child_run_id"]
 
 SESSION_RUNS_MAX = 10_000
 """Root runs a session's index keeps (the newest); older ones drop out of ``shelly runs`` and
@@ -33,7 +36,8 @@ SESSION_RUNS_MAX = 10_000
 
 
 def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
-    """Deterministic, so a redelivered parent step names the same children again."""
+    """Deterministic, so a redelivered parent step names the same children again; it starts with
+    the parent's id, hence with the root's (a hash tag on the root covers the whole tree)."""
     digest = hashlib.sha1(f"{iteration}:{request.key}".encode()).hexdigest()[:8]
     return f"{parent_id}-{digest}"
 
@@ -43,18 +47,23 @@ def child_key(request: ChildRequest, iteration: int) -> str:
     return f"{iteration}:{request.key}"
 
 
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
 @dataclass
 class Claim:
     """The outcome of trying to start work on a run."""
 
     outcome: str
-    """``ok``, ``busy``, ``terminal``, ``canceled``, ``missing`` or ``exhausted``."""
-    record: dict[str, str]
+    """``ok``, ``busy``, ``terminal``, ``canceled``, ``missing``, ``exhausted`` or ``foreign``."""
+    lease: Lease | None = None
+    """Held for ``ok``, ``canceled`` and ``exhausted`` (the run is to be finished)."""
     detail: str = ""
 
 
 class Journal:
-    """Reads and writes run records for one Redis and key prefix."""
+    """Reads run records and hands out the leases that write them, for one Redis and key prefix."""
 
     def __init__(self, client: aioredis.Redis, settings: RuntimeSettings) -> None:
         self.client = client
@@ -63,31 +72,48 @@ class Journal:
         self._expect = client.register_script(scripts.EXPECT)
         self._checkpoint = client.register_script(scripts.CHECKPOINT)
         self._claim = client.register_script(scripts.CLAIM)
+        self._renew_script = client.register_script(scripts.RENEW)
         self._release = client.register_script(scripts.RELEASE)
+        self._drop = client.register_script(scripts.DROP)
         self._finish = client.register_script(scripts.FINISH)
+        self._reap = client.register_script(scripts.REAP)
+
+    async def _run_script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """Run a journal script; a fencing refusal becomes :class:`LeaseLost`, other Redis errors
+        ``StoreError``."""
+        with redis_errors("journal"):
+            try:
+                return await script(keys=keys, args=args)
+            except ResponseError as exc:
+                if str(exc).startswith(scripts.LEASE_LOST):
+                    raise LeaseLost(f"journal: {exc}") from exc
+                raise
 
     # -- creation ---------------------------------------------------------------------------
 
     async def create_root(
         self, run_id: str, *, agent: str, session: str, mode: str, task: str, fingerprint: str,
-        messages: list[Message] | None = None, if_absent: bool = False,
+        messages: list[Message] | None = None, if_absent: bool = False, owner: str = "",
     ) -> bool:
-        """A top-level run: ``mode`` is ``coordinator`` (in the CLI process) or ``worker`` (its
-        first user ``messages`` are stored for the worker that starts it).
+        """A top-level run: ``mode`` is ``coordinator`` (in the CLI process, written only by
+        ``owner``) or ``worker`` (its first user ``messages`` are stored for the worker that starts
+        it; its deadline lets the reaper re-send it if its task never arrives).
 
         With ``if_absent`` nothing is written when a record ``run_id`` exists (or is created by
         someone else meanwhile): the id is an idempotency key. Returns whether this call created it.
         """
-        now = str(time.time())
+        now = time.time()
         fields = {
             "id": run_id, "agent": agent, "depth": "0", "parent": "", "parent_key": "", "root": run_id,
             "session": session, "mode": mode, "status": "queued" if mode == "worker" else "running",
-            "task": task[:2000], "fingerprint": fingerprint, "created": now, "updated": now,
+            "task": task[:2000], "fingerprint": fingerprint, "created": str(now), "updated": str(now),
             "pending": "0", "attempts": "0", "msg_count": "0",
         }
+        if owner:
+            fields["owner"] = owner
         if messages:
             fields["input"] = json.dumps([m.model_dump(mode="json") for m in messages])
-        key = self.keys.run(run_id)
+        key, retention = self.keys.run(run_id), self.settings.retention
         with redis_errors("journal"):
             async with self.client.pipeline(transaction=True) as pipe:
                 if if_absent:
@@ -96,65 +122,159 @@ class Journal:
                         return False
                     pipe.multi()
                 pipe.hset(key, mapping=fields)
-                pipe.expire(key, self.settings.retention)
+                pipe.expire(key, retention)
                 index = self.keys.session_runs(session)
-                pipe.zadd(index, {run_id: time.time()})
+                pipe.zadd(index, {run_id: now})
                 # Trimmed on every write: roots past retention (their records are gone) and the
                 # oldest beyond SESSION_RUNS_MAX (a long-lived session must not grow without bound).
-                pipe.zremrangebyscore(index, "-inf", time.time() - self.settings.retention)
+                pipe.zremrangebyscore(index, "-inf", now - retention)
                 pipe.zremrangebyrank(index, 0, -SESSION_RUNS_MAX - 1)
-                pipe.expire(index, self.settings.retention)
+                pipe.expire(index, retention)
                 pipe.sadd(self.keys.tree_runs(run_id), run_id)
-                pipe.expire(self.keys.tree_runs(run_id), self.settings.retention)
+                pipe.expire(self.keys.tree_runs(run_id), retention)
+                if mode == "worker":
+                    pipe.zadd(self.keys.tree_deadlines(run_id), {run_id: _ms(now + self.settings.requeue_after)})
+                    pipe.expire(self.keys.tree_deadlines(run_id), retention)
+                pipe.zadd(self.keys.live_trees(), {run_id: now})
+                pipe.expire(self.keys.live_trees(), retention)
                 try:
                     await pipe.execute()
                 except WatchError:
                     return False
         return True
 
-    async def expect_children(
-        self, parent: dict[str, str], requests: list[ChildRequest], iteration: int, fingerprint: str
+    async def open_root(
+        self, run_id: str, *, agent: str, session: str, task: str, fingerprint: str
+    ) -> Lease:
+        """Create a root run driven by this (coordinator) process and return its owner's lease."""
+        token = f"owner:{uuid.uuid4().hex[:12]}"
+        await self.create_root(run_id, agent=agent, session=session, mode="coordinator", task=task,
+                               fingerprint=fingerprint, owner=token)
+        record = await self.record(run_id)
+        assert record is not None
+        return Lease(self, record, token)
+
+    # -- claiming -----------------------------------------------------------------------------
+
+    async def claim(
+        self, run_id: str, root: str, token: str, worker: str, *, session: str = "", agent: str = "",
+        fingerprint: str = "",
+    ) -> Claim:
+        """Take the run's lease; with ``session`` and ``agent`` (the task's kwargs) a fresh run also
+        gets its instance number (``instance_n``) in the same round trip. With ``fingerprint``, a
+        run of another config generation is left alone (``foreign``, its fingerprint as detail)."""
+        root = root or run_id
+        keys = [self.keys.run(run_id), self.keys.run_lease(run_id), self.keys.run(root), self.keys.tree_deadlines(root)]
+        if session and agent:
+            keys.append(self.keys.instance_counter(session, agent))
+        now = time.time()
+        args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(now),
+                self.settings.retention, fingerprint, _ms(now), run_id]
+        out = await self._run_script(self._claim, keys, args)
+        outcome = str(out[0])
+        if outcome in ("ok", "exhausted", "canceled"):
+            if outcome == "ok":
+                flat = out[1:]
+                fields = dict(zip(flat[::2], flat[1::2], strict=True))
+                record: RunRecord | None = RunRecord.parse({"id": run_id, **fields})
+            else:
+                record = await self.record(run_id)
+            if record is None:
+                return Claim("missing")
+            detail = str(out[1]) if outcome == "exhausted" else ""
+            return Claim(outcome, Lease(self, record, token, now + self.settings.lease), detail)
+        return Claim(outcome, None, str(out[1]) if len(out) > 1 else "")
+
+    # -- the lease's writes (call them through :class:`Lease`) -----------------------------------
+
+    async def _renew(self, lease: Lease) -> bool:
+        rid = lease.run_id
+        keys = [self.keys.run_lease(rid), self.keys.tree_deadlines(lease.record.root)]
+        return bool(await self._run_script(self._renew_script, keys,
+                                           [lease.token, self.settings.lease_ms, _ms(time.time()), rid]))
+
+    async def _expect_children(
+        self, lease: Lease, requests: list[ChildRequest], iteration: int, fingerprint: str
     ) -> tuple[list[str], list[str]]:
-        """Register the children before enqueueing; returns (all child ids, ids not started yet)."""
-        parent_id, root = parent["id"], parent["root"]
-        argv: list[Any] = [self.settings.retention, self.keys.prefix, len(requests)]
-        ids = []
-        now = str(time.time())
+        parent = lease.record
+        now = time.time()
+        argv: list[Any] = [lease.token, self.settings.retention, len(requests), _ms(now + self.settings.requeue_after)]
+        ids: list[str] = []
         for r in requests:
-            cid = child_run_id(parent_id, r, iteration)
+            cid = child_run_id(parent.id, r, iteration)
             ids.append(cid)
             fields = {
-                "id": cid, "agent": r.agent, "depth": str(r.depth), "parent": parent_id,
-                "parent_key": child_key(r, iteration), "root": root, "session": parent["session"],
+                "id": cid, "agent": r.agent, "depth": str(r.depth), "parent": parent.id,
+                "parent_key": child_key(r, iteration), "root": parent.root, "session": parent.session,
                 "mode": "worker", "status": "queued", "request": r.model_dump_json(),
-                "fingerprint": fingerprint, "created": now, "updated": now, "pending": "0",
+                "fingerprint": fingerprint, "created": str(now), "updated": str(now), "pending": "0",
                 "attempts": "0", "msg_count": "0", "task": r.task[:2000],
             }
             argv += [child_key(r, iteration), cid, json.dumps(fields)]
-        keys = [self.keys.run(parent_id), self.keys.run_expected(parent_id), self.keys.tree_runs(root)]
+        keys = [self.keys.run(parent.id), self.keys.run_lease(parent.id), self.keys.run_expected(parent.id),
+                self.keys.tree_runs(parent.root), self.keys.tree_deadlines(parent.root)]
+        keys += [self.keys.run(cid) for cid in ids]
         with redis_errors("journal"):
-            to_start = await self._expect(keys=keys, args=argv)
+            await self.client.zadd(self.keys.live_trees(), {parent.root: now}, nx=True)
+        to_start = await self._run_script(self._expect, keys, argv)
         return ids, list(to_start)
 
-    # -- advancing ---------------------------------------------------------------------------
+    async def _checkpoint_run(
+        self, lease: Lease, offset: int, state: RunState, new: list[Message], status: str, events: str
+    ) -> tuple[int, bool]:
+        r = lease.record
+        args: list[Any] = [lease.token, offset, state.model_dump_json(exclude={"messages"}), status,
+                           self.settings.retention, str(time.time()), events]
+        args += [m.model_dump_json() for m in new]
+        keys = [self.keys.run(r.id), self.keys.run_msgs(r.id), self.keys.events(r.session), self.keys.run(r.root),
+                self.keys.run_lease(r.id)]
+        count, canceled = await self._run_script(self._checkpoint, keys, args)
+        return int(count), canceled == "1"
 
-    async def claim(
-        self, run_id: str, root: str, token: str, worker: str, *, session: str = "", agent: str = ""
-    ) -> Claim:
-        """Take the run's lease; with ``session`` and ``agent`` (the task's kwargs) a fresh run also
-        gets its instance number (``instance_n``) in the same round trip."""
-        keys = [self.keys.run(run_id), self.keys.run_lease(run_id), self.keys.run(root or run_id)]
-        if session and agent:
-            keys.append(self.keys.instance_counter(session, agent))
-        args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(time.time()),
-                self.settings.retention]
+    async def _release_run(self, lease: Lease) -> int:
+        r = lease.record
+        keys = [self.keys.run(r.id), self.keys.run_lease(r.id), self.keys.tree_deadlines(r.root)]
+        return int(await self._run_script(self._release, keys, [lease.token, r.id]))
+
+    async def _drop_lease(self, lease: Lease) -> None:
+        await self._run_script(self._drop, [self.keys.run_lease(lease.run_id)], [lease.token])
+
+    async def _finish_run(
+        self, lease: Lease, status: str, result: dict[str, Any], events: str, fields: dict[str, str]
+    ) -> tuple[int, str]:
+        r = lease.record
+        parent = r.parent or r.id
+        keys = [self.keys.run(r.id), self.keys.run_lease(r.id), self.keys.run(parent), self.keys.run_children(parent),
+                self.keys.events(r.session), self.keys.tree_deadlines(r.root)]
+        now = time.time()
+        args: list[Any] = [lease.token, status, json.dumps(result), str(now), self.settings.retention,
+                           r.parent_key if r.parent else "", events, r.id, r.parent,
+                           _ms(now + self.settings.requeue_after)]
+        for k, v in fields.items():
+            args += [k, v]
+        left, mode = await self._run_script(self._finish, keys, args)
+        return int(left), str(mode)
+
+    # -- the reaper's step ----------------------------------------------------------------------
+
+    async def reap(self, root: str, run_id: str) -> list[str]:
+        """Decide for one run past its deadline (see ``scripts.REAP``); returns the script's answer."""
+        keys = [self.keys.tree_deadlines(root), self.keys.run(run_id), self.keys.run_lease(run_id)]
+        out = await self._run_script(self._reap, keys, [run_id, _ms(time.time()), _ms(self.settings.requeue_after)])
+        return [str(x) for x in out]
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def record(self, run_id: str) -> RunRecord | None:
+        """The run's record, or None when it does not exist (never created, or expired)."""
         with redis_errors("journal"):
-            out = await self._claim(keys=keys, args=args)
-        outcome = str(out[0])
-        if outcome != "ok":
-            return Claim(outcome, {}, str(out[1]) if len(out) > 1 else "")
-        flat = out[1:]
-        return Claim("ok", dict(zip(flat[::2], flat[1::2], strict=True)))
+            raw = await self.client.hgetall(self.keys.run(run_id))
+        return RunRecord.parse({"id": run_id, **raw}) if raw else None
+
+    async def fields(self, run_id: str) -> dict[str, str]:
+        """Every field of the run's hash, for displays (``shelly runs``) and tests."""
+        with redis_errors("journal"):
+            return dict(await self.client.hgetall(self.keys.run(run_id)))
 
     async def messages(self, run_id: str, count: int) -> list[Message]:
         if count <= 0:
@@ -163,76 +283,12 @@ class Journal:
             raw = await self.client.lrange(self.keys.run_msgs(run_id), 0, count - 1)
         return [Message.model_validate_json(m) for m in raw]
 
-    async def checkpoint(
-        self,
-        record: dict[str, str],
-        offset: int,
-        state: RunState,
-        new: list[Message],
-        status: str,
-        events: str = "",
-    ) -> tuple[int, bool]:
-        """Append ``new`` after ``offset`` journaled messages, store ``state`` and write the
-        ``events`` batch, in one round trip; returns (journaled count, tree canceled)."""
-        run_id = record["id"]
-        args: list[Any] = [offset, state.model_dump_json(exclude={"messages"}), status,
-                           self.settings.retention, str(time.time()), events]
-        args += [m.model_dump_json() for m in new]
-        keys = [self.keys.run(run_id), self.keys.run_msgs(run_id), self.keys.events(record["session"]),
-                self.keys.run(record.get("root") or run_id)]
-        with redis_errors("journal"):
-            count, canceled = await self._checkpoint(keys=keys, args=args)
-        return int(count), canceled == "1"
-
-    async def drop_lease(self, run_id: str, token: str) -> None:
-        """Give the run up after a failed attempt, so a retry need not wait out the lease."""
-        lease = self.keys.run_lease(run_id)
-        with redis_errors("journal"):
-            async with self.client.pipeline(transaction=True) as pipe:
-                await pipe.watch(lease)
-                if await pipe.get(lease) == token:
-                    pipe.multi()
-                    pipe.delete(lease)
-                    await pipe.execute()
-
-    async def release(self, run_id: str, token: str) -> int:
-        """Let a suspended run go; returns the children still pending (0: keep going now)."""
-        with redis_errors("journal"):
-            return int(await self._release(keys=[self.keys.run(run_id), self.keys.run_lease(run_id)], args=[token]))
-
     async def children(self, run_id: str, keys: list[str]) -> dict[str, DelegateEntry]:
         if not keys:
             return {}
         with redis_errors("journal"):
             raw = await self.client.hmget(self.keys.run_children(run_id), keys)
         return {k: DelegateEntry.model_validate_json(v) for k, v in zip(keys, raw, strict=True) if v}
-
-    async def finish(
-        self, record: dict[str, str], token: str, status: str, result: dict[str, Any], *, events: str = "",
-        **fields: str,
-    ) -> tuple[int, str]:
-        """End the run (writing its last ``events``) and join its result into its parent; returns
-        (children left, parent mode).
-
-        ``left == 0`` means this call completed the parent's join: the caller enqueues its resume.
-        """
-        run_id, parent = record["id"], record.get("parent", "")
-        keys = [self.keys.run(run_id), self.keys.run_lease(run_id),
-                self.keys.run(parent or run_id), self.keys.run_children(parent or run_id),
-                self.keys.events(record["session"])]
-        args: list[Any] = [token, status, json.dumps(result), str(time.time()), self.settings.retention,
-                           record.get("parent_key", "") if parent else "", events]
-        for k, v in fields.items():
-            args += [k, v]
-        with redis_errors("journal"):
-            left, mode = await self._finish(keys=keys, args=args)
-        return int(left), str(mode)
-
-    # -- reading -------------------------------------------------------------------------------
-
-    async def record(self, run_id: str) -> dict[str, str]:
-        with redis_errors("journal"):
-            return dict(await self.client.hgetall(self.keys.run(run_id)))
 
     async def is_canceled(self, root: str) -> bool:
         with redis_errors("journal"):

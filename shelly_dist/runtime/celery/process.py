@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.executor import Executor, WorkerContext
 from shelly_dist.runtime.celery.journal import Journal
+from shelly_dist.runtime.celery.reaper import Reaper
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ class WorkerProcess:
         async def enqueue(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
             await asyncio.to_thread(self._send, name, args, kwargs)
 
+        self._reaper = Reaper(journal, enqueue, self.spec.fingerprint)
+        self._reaper.start()
         logger.info("worker loop ready on %s (config %s)", self.hostname, self.spec.fingerprint)
         return Executor(ctx, journal, enqueue, self._cancel, hostname=self.hostname)
 
@@ -111,6 +114,7 @@ class WorkerProcess:
 
     def close(self) -> None:
         async def _close() -> None:
+            await self._reaper.aclose()
             await self._cancel.aclose()
             await self._ctx.aclose()
             await self._client.aclose()

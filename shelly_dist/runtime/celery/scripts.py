@@ -1,47 +1,58 @@
-"""The Lua scripts that make the run journal and the join atomic.
+"""The Lua scripts that make the run journal, its leases and the join atomic.
 
-Each script is one round trip and one atomic step, named for what it guarantees:
+Each script is one round trip and one atomic step, named for what it guarantees. Every key a
+script touches is passed in ``KEYS`` (DESIGN §3 rule 14): the keys of one run tree (records,
+journals, leases, the tree's deadline index) are all built from the run ids of that tree, whose
+child ids start with the root's id, so a hash tag on the root id puts a whole tree in one slot.
 
+Fencing: every write to a run (``CHECKPOINT``, ``FINISH``, ``EXPECT``, ``RELEASE``) first checks
+that the caller holds the run — its token is the value of the run's lease key, or, for a root run
+driven by a coordinator process, the record's ``owner`` — and is refused with ``lease lost``
+otherwise. A worker whose lease lapsed (it stalled, or was presumed dead and its run re-enqueued)
+can therefore write nothing, however late its writes arrive.
+
+* ``CLAIM`` takes the run's lease (one task advances a run at a time; also when the tree is
+  canceled, so the claimer can finish the run as canceled), counts attempts without
+  progress, numbers a fresh run's instance once (``<agent>-<slug>-<n>``, unique across workers),
+  leaves a run of another config generation untouched (``foreign``) and returns the record, or why
+  not. The lease's deadline goes into the tree's deadline index for the reaper.
+* ``RENEW`` is the heartbeat: it extends the lease and its deadline only while the caller still
+  holds it.
 * ``EXPECT`` registers a parent's children *before* any is enqueued, so a child that finishes at
-  once cannot bring the pending count to zero early; it returns the children not started yet (still ``queued``),
-  so a redelivered parent re-enqueues only what may have been lost.
+  once cannot bring the pending count to zero early; it returns the children not started yet (still
+  ``queued``), so a redelivered parent re-enqueues only what may have been lost. A new child's
+  deadline (``requeue``) lets the reaper re-send it if its task message never arrives.
 * ``CHECKPOINT`` appends messages to the journal and stores the state together, and refuses when
-  the journal is not at the offset the writer expects (a second writer), so a crash can never leave
-  messages without their state or the reverse. The step's buffered events ride along (one batch
-  entry on the session stream), and the answer carries the tree's cancel flag, so a step costs one
-  round trip and the next model call needs no extra read to know it may go ahead.
-* ``CLAIM`` takes the run's lease (one task advances a run at a time), counts attempts without
-  progress, numbers a fresh run's instance once (``<agent>-<slug>-<n>``, unique across workers)
-  and returns the record, or why not.
+  the journal is not at the offset the writer expects, so a crash can never leave messages without
+  their state or the reverse. The step's buffered events ride along (one batch entry on the session
+  stream), and the answer carries the tree's cancel flag.
 * ``RELEASE`` lets a suspended run go only while it still waits on a child; when every child has
   already joined it keeps the lease and the caller continues at once.
 * ``FINISH`` ends a run and joins its result into the parent: stored only if absent, the pending
-  count decremented once per child however often the finish is repeated; the caller that brings it
-  to zero enqueues the parent's resume (no chords). The run's last events are written first.
+  count decremented once per child however often the finish is repeated, nothing written to a
+  parent record that has expired. The caller that brings the count to zero enqueues the parent's
+  resume (no chords); the same step puts the parent in the deadline index, so the reaper resumes
+  it if that caller dies first. A finish of a run that is already terminal is a no-op.
+* ``REAP`` decides, for one run whose deadline passed, whether to re-enqueue it. It moves the
+  deadline forward in the same step, so of several reapers racing only one re-enqueues; each
+  re-send of the same run doubles the wait before the next (up to 64 × ``requeue_after``), so a
+  long backlog of queued runs is not flooded with duplicates. A claim resets the count.
 """
 
 from __future__ import annotations
 
-EXPECT = """
-local parent, expected, tree = KEYS[1], KEYS[2], KEYS[3]
-local retention, prefix, n = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
-local to_start = {}
-for i = 0, n - 1 do
-  local key, child_id, fields = ARGV[4 + i * 3], ARGV[5 + i * 3], cjson.decode(ARGV[6 + i * 3])
-  if redis.call('SADD', expected, key) == 1 then
-    redis.call('HINCRBY', parent, 'pending', 1)
-  end
-  local ck = prefix .. 'run:' .. child_id
-  if redis.call('EXISTS', ck) == 0 then
-    for f, v in pairs(fields) do redis.call('HSET', ck, f, v) end
-    redis.call('EXPIRE', ck, retention)
-  end
-  if redis.call('HGET', ck, 'status') == 'queued' then table.insert(to_start, child_id) end
-  redis.call('SADD', tree, child_id)
+LEASE_LOST = "lease lost"
+"""The prefix of a fencing refusal; :mod:`.journal` turns it into :class:`~.lease.LeaseLost`."""
+
+_FENCE = """
+local function holds(record, lease, token)
+  if token == '' then return false end
+  if redis.call('GET', lease) == token then return true end
+  return redis.call('HGET', record, 'owner') == token
 end
-redis.call('EXPIRE', expected, retention)
-redis.call('EXPIRE', tree, retention)
-return to_start
+local function lost(record)
+  return redis.error_reply('""" + LEASE_LOST + """: ' .. record)
+end
 """
 
 _EVENTS = """
@@ -53,15 +64,42 @@ local function add_events(stream, batch, retention)
 end
 """
 
-CHECKPOINT = _EVENTS + """
-local record, msgs, stream, root = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local offset, state, status, retention, now, events = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+EXPECT = _FENCE + """
+local parent, lease, expected, tree, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, retention, n, requeue_at = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+if not holds(parent, lease, token) then return lost(parent) end
+local to_start = {}
+for i = 0, n - 1 do
+  local key, child_id, fields = ARGV[5 + i * 3], ARGV[6 + i * 3], cjson.decode(ARGV[7 + i * 3])
+  local ck = KEYS[6 + i]
+  if redis.call('SADD', expected, key) == 1 then
+    redis.call('HINCRBY', parent, 'pending', 1)
+  end
+  if redis.call('EXISTS', ck) == 0 then
+    for f, v in pairs(fields) do redis.call('HSET', ck, f, v) end
+    redis.call('EXPIRE', ck, retention)
+    redis.call('ZADD', deadlines, requeue_at, child_id)
+  end
+  if redis.call('HGET', ck, 'status') == 'queued' then table.insert(to_start, child_id) end
+  redis.call('SADD', tree, child_id)
+end
+redis.call('EXPIRE', expected, retention)
+redis.call('EXPIRE', tree, retention)
+redis.call('EXPIRE', deadlines, retention)
+return to_start
+"""
+
+CHECKPOINT = _FENCE + _EVENTS + """
+local record, msgs, stream, root, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, offset, state, status, retention, now, events =
+  ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+if not holds(record, lease, token) then return lost(record) end
 local len = redis.call('LLEN', msgs)
 if len ~= offset then
   return redis.error_reply('journal: expected ' .. offset .. ' messages, found ' .. len)
 end
-for i = 7, #ARGV do redis.call('RPUSH', msgs, ARGV[i]) end
-local count = len + #ARGV - 6
+for i = 8, #ARGV do redis.call('RPUSH', msgs, ARGV[i]) end
+local count = len + #ARGV - 7
 redis.call('HSET', record, 'state', state, 'status', status, 'msg_count', count, 'attempts', 0, 'updated', now)
 redis.call('EXPIRE', record, retention)
 if count > 0 then redis.call('EXPIRE', msgs, retention) end
@@ -70,50 +108,109 @@ return {count, redis.call('HGET', root, 'canceled') or '0'}
 """
 
 CLAIM = """
-local record, lease, root = KEYS[1], KEYS[2], KEYS[3]
-local token, ttl, max_attempts, worker, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local record, lease, root, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local token, ttl, max_attempts, worker, now, retention, fingerprint, now_ms, run_id =
+  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9]
 if redis.call('EXISTS', record) == 0 then return {'missing'} end
 local status = redis.call('HGET', record, 'status')
 if status == 'done' or status == 'failed' or status == 'canceled' then return {'terminal', status} end
-if redis.call('HGET', root, 'canceled') == '1' then return {'canceled'} end
+local theirs = redis.call('HGET', record, 'fingerprint') or ''
+if fingerprint ~= '' and theirs ~= '' and theirs ~= fingerprint then return {'foreign', theirs} end
 if not redis.call('SET', lease, token, 'NX', 'PX', ttl) then return {'busy'} end
+redis.call('ZADD', deadlines, now_ms + ttl, run_id)
+redis.call('EXPIRE', deadlines, retention)
+if redis.call('HGET', root, 'canceled') == '1' then return {'canceled'} end
 local attempts = redis.call('HINCRBY', record, 'attempts', 1)
 if attempts > max_attempts then return {'exhausted', tostring(attempts - 1)} end
-redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now)
-if KEYS[4] and redis.call('HEXISTS', record, 'state') == 0 and redis.call('HEXISTS', record, 'instance_n') == 0 then
-  redis.call('HSET', record, 'instance_n', redis.call('INCR', KEYS[4]))
-  redis.call('EXPIRE', KEYS[4], ARGV[6])
+redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now, 'requeues', 0)
+if KEYS[5] and redis.call('HEXISTS', record, 'state') == 0 and redis.call('HEXISTS', record, 'instance_n') == 0 then
+  redis.call('HSET', record, 'instance_n', redis.call('INCR', KEYS[5]))
+  redis.call('EXPIRE', KEYS[5], retention)
 end
 local out = redis.call('HGETALL', record)
 table.insert(out, 1, 'ok')
 return out
 """
 
-RELEASE = """
-local record, lease, token = KEYS[1], KEYS[2], ARGV[1]
+RENEW = """
+local lease, deadlines = KEYS[1], KEYS[2]
+local token, ttl, now_ms, run_id = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+if redis.call('GET', lease) ~= token then return 0 end
+redis.call('PEXPIRE', lease, ttl)
+redis.call('ZADD', deadlines, now_ms + ttl, run_id)
+return 1
+"""
+
+RELEASE = _FENCE + """
+local record, lease, deadlines = KEYS[1], KEYS[2], KEYS[3]
+local token, run_id = ARGV[1], ARGV[2]
+if not holds(record, lease, token) then return lost(record) end
 local pending = tonumber(redis.call('HGET', record, 'pending') or '0')
 if pending > 0 then
   redis.call('HSET', record, 'status', 'waiting')
-  if redis.call('GET', lease) == token then redis.call('DEL', lease) end
+  redis.call('DEL', lease)
+  redis.call('ZREM', deadlines, run_id)
 end
 return pending
 """
 
-FINISH = _EVENTS + """
-local record, lease, parent, children, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, status, result, now, retention, key = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-add_events(stream, ARGV[7], retention)
+DROP = """
+local lease, token = KEYS[1], ARGV[1]
+if redis.call('GET', lease) == token then redis.call('DEL', lease) return 1 end
+return 0
+"""
+
+FINISH = _FENCE + _EVENTS + """
+local record, lease, parent, children, stream, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local token, status, result, now, retention, key, events, run_id, parent_id, resume_at =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+local was = redis.call('HGET', record, 'status')
+if was == 'done' or was == 'failed' or was == 'canceled' then return {-1, ''} end
+if not holds(record, lease, token) then return lost(record) end
+add_events(stream, events, retention)
 redis.call('HSET', record, 'status', status, 'result', result, 'updated', now, 'ended', now)
-for i = 8, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
+for i = 11, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
 redis.call('EXPIRE', record, retention)
-if redis.call('GET', lease) == token then redis.call('DEL', lease) end
+redis.call('DEL', lease)
+redis.call('ZREM', deadlines, run_id)
 if key == '' then
   redis.call('PUBLISH', record .. ':changed', status)  -- only root runs have waiters of their own
   return {-1, ''}
 end
+if redis.call('EXISTS', parent) == 0 then return {-1, ''} end  -- expired: never re-create it
 if redis.call('HSETNX', children, key, result) == 0 then return {-1, ''} end
 redis.call('EXPIRE', children, retention)
 local left = redis.call('HINCRBY', parent, 'pending', -1)
 redis.call('PUBLISH', parent .. ':changed', 'child')
-return {left, redis.call('HGET', parent, 'mode') or ''}
+local mode = redis.call('HGET', parent, 'mode') or ''
+if left == 0 and mode == 'worker' then
+  redis.call('ZADD', deadlines, resume_at, parent_id)
+  redis.call('EXPIRE', deadlines, retention)
+end
+return {left, mode}
+"""
+
+REAP = """
+local deadlines, record, lease = KEYS[1], KEYS[2], KEYS[3]
+local run_id, now_ms, requeue_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local score = redis.call('ZSCORE', deadlines, run_id)
+if not score or tonumber(score) > now_ms then return {'skip'} end
+local pttl = redis.call('PTTL', lease)
+if pttl > 0 then
+  redis.call('ZADD', deadlines, now_ms + pttl, run_id)
+  return {'alive'}
+end
+local status = redis.call('HGET', record, 'status')
+if not status or status == 'done' or status == 'failed' or status == 'canceled' then
+  redis.call('ZREM', deadlines, run_id)
+  return {'gone'}
+end
+if status == 'waiting' and tonumber(redis.call('HGET', record, 'pending') or '0') > 0 then
+  redis.call('ZREM', deadlines, run_id)
+  return {'waiting'}
+end
+local n = redis.call('HINCRBY', record, 'requeues', 1)
+redis.call('ZADD', deadlines, now_ms + requeue_ms * 2 ^ math.min(n - 1, 6), run_id)
+local f = redis.call('HMGET', record, 'root', 'agent', 'depth', 'session', 'task')
+return {status, f[1] or run_id, f[2] or '', f[3] or '0', f[4] or '', string.sub(f[5] or '', 1, 80)}
 """

@@ -1,10 +1,21 @@
 """The distributed runtime's settings, as plain values the engine hands down.
 
 The runtime never reads the config file itself (the engine sits above it); it receives these.
-The relations that matter: ``step_time_limit < lease < visibility_timeout``. A step that runs
-longer than its limit is failed by its worker; the lease that marks a run as being advanced
-outlives any live step; and the broker only redelivers an unacknowledged message once the lease
-of a dead worker has expired, so a redelivered step never races a live one.
+
+How the durations relate (DESIGN §3 rule 3):
+
+* ``lease`` (seconds, default 10) is how long a run stays with a worker that stops answering. A
+  heartbeat renews it every quarter of its length while a step is in flight, so it is independent
+  of ``step_time_limit``: a step may run for many leases. When a worker dies, a reaper on any live
+  worker re-enqueues its run within about ``lease + reap_interval`` — the recovery time.
+* ``step_time_limit`` bounds one step (a model call and its tools); a step over it fails the run.
+* ``visibility_timeout`` is only the Redis broker's backstop for a message whose worker died: no
+  correctness depends on it. A redelivered message whose run is leased by a live worker is dropped
+  (the lease holder, or the reaper if it dies, carries the run on), so a step longer than the
+  visibility timeout is never executed twice.
+* ``requeue_after`` is how long a queued run, or a parent whose children have all joined, may wait
+  for its task before the reaper sends another (a task message lost between Redis and the broker).
+  A duplicate is harmless: its claim finds the run taken or finished and drops it.
 """
 
 from __future__ import annotations
@@ -20,16 +31,24 @@ class RuntimeSettings:
     step_time_limit: float = 600.0
     """Seconds one step (a model call and its tools) may take before the run fails."""
     visibility_timeout: float = 660.0
-    """Seconds before the broker hands an unacknowledged task to another worker (Redis broker)."""
+    """Seconds before the Redis broker hands an unacknowledged task to another worker (a backstop)."""
     retention: int = 7 * 24 * 3600
     key_prefix: str = "shelly:"
     max_attempts: int = 3
     """Starts of the same step without progress before the run is failed (a poison run)."""
     poll_interval: float = 1.0
     """Seconds a waiter re-reads Redis when no wake-up arrives (lost pub/sub costs at most this)."""
+    lease: float = 10.0
+    """Seconds a run stays with a worker that stopped renewing its lease (heartbeat every lease/4)."""
+    reap_interval: float = 2.0
+    """Seconds between two scans of the deadline indexes by each worker's reaper."""
+    requeue_after: float = 30.0
+    """Seconds a queued run or a completed join waits for its task before the reaper re-sends it."""
 
     @property
     def lease_ms(self) -> int:
-        """The run lease: longer than any live step, shorter than the redelivery delay."""
-        margin = max(1.0, (self.visibility_timeout - self.step_time_limit) / 2)
-        return int((self.step_time_limit + margin) * 1000)
+        return int(self.lease * 1000)
+
+    @property
+    def heartbeat_interval(self) -> float:
+        return self.lease / 4

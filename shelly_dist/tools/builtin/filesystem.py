@@ -30,6 +30,9 @@ from shelly_dist.tools.toolbox import ToolBox
 MAX_READ = 10 << 20
 """fs_read refuses files over 10 MB, as Shelly does."""
 
+READ_ONLY = frozenset({"fs_read", "fs_read_lines", "fs_list", "fs_stat", "fs_diff"})
+"""Tools that change nothing, so a crash while one ran can simply run it again."""
+
 
 class PathInput(BaseModel):
     path: str = Field(description="Path to the file or directory (relative to the project root)")
@@ -341,7 +344,7 @@ def filesystem_toolbox(perms: Permissions, *, root: Path | None = None) -> ToolB
         ("fs_mkdir", "Create a directory and its parents.", PathInput, fs.mkdir),
     ]
     tools: list[Tool] = [
-        tool_from_model(name, desc, model, fn, group="fs")  # type: ignore[arg-type]
+        tool_from_model(name, desc, model, fn, group="fs", retry_on_crash=name in READ_ONLY)  # type: ignore[arg-type]
         for name, desc, model, fn in specs
     ]
     return ToolBox(tools, name="filesystem")

@@ -79,10 +79,14 @@ def notes_toolbox(notes_dir: Path) -> ToolBox:
                 WriteNoteInput,
                 write_note,
                 group="notes",
+                retry_on_crash=True,  # replaces the note: running it twice leaves the same note
             ),
-            tool_from_model("read_note", "Read a note by name.", NameInput, read_note, group="notes"),
             tool_from_model(
-                "list_notes", "List notes with their first line.", ListNotesInput, list_notes, group="notes"
+                "read_note", "Read a note by name.", NameInput, read_note, group="notes", retry_on_crash=True
+            ),
+            tool_from_model(
+                "list_notes", "List notes with their first line.", ListNotesInput, list_notes, group="notes",
+                retry_on_crash=True,
             ),
         ],
         name="notes",

@@ -144,6 +144,7 @@ def search_toolbox(perms: Permissions, *, root: Path | None = None) -> ToolBox:
                 ContentInput,
                 content,
                 group="fs",
+                retry_on_crash=True,
             ),
             tool_from_model(
                 "search_files",
@@ -152,6 +153,7 @@ def search_toolbox(perms: Permissions, *, root: Path | None = None) -> ToolBox:
                 FilesInput,
                 files,
                 group="fs",
+                retry_on_crash=True,
             ),
         ],
         name="search",

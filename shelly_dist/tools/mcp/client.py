@@ -69,6 +69,9 @@ class MCPServerSpec(BaseModel):
     )
     url: str | None = Field(default=None, description="Endpoint of a streamable HTTP server.")
     headers: dict[str, str] = Field(default_factory=dict, description="HTTP headers sent to a URL server.")
+    retry_on_crash: bool = Field(
+        default=False, description="Its tools are safe to run again after a worker died while one ran."
+    )
 
     @model_validator(mode="after")
     def _exactly_one_transport(self) -> MCPServerSpec:
@@ -288,6 +291,7 @@ class MCPClient:
             input_schema=dict(listed.input_schema),
             handler=handler,
             group=f"mcp:{self.name}",
+            retry_on_crash=self.spec.retry_on_crash,
         )
 
     # -- the owner task ------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import pytest
 
 from shelly_dist import Message, Role, Tool, ToolBox
 from shelly_dist.agent import Finished, Phase, Run, RunState, Suspended, child_messages, entry_from_outcome
+from shelly_dist.agent.run import OUTCOME_UNKNOWN
 from shelly_dist.errors import UsageError
 
 from .helpers import Team, call, calls, complete, delegate
@@ -129,7 +130,7 @@ async def test_restored_run_does_not_rerun_a_tool_whose_result_is_journaled():
         return f"worked {len(ran)}"
 
     team = Team()
-    box = ToolBox([Tool("work", "", {"type": "object"}, work)])
+    box = ToolBox([Tool("work", "", {"type": "object"}, work, retry_on_crash=True)])
     team.add("solo", [calls(("work", {"n": "a"}), ("work", {"n": "b"})), "done"], toolboxes=(box,))
     snapshots: list[RunState] = []
 
@@ -156,3 +157,66 @@ async def test_child_run_finishes_with_its_completion():
     outcome = await run.step()
     assert isinstance(outcome, Finished)
     assert outcome.completion is not None and outcome.completion.summary == "all good"
+
+
+def _crash_mid_tools(retry_on_crash: bool) -> tuple[Team, list[str]]:
+    """A team whose one tool call is journaled as started, then the worker dies while it runs."""
+    ran: list[str] = []
+
+    async def work(arguments: str) -> str:
+        ran.append(arguments)
+        return "worked"
+
+    team = Team()
+    box = ToolBox([Tool("work", "", {"type": "object"}, work, retry_on_crash=retry_on_crash)])
+    team.add("solo", [calls(("work", {"n": "a"})), "done"], toolboxes=(box,))
+    return team, ran
+
+
+async def _snapshot_when_tool_runs(team: Team, ran: list[str]) -> RunState:
+    snapshot: list[RunState] = []
+
+    async def checkpoint(run: Run, reason: str) -> None:
+        snapshot.append(run.snapshot())
+
+    run = Run.start(team.spawn("solo"), [Message.text("user", Role.USER, "go")], checkpoint=checkpoint)
+    await run.until_done()
+    ran.clear()
+    # The last journaled state before the tool's result: the worker died while the tool ran.
+    return next(s for s in reversed(snapshot) if not s.tool_results and s.phase == Phase.TOOLS)
+
+
+async def test_tool_that_started_and_never_finished_gets_outcome_unknown_instead_of_running_again():
+    team, ran = _crash_mid_tools(retry_on_crash=False)
+    state = await _snapshot_when_tool_runs(team, ran)
+    assert state.started, "the call must be journaled as started before the tool runs"
+    resumed = Run.rebuild(team.registry, state)
+    await resumed.until_done()
+    assert ran == []
+    results = [p for m in resumed.agent.chat.messages() if m.role == Role.TOOL for p in m.parts]
+    assert [(r.content, r.is_error) for r in results] == [(OUTCOME_UNKNOWN, True)]
+    assert OUTCOME_UNKNOWN == "tool outcome unknown: the worker running it stopped"
+
+
+async def test_retry_safe_tool_that_started_and_never_finished_runs_again():
+    team, ran = _crash_mid_tools(retry_on_crash=True)
+    state = await _snapshot_when_tool_runs(team, ran)
+    resumed = Run.rebuild(team.registry, state)
+    await resumed.until_done()
+    assert len(ran) == 1
+
+
+async def test_finished_run_whose_finish_was_lost_finishes_again_with_its_journaled_reply():
+    team = Team()
+    team.add("solo", ["the answer"])
+    snapshots: list[RunState] = []
+
+    async def checkpoint(run: Run, reason: str) -> None:
+        snapshots.append(run.snapshot())
+
+    run = Run.start(team.spawn("solo"), [Message.text("user", Role.USER, "go")], checkpoint=checkpoint)
+    await run.until_done()
+    resumed = Run.rebuild(team.registry, snapshots[-1])
+    outcome = await resumed.step()
+    assert isinstance(outcome, Finished) and outcome.reply.text_content() == "the answer"
+    assert sum(c.calls for c in team.completers["solo"]) == 1

@@ -363,6 +363,21 @@ def test_fingerprint_ignores_secrets_and_urls_but_not_agents() -> None:
     assert len(fingerprint(a)) == 16
 
 
+def test_fingerprint_ignores_host_paths_model_urls_and_mcp_secrets() -> None:
+    def team(root: str, url: str, token: str) -> dict:
+        data = base()
+        data["providers"][0]["base_url"] = url
+        data["mcp_servers"] = [{"name": "m", "command": "mcp-x", "env": {"TOKEN": token}}]
+        data["permissions"] = {"fs_directories": [root], "trusted_commands": [f"{root}/bin/tool"]}
+        data["git"] = {"work_dir": root}
+        data["distributed"] = {"broker_url": "redis://a", "step_time_limit": 60}
+        return data
+
+    here = config_from_data(team("/home/a/proj", "http://gpu-a:8000", "t1"), {})
+    there = config_from_data(team("/srv/proj", "http://gpu-b.internal:8000", "t2"), {})
+    assert fingerprint(here) == fingerprint(there)
+
+
 def test_load_config_reads_a_file(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(base()))
@@ -398,6 +413,16 @@ def test_find_config_with_nothing_found_fails(tmp_path: Path, monkeypatch: pytes
 def test_find_config_explicit_missing_file_fails(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--config: file not found"):
         find_config(str(tmp_path / "missing.yaml"), ".shelly", {})
+
+
+def test_distributed_lease_reaches_the_runtime_settings_and_defaults_to_ten_seconds() -> None:
+    from shelly_dist.engine.worker import runtime_settings
+
+    data = base()
+    data["distributed"] = {"broker_url": "redis://127.0.0.1:6379/0"}
+    assert runtime_settings(config_from_data(data, {})).lease == 10.0
+    data["distributed"]["lease"] = "30s"
+    assert runtime_settings(config_from_data(data, {})).lease == 30.0
 
 
 def test_an_unknown_key_in_a_shelly_dist_section_stays_an_error_with_a_suggestion() -> None:

@@ -53,6 +53,15 @@ async def test_toolbox_tools_are_in_the_server_policy_group() -> None:
     assert {t.group for t in box} == {"mcp:calc"}
 
 
+async def test_tools_are_retry_safe_only_when_the_server_is_marked_retry_on_crash() -> None:
+    async with MCPClient(stdio_spec("calc")) as client:
+        unmarked = await client.toolbox()
+    async with MCPClient(stdio_spec("calc").model_copy(update={"retry_on_crash": True})) as client:
+        marked = await client.toolbox()
+    assert {t.retry_on_crash for t in unmarked} == {False}
+    assert {t.retry_on_crash for t in marked} == {True}
+
+
 async def test_tool_handler_echoes_json_arguments() -> None:
     async with MCPClient(stdio_spec()) as client:
         echo = (await client.toolbox()).get("echo")

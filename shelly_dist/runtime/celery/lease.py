@@ -1,0 +1,119 @@
+"""The right to advance one run: a typed lease whose methods are the only writers of the run.
+
+DESIGN §3 rule 3: the journal, not the broker, decides who advances a run. A claim returns a
+:class:`Lease` (the parsed record, the holder's token, the deadline); checkpoint, expect, release
+and finish are its methods, and each is fenced inside its Lua script by the token, so fencing
+cannot be forgotten. While a step is in flight :meth:`Lease.heartbeat` renews the lease every
+quarter of its length; a renewal that is refused (someone else holds the run now) or that cannot
+reach Redis before the lease lapses marks the lease lost and cancels the step, which then writes
+nothing (every write would be refused anyway) and is abandoned.
+
+A coordinator's root run has no lease key: the coordinator process is its only writer, and its
+token is stored as the record's ``owner`` (see :meth:`Journal.open_root`); it is never heartbeaten
+and never reaped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from shelly_dist.agent import ChildRequest, RunState
+from shelly_dist.chats import Message
+from shelly_dist.errors import RunError, StoreError
+from shelly_dist.runtime.celery.record import RunRecord
+
+if TYPE_CHECKING:
+    from shelly_dist.runtime.celery.journal import Journal
+
+logger = logging.getLogger(__name__)
+
+
+class LeaseLost(RunError):
+    """This process no longer holds the run: its writes were refused (``lease lost: <key>``)."""
+
+
+@dataclass
+class Lease:
+    journal: Journal
+    record: RunRecord
+    token: str
+    deadline: float = 0.0
+    """Wall-clock time (``time.time()``) at which the lease lapses unless renewed; 0 for an owner."""
+    lost: bool = False
+
+    @property
+    def run_id(self) -> str:
+        return self.record.id
+
+    # -- writes (each fenced by ``token`` in its script) ----------------------------------------
+
+    async def checkpoint(
+        self, offset: int, state: RunState, new: list[Message], status: str, events: str = ""
+    ) -> tuple[int, bool]:
+        """Append ``new`` after ``offset`` journaled messages, store ``state`` and write the
+        ``events`` batch, in one round trip; returns (journaled count, tree canceled)."""
+        return await self.journal._checkpoint_run(self, offset, state, new, status, events)
+
+    async def expect(
+        self, requests: list[ChildRequest], iteration: int, fingerprint: str
+    ) -> tuple[list[str], list[str]]:
+        """Register the children before enqueueing; returns (all child ids, ids not started yet)."""
+        return await self.journal._expect_children(self, requests, iteration, fingerprint)
+
+    async def release(self) -> int:
+        """Let a suspended run go; returns the children still pending (0: keep going now)."""
+        return await self.journal._release_run(self)
+
+    async def finish(self, status: str, result: dict[str, Any], *, events: str = "", **fields: str) -> tuple[int, str]:
+        """End the run (writing its last ``events``) and join its result into its parent; returns
+        (children left, parent mode). ``left == 0``: this call completed the join and the caller
+        enqueues the parent's resume. Finishing a run already terminal is a no-op (``-1``)."""
+        return await self.journal._finish_run(self, status, result, events, fields)
+
+    async def drop(self) -> None:
+        """Give the run up after a failed attempt, so a retry need not wait out the lease."""
+        await self.journal._drop_lease(self)
+
+    # -- keeping it -----------------------------------------------------------------------------
+
+    async def renew(self) -> bool:
+        """Extend the lease; False when someone else holds the run now."""
+        ok = await self.journal._renew(self)
+        if ok:
+            self.deadline = time.time() + self.journal.settings.lease
+        return ok
+
+    @contextlib.asynccontextmanager
+    async def heartbeat(self, step: asyncio.Task[Any]) -> AsyncIterator[None]:
+        """Renew the lease while the body runs; if it is lost, mark it and cancel ``step``."""
+        beat = asyncio.create_task(self._beat(step), name=f"lease:{self.run_id}")
+        try:
+            yield
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+
+    async def _beat(self, step: asyncio.Task[Any]) -> None:
+        interval = self.journal.settings.heartbeat_interval
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if await self.renew():
+                    continue
+                reason = "held by another worker"
+            except StoreError as exc:
+                if time.time() + interval < self.deadline:
+                    logger.warning("run %s: lease renewal failed (%s); retrying", self.run_id, exc)
+                    continue
+                reason = f"not renewed before it lapsed ({exc})"
+            logger.warning("run %s: lease lost (%s); abandoning the step", self.run_id, reason)
+            self.lost = True
+            step.cancel()
+            return

@@ -1,0 +1,58 @@
+"""A run record (hash ``…:run:{id}``) parsed once, at the journal's edge, into a typed object.
+
+The record holds the run's identity (agent, depth, parent, root, session), its status (``queued →
+running ⇄ waiting → done | failed | canceled``), its state (a :class:`~shelly_dist.agent.RunState`
+without messages) and how many messages its journal holds. Everything above the journal reads
+these attributes; nothing passes the raw ``dict[str, str]`` around (STYLE "What to avoid" 11).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+TERMINAL = frozenset({"done", "failed", "canceled"})
+
+
+@dataclass
+class RunRecord:
+    id: str
+    agent: str
+    root: str
+    session: str
+    depth: int = 0
+    parent: str = ""
+    parent_key: str = ""
+    mode: str = "worker"
+    """``worker`` (advanced by worker tasks) or ``coordinator`` (a root driven by a CLI process)."""
+    status: str = "queued"
+    task: str = ""
+    fingerprint: str = ""
+    request: str = ""
+    """The :class:`~shelly_dist.agent.ChildRequest` JSON of a child run."""
+    input: str = ""
+    """The first user messages (JSON) of a root run started on a worker."""
+    state: str = ""
+    msg_count: int = 0
+    instance_n: int = 0
+    pending: int = 0
+    attempts: int = 0
+
+    @classmethod
+    def parse(cls, raw: dict[str, str]) -> RunRecord:
+        """From the hash's fields (unknown fields are ignored; numbers default to 0)."""
+        def num(name: str) -> int:
+            return int(raw.get(name) or 0)
+
+        return cls(
+            id=raw["id"], agent=raw.get("agent", ""), root=raw.get("root") or raw["id"],
+            session=raw.get("session", ""), depth=num("depth"), parent=raw.get("parent", ""),
+            parent_key=raw.get("parent_key", ""), mode=raw.get("mode", "worker"), status=raw.get("status", ""),
+            task=raw.get("task", ""), fingerprint=raw.get("fingerprint", ""), request=raw.get("request", ""),
+            input=raw.get("input", ""), state=raw.get("state", ""), msg_count=num("msg_count"),
+            instance_n=num("instance_n"), pending=num("pending"), attempts=num("attempts"),
+        )
+
+    def task_kwargs(self) -> dict[str, Any]:
+        """What Flower shows of a run's task: agent, depth, session and a preview of the task."""
+        return {"agent": self.agent, "depth": self.depth, "session": self.session, "preview": self.task[:80]}

@@ -1,0 +1,124 @@
+"""First-hour failures through the real ``shelly`` command: a refused Redis port, a Redis with
+``requirepass`` given the wrong password (our own redis-server), an unreachable amqp broker, and a
+dependency that cannot be imported. Each is one ``shelly:`` line on stderr naming the cause and
+the fix, with the documented exit code, and no traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+
+from .cluster import complete, delegate, scripted
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+SHELLY = [sys.executable, "-m", "shelly_dist.cli.main"]
+REFUSED_PORT = 6421
+"""This branch's port range (6421-6429); nothing listens on this one."""
+PASSWORD_PORT = 6422
+
+
+def project(root: Path, distributed: dict[str, Any]) -> Path:
+    """A lead that delegates once to a helper, with ``distributed`` as given."""
+    (root / ".shelly").mkdir(parents=True, exist_ok=True)
+    (root / ".shelly" / "config.yaml").write_text(yaml.safe_dump({
+        "providers": [scripted(lead=[delegate(("helper", "x")), "lead done"], helper=[complete("ok")])],
+        "agents": [{"name": "lead", "description": "d", "options": {"max_delegation_depth": 1}},
+                   {"name": "helper", "description": "h"}],
+        "distributed": {"queue": "inst-first-hour", "key_prefix": "inst-first-hour:", **distributed},
+    }))
+    return root
+
+
+def shelly(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SHELLY_")}
+    return subprocess.run([*SHELLY, *args], cwd=root, env={**base, **(env or {})}, capture_output=True, text=True,
+                          timeout=90)
+
+
+def the_line(out: subprocess.CompletedProcess[str]) -> str:
+    """The one ``shelly:`` line on stderr (asserting there is exactly one and no traceback)."""
+    assert "Traceback" not in out.stderr, out.stderr
+    lines = [x for x in out.stderr.splitlines() if x.startswith("shelly:")]
+    assert len(lines) == 1, out.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def password_redis(tmp_path: Path) -> Iterator[int]:
+    """Our own redis-server with ``requirepass right`` on :data:`PASSWORD_PORT`; reaped after."""
+    proc = subprocess.Popen(["redis-server", "--port", str(PASSWORD_PORT), "--bind", "127.0.0.1", "--requirepass",
+                             "right", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        client = redis.Redis(port=PASSWORD_PORT, password="right")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        client.close()
+        yield PASSWORD_PORT
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_refused_redis_port_is_one_line_exit_1(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{REFUSED_PORT}/0"
+    out = shelly(project(tmp_path, {"broker_url": url}), "run", "go")
+    assert out.returncode == 1
+    assert the_line(out) == (f"shelly: Redis at 127.0.0.1:{REFUSED_PORT} refused the connection: start Redis, or "
+                             "fix distributed.redis_url (or SHELLY_REDIS_URL)")
+
+
+def test_wrong_redis_password_is_one_line_exit_2(tmp_path: Path, password_redis: int) -> None:
+    url = f"redis://:wrong@127.0.0.1:{password_redis}/0"
+    out = shelly(project(tmp_path, {"broker_url": url}), "run", "go")
+    assert out.returncode == 2
+    assert the_line(out).startswith("shelly: Redis refused the password: put the password in the Redis URL")
+
+
+def test_unreachable_amqp_broker_is_one_line_exit_1(tmp_path: Path, redis_url: str, key_prefix: str) -> None:
+    broker = f"amqp://guest:guest@127.0.0.1:{REFUSED_PORT}//"
+    out = shelly(project(tmp_path, {"broker_url": broker, "redis_url": redis_url, "key_prefix": key_prefix}),
+                 "run", "go")
+    assert out.returncode == 1
+    assert the_line(out).startswith("shelly: the broker cannot be reached")
+    assert "distributed.broker_url" in the_line(out)
+
+
+def test_a_dependency_that_cannot_be_imported_stops_the_worker_with_one_line_exit_2(tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow" / "packaging"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ModuleNotFoundError("No module named packaging", name="packaging")\n')
+    root = project(tmp_path / "p", {"broker_url": f"redis://127.0.0.1:{REFUSED_PORT}/0"})
+    out = shelly(root, "worker", env={"PYTHONPATH": str(tmp_path / "shadow")})
+    assert out.returncode == 2
+    assert the_line(out).startswith('shelly: missing Python module "packaging"')
+
+
+def test_a_worker_whose_broker_refuses_stops_with_one_line_exit_1(tmp_path: Path) -> None:
+    out = shelly(project(tmp_path, {"broker_url": f"redis://127.0.0.1:{REFUSED_PORT}/0"}), "worker")
+    assert out.returncode == 1
+    assert the_line(out).startswith("shelly: the broker cannot be reached (Error 111 connecting to 127.0.0.1:6421")
+
+
+def test_a_worker_given_the_wrong_redis_password_stops_with_one_line_exit_2(
+    tmp_path: Path, password_redis: int
+) -> None:
+    out = shelly(project(tmp_path, {"broker_url": f"redis://:wrong@127.0.0.1:{password_redis}/0"}), "worker")
+    assert out.returncode == 2
+    assert the_line(out).startswith("shelly: Redis refused the password")

@@ -1,0 +1,114 @@
+"""The worker's executor on fakeredis: a retried finish joins the journaled result, a journaled
+reply is never requested again, and a step whose lease is lost writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import fakeredis
+import pytest
+
+from shelly_dist import Agent, AgentOptions, Registry, ScriptedCompleter
+from shelly_dist.agent import ChildRequest
+from shelly_dist.errors import StoreError
+from shelly_dist.runtime.celery.cancel import CancelWatch
+from shelly_dist.runtime.celery.executor import RESUME_AGENT, Executor
+from shelly_dist.runtime.celery.journal import Journal, child_key
+from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.settings import RuntimeSettings
+
+
+class Context:
+    """A worker context of one scripted agent ``w`` whose completer counts its calls."""
+
+    fingerprint = "fp"
+
+    def __init__(self, replies: list[Any]) -> None:
+        self.completer = ScriptedCompleter(replies, name="w")
+        self._registry = Registry()
+        self._registry.register("w", "a worker", lambda: Agent("w", "a worker", completer=self.completer,
+                                                                options=AgentOptions()))
+
+    def registry(self, session: str) -> Registry:
+        return self._registry
+
+    async def aclose(self) -> None:
+        return None
+
+
+class Sent:
+    def __init__(self) -> None:
+        self.tasks: list[tuple[str, list[Any]]] = []
+
+    async def __call__(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        self.tasks.append((name, args))
+
+
+@pytest.fixture
+async def journal() -> AsyncIterator[Journal]:
+    client = fakeredis.FakeAsyncRedis(decode_responses=True)
+    settings = RuntimeSettings(broker_url="redis://", redis_url="redis://", key_prefix=f"t:{uuid.uuid4().hex[:6]}:")
+    yield Journal(client, settings)
+    await client.aclose()
+
+
+REQUEST = ChildRequest(key="call_1:0", tool_call_id="call_1", index=0, agent="w", task="answer", depth=1,
+                       visited=["lead", "w"], parent_run_id="root", parent_agent="lead")
+
+
+async def waiting_parent(journal: Journal) -> str:
+    """A parent that registered one child and suspended; returns the child's run id."""
+    await journal.create_root("root", agent="lead", session="s", mode="worker", task="go", fingerprint="fp")
+    claim = await journal.claim("root", "root", "parent", "w0")
+    assert claim.lease is not None
+    ids, _ = await claim.lease.expect([REQUEST], 1, "fp")
+    assert await claim.lease.release() == 1
+    return ids[0]
+
+
+async def test_retried_finish_after_the_final_checkpoint_joins_the_journaled_reply(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+):
+    child = await waiting_parent(journal)
+    ctx, sent = Context(["the answer"]), Sent()
+    executor = Executor(ctx, journal, sent, CancelWatch(journal.client, journal.keys), hostname="w1")
+    finish = Lease.finish
+    failures = [StoreError("journal: redis error: ConnectionError: blip")]
+
+    async def flaky(self: Lease, *args: Any, **kwargs: Any) -> tuple[int, str]:
+        if failures:
+            raise failures.pop()
+        return await finish(self, *args, **kwargs)
+
+    monkeypatch.setattr(Lease, "finish", flaky)
+    with pytest.raises(StoreError):
+        await executor.advance(child, "root")  # the final state is journaled, the finish is not
+    progress = await executor.advance(child, "root")  # the task's retry
+    assert progress.outcome == "done"
+    joined = await journal.children("root", [child_key(REQUEST, 1)])
+    assert joined[child_key(REQUEST, 1)].result == "the answer"
+    assert ctx.completer.calls == 1, "a journaled reply is never requested again"
+    assert sent.tasks == [(RESUME_AGENT, ["root", "root"])]
+
+
+async def test_step_whose_lease_is_taken_over_is_abandoned_without_writing(journal: Journal):
+    child = await waiting_parent(journal)
+    ctx, sent = Context([{"text": "slow", "delay": 30}]), Sent()
+    executor = Executor(ctx, journal, sent, CancelWatch(journal.client, journal.keys), hostname="w1")
+    step = asyncio.create_task(executor.advance(child, "root"))
+
+    async def taken_over() -> None:
+        # Once the step is under way, another worker takes the run over (this one was presumed dead).
+        while not await journal.client.exists(journal.keys.run_lease(child)):  # noqa: ASYNC110 (a Redis key)
+            await asyncio.sleep(0.01)
+        await journal.client.set(journal.keys.run_lease(child), "someone-else")
+
+    await asyncio.wait_for(taken_over(), 5)
+    progress = await asyncio.wait_for(step, journal.settings.lease * 2)
+    assert progress.outcome == "abandoned"
+    record = await journal.fields(child)
+    assert record["status"] == "running" and "result" not in record
+    assert sent.tasks == []

@@ -1,0 +1,147 @@
+"""The lease scripts and the reaper on fakeredis (Lua): fencing, idempotent finish, and which runs
+a reaper re-enqueues after a crash — each by exactly one of several reapers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import fakeredis
+import pytest
+
+from shelly_dist.agent import ChildRequest, DelegateEntry
+from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
+from shelly_dist.runtime.celery.journal import Journal
+from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.reaper import Reaper
+from shelly_dist.runtime.celery.settings import RuntimeSettings
+
+LEASE = 0.05
+"""A lease short enough to lapse at once: the subject here is what happens after it lapsed."""
+
+
+@pytest.fixture
+async def journal() -> AsyncIterator[Journal]:
+    client = fakeredis.FakeAsyncRedis(decode_responses=True)
+    settings = RuntimeSettings(broker_url="redis://", redis_url="redis://", key_prefix=f"t:{uuid.uuid4().hex[:6]}:",
+                               lease=LEASE, requeue_after=0)
+    yield Journal(client, settings)
+    await client.aclose()
+
+
+class Sent:
+    """An enqueue that records what was sent."""
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[str, list[Any]]] = []
+
+    async def __call__(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
+        self.tasks.append((name, args))
+
+
+async def lapsed(journal: Journal, run_id: str) -> None:
+    """Wait (bounded) until the run's lease key has expired: its holder stopped renewing it."""
+    deadline = time.monotonic() + 5
+    while await journal.client.exists(journal.keys.run_lease(run_id)):
+        assert time.monotonic() < deadline, "the lease never lapsed"
+        await asyncio.sleep(LEASE / 2)
+
+
+def request(i: int) -> ChildRequest:
+    return ChildRequest(key=f"call_1:{i}", tool_call_id="call_1", index=i, agent="w", task=f"t{i}", depth=1,
+                        visited=["lead", "w"], parent_run_id="root", parent_agent="lead")
+
+
+async def root(journal: Journal) -> Lease:
+    await journal.create_root("root", agent="lead", session="s", mode="worker", task="go", fingerprint="fp")
+    claim = await journal.claim("root", "root", "holder", "w0")
+    assert claim.lease is not None
+    return claim.lease
+
+
+async def test_run_whose_lease_lapsed_is_re_enqueued_by_exactly_one_of_two_reapers(journal: Journal):
+    await root(journal)
+    await lapsed(journal, "root")
+    first, second = Sent(), Sent()
+    sent = await asyncio.gather(Reaper(journal, first, "fp").scan(), Reaper(journal, second, "fp").scan())
+    assert sorted(sent) == [0, 1]
+    assert first.tasks + second.tasks == [(RUN_AGENT, ["root", "root"])]
+
+
+async def test_run_whose_holder_still_renews_is_left_alone(journal: Journal):
+    lease = await root(journal)
+    await lapsed(journal, "root")
+    await journal.client.set(journal.keys.run_lease("root"), "holder", px=60_000)  # renewed in time
+    sent = Sent()
+    assert await Reaper(journal, sent, "fp").scan() == 0
+    assert lease.record.id == "root" and sent.tasks == []
+
+
+async def test_parent_whose_join_completed_without_a_resume_is_resumed_by_the_reaper(journal: Journal):
+    parent = await root(journal)
+    ids, _ = await parent.expect([request(0)], 1, "fp")
+    assert await parent.release() == 1
+    child = await journal.claim(ids[0], "root", "child", "w1")
+    assert child.lease is not None
+    left, mode = await child.lease.finish("done", DelegateEntry(agent="w", result="r").to_json())
+    assert (left, mode) == (0, "worker")
+    # ... and the worker died here, before it could send the parent's resume.
+    sent = Sent()
+    await Reaper(journal, sent, "fp").scan()
+    assert sent.tasks == [(RESUME_AGENT, ["root", "root"])]
+
+
+async def test_parent_still_waiting_on_a_child_is_not_re_enqueued(journal: Journal):
+    parent = await root(journal)
+    ids, _ = await parent.expect([request(0)], 1, "fp")
+    await parent.release()
+    child = await journal.claim(ids[0], "root", "child", "w1")
+    assert child.lease is not None  # the child runs, leased: nothing to re-send
+    sent = Sent()
+    await Reaper(journal, sent, "fp").scan()
+    assert sent.tasks == []
+
+
+async def test_queued_run_whose_task_message_was_lost_is_sent_again(journal: Journal):
+    parent = await root(journal)
+    ids, to_start = await parent.expect([request(0)], 1, "fp")
+    assert to_start == ids  # ... but the send to the broker failed
+    await parent.release()
+    sent = Sent()
+    await Reaper(journal, sent, "fp").scan()
+    assert (RUN_AGENT, [ids[0], "root"]) in sent.tasks
+
+
+async def test_retried_finish_of_a_finished_run_changes_nothing(journal: Journal):
+    parent = await root(journal)
+    ids, _ = await parent.expect([request(0)], 1, "fp")
+    child = await journal.claim(ids[0], "root", "child", "w1")
+    assert child.lease is not None
+    entry = DelegateEntry(agent="w", result="first").to_json()
+    assert (await child.lease.finish("done", entry))[0] == 0
+    again = DelegateEntry(agent="w", result="second").to_json()
+    assert await child.lease.finish("done", again) == (-1, "")
+    assert json.loads((await journal.fields(ids[0]))["result"]) == entry
+
+
+async def test_finish_never_re_creates_an_expired_parent(journal: Journal):
+    parent = await root(journal)
+    ids, _ = await parent.expect([request(0)], 1, "fp")
+    child = await journal.claim(ids[0], "root", "child", "w1")
+    assert child.lease is not None
+    await journal.client.delete(journal.keys.run("root"))  # the parent's record expired
+    await child.lease.finish("done", DelegateEntry(agent="w", result="late").to_json())
+    assert not await journal.client.exists(journal.keys.run("root"))
+    assert not await journal.client.exists(journal.keys.run_children("root"))
+
+
+async def test_run_of_another_config_generation_is_left_unclaimed(journal: Journal):
+    await journal.create_root("root", agent="lead", session="s", mode="worker", task="go", fingerprint="old")
+    claim = await journal.claim("root", "root", "tok", "w-new", fingerprint="new")
+    assert (claim.outcome, claim.detail, claim.lease) == ("foreign", "old", None)
+    assert (await journal.fields("root"))["attempts"] == "0"
+    assert not await journal.client.exists(journal.keys.run_lease("root"))
