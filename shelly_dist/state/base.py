@@ -7,7 +7,8 @@ copied on the way in and out (they travel as JSON text), so a caller mutating a 
 got back never changes the store (Shelly behaviour 62).
 
 :class:`StoreBase` holds the parts both implementations share: ``watch`` (subscribe, read, wait,
-re-read — see :mod:`shelly_dist.state.changes`) and ``snapshot``.
+re-read — see :mod:`shelly_dist.state.changes`; a Redis outage under a watch is waited out, up to
+its timeout, by :mod:`shelly_dist.state.blocking`) and ``snapshot``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from shelly_dist.errors import StoreError
+from shelly_dist.state.blocking import read_through
 from shelly_dist.state.changes import Changes, deadline_after, seconds_left
 
 
@@ -110,7 +112,7 @@ class StoreBase(ABC):
         deadline = deadline_after(timeout)
         async with self.changes() as changes:
             while True:
-                entry = await self.get(key)
+                entry = await read_through(self.origin, lambda: self.get(key), until=deadline)
                 if entry is not None:
                     return entry
                 left = seconds_left(deadline)

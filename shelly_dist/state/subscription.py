@@ -4,14 +4,16 @@ A :class:`Subscription` is entered before a watch's first read and waits until R
 the SUBSCRIBE, so a PUBLISH made after that read cannot be missed. Its :meth:`wait` returns on any
 message *or* after the poll interval, and the watch re-reads either way (DESIGN.md §3, rule 6).
 
-A dropped connection is not fatal: the subscription reopens once per failure (the client's retry
-policy backs off while connecting) and the watch re-reads, so a killed connection resumes the
-watch; if Redis stays unreachable, the wait raises ``StoreError`` naming the channel. Never a hang.
+Opening fails fast (``StoreError`` naming the channel, when Redis does not answer then); once open,
+waiting survives: a dropped connection or a Redis outage of any length never escapes a wait (it
+returns after its time, as without a message, and the next wait resubscribes, through
+:func:`~shelly_dist.state.blocking.read_through`), and a cancelled wait always ends, even when the
+client under it swallows the cancellation. A hint published during an outage is lost, which is
+why the caller re-reads after every wait — the caller's re-read is what waits the outage out.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from types import TracebackType
@@ -21,7 +23,8 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from shelly_dist.errors import StoreError
-from shelly_dist.state.connection import COMMAND_TIMEOUT, CONNECTION_ERRORS, open_pubsub
+from shelly_dist.state.blocking import is_outage, read_through
+from shelly_dist.state.connection import COMMAND_TIMEOUT, open_pubsub
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +40,7 @@ class Subscription:
         self._channel = channel
         self._poll = poll_interval
         self._pubsub: PubSub | None = None
+        self._entered = False
 
     async def __aenter__(self) -> Subscription:
         try:
@@ -44,11 +48,13 @@ class Subscription:
         except (RedisError, OSError) as exc:
             await self._close()
             raise StoreError(f"watch: cannot subscribe to {self._channel}: {exc}") from exc
+        self._entered = True
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._entered = False
         await self._close()
 
     async def _open(self) -> None:
@@ -59,7 +65,7 @@ class Subscription:
             message = await self._pubsub.get_message(timeout=deadline - time.monotonic())
             if message is not None and message.get("type") == "subscribe":
                 return
-        raise StoreError(f"watch: no confirmation subscribing to {self._channel}")
+        raise StoreError(f"watch: no confirmation subscribing to {self._channel}") from TimeoutError()
 
     async def _close(self) -> None:
         pubsub, self._pubsub = self._pubsub, None
@@ -70,33 +76,33 @@ class Subscription:
         except (RedisError, OSError):
             logger.debug("closing pub/sub on %s failed", self._channel, exc_info=True)
 
+    async def message(self, timeout: float | None) -> str | None:  # noqa: ASYNC109 - deadline is part of the contract
+        """The data of the next message on the channel, or ``None`` after ``min(timeout, poll
+        interval)`` without one. During an outage it returns ``None`` after that time too, and the
+        next call resubscribes once Redis answers: the caller re-reads either way."""
+        if not self._entered:
+            raise StoreError(f"watch: subscription to {self._channel} is not open")
+        limit = self._poll if timeout is None else min(timeout, self._poll)
+
+        async def read() -> dict[str, object] | None:
+            if self._pubsub is None:  # lost in an outage: resubscribe before waiting again
+                await self._open()
+                return None
+            return await self._pubsub.get_message(timeout=limit)
+
+        try:
+            message = await read_through(f"watch {self._channel}", read, on_outage=self._close,
+                                         until=time.monotonic() + limit)
+        except Exception as exc:
+            if is_outage(exc):
+                return None  # still down after the wait's time: the caller re-reads (and waits there)
+            if isinstance(exc, RedisError):
+                raise StoreError(f"watch: redis error on {self._channel}: {exc}") from exc
+            raise
+        if message is None or message.get("type") != "message":
+            return None
+        return str(message.get("data"))
+
     async def wait(self, timeout: float | None) -> None:  # noqa: ASYNC109 - deadline is part of the contract
         """Return on a message, after ``min(timeout, poll interval)``, or after a reconnect."""
-        limit = self._poll if timeout is None else min(timeout, self._poll)
-        if self._pubsub is None:
-            raise StoreError(f"watch: subscription to {self._channel} is not open")
-        try:
-            await self._pubsub.get_message(timeout=limit)
-        except CONNECTION_ERRORS as exc:
-            _reraise_swallowed_cancel()
-            logger.warning("watch: connection lost on %s (%s); resubscribing", self._channel, exc)
-            await self._close()
-            try:
-                await self._open()
-            except (RedisError, OSError) as again:
-                raise StoreError(
-                    f"watch: connection to Redis lost on {self._channel} and not restored: {again}"
-                ) from again
-        except RedisError as exc:
-            raise StoreError(f"watch: redis error on {self._channel}: {exc}") from exc
-        _reraise_swallowed_cancel()
-
-
-def _reraise_swallowed_cancel() -> None:
-    """Raise ``CancelledError`` when this task was cancelled but a library under the read turned
-    the cancellation into a timeout or a plain return (Python 3.11's ``asyncio.wait_for`` does when
-    the cancel and its own timeout coincide, as fakeredis's read uses it). Without this, a watch
-    that is cancelled at the wrong instant would re-read and wait forever."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
+        await self.message(timeout)

@@ -21,6 +21,7 @@ from typing import Any
 
 from shelly_dist.errors import StoreError
 from shelly_dist.identity import agent_name
+from shelly_dist.state.blocking import read_through
 from shelly_dist.state.changes import Changes, deadline_after, seconds_left, soonest
 from shelly_dist.tasks.base import DEFAULT_UNCLAIMED_TIMEOUT, STATUSES, Task
 
@@ -197,7 +198,7 @@ class BoardBase(ABC):
         unassigned_since: float | None = None
         async with self.changes() as changes:
             while True:
-                task = await self.get(task_id)
+                task = await read_through("tasks", lambda: self.get(task_id), until=deadline)
                 if task is None:
                     raise _not_found(task_id)
                 if task.terminal:
@@ -221,7 +222,7 @@ class BoardBase(ABC):
         deadline = deadline_after(timeout)
         async with self.changes() as changes:
             while True:
-                task = await self.get(task_id)
+                task = await read_through("tasks", lambda: self.get(task_id), until=deadline)
                 if task is None or task.status == "canceled":
                     return task
                 await changes.wait(self._time_left(deadline, timeout, task_id))

@@ -26,6 +26,10 @@ from shelly_dist.state.connection import sync_client
 BROKER_DB = 5
 """The Redis database the broker uses in tests (state and journals stay in db 0 with a prefix)."""
 
+DEFAULT_TIMING = {"step_time_limit": 600, "visibility_timeout": 900}
+"""The runtime's own defaults, for tests of a guarantee on default settings (``write_config``
+otherwise shortens them for tests)."""
+
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
     """Poll ``condition`` until it returns something truthy; fail with ``what`` after ``timeout``."""

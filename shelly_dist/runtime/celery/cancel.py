@@ -18,8 +18,9 @@ import logging
 import redis.asyncio as aioredis
 
 from shelly_dist.runtime.celery.journal import TERMINAL
-from shelly_dist.state.connection import open_pubsub, redis_errors
+from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
+from shelly_dist.state.subscription import Subscription
 
 logger = logging.getLogger(__name__)
 
@@ -113,18 +114,17 @@ class CancelWatch:
     async def _listen(self, ready: asyncio.Future[None]) -> None:
         while True:
             try:
-                pubsub = await open_pubsub(self._client)
-                await pubsub.subscribe(self._keys.cancel_channel())
-                if not ready.done():
-                    ready.set_result(None)
-                async for message in pubsub.listen():
-                    if message.get("type") == "message":
-                        n = self.cancel_local(str(message["data"]))
+                async with Subscription(self._client, self._keys.cancel_channel()) as sub:
+                    if not ready.done():
+                        ready.set_result(None)
+                    while True:  # outages are waited out inside message(); see state/blocking.py
+                        root = await sub.message(None)
+                        n = self.cancel_local(root) if root else 0
                         if n:
-                            logger.info("cancelled %d in-flight steps of tree %s", n, message["data"])
+                            logger.info("cancelled %d in-flight steps of tree %s", n, root)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the connection dropped: re-subscribe after a short pause
+            except Exception as exc:  # could not subscribe: try again after a short pause
                 if not ready.done():
                     ready.set_result(None)
                 logger.warning("cancel listener: %s; re-subscribing", exc)

@@ -25,13 +25,14 @@ from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome
 from shelly_dist.runtime.celery.app import create_app
 from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
-from shelly_dist.runtime.celery.events import StreamSink, read_events
+from shelly_dist.runtime.celery.events import StreamSink, last_id, not_before, read_entries
 from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children, enqueue_resume
 from shelly_dist.runtime.celery.journal import TERMINAL, Journal, child_key
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.questions import Answered, answer, open_questions, require_open
 from shelly_dist.runtime.celery.root_answerer import RootAnswerer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import connect
 from shelly_dist.state.subscription import Subscription
 
@@ -39,6 +40,10 @@ logger = logging.getLogger(__name__)
 
 NO_WORKER_HINT = 30.0
 """Seconds after which a coordinator whose children have not started says why it may be waiting."""
+
+DRAIN_LIMIT = 30.0
+"""Seconds the live view's tail may take, once the run has ended, to read the rest of the stream
+(normally milliseconds; the bound only matters if Redis goes away at that moment)."""
 
 LIVE_INTERVAL = 0.1
 """Seconds between reads of the remote events for the live view: ten refreshes a second at most,
@@ -85,7 +90,7 @@ class CeleryRuntime:
         stream = StreamSink(self.client, self.journal.keys, session, retention=self.settings.retention)
         local = agent.options.on_event
         agent.options.on_event = _tee(local, stream)
-        tail = asyncio.create_task(self._replay_remote(session, run_id, local)) if local else None
+        tail = _Tail(self, session, run_id, local) if local else None
 
         async def flush(r: Run, reason: str) -> None:
             await stream.flush()
@@ -116,26 +121,13 @@ class CeleryRuntime:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._close_root(lease, status, error, run, stream))
             if tail is not None:
-                await self._stop_tail(tail)
+                await tail.close(drain=status != "canceled")
 
     async def _close_root(self, lease: Lease, status: str, error: str, run: Run, stream: StreamSink) -> None:
         await stream.flush()
         entry = DelegateEntry(agent=lease.record.agent, error=error or None)
         await lease.finish(status, entry.to_json(), usage=run.state.usage.model_dump_json(),
                            **({"error": error} if error else {}))
-
-    async def _replay_remote(self, session: str, run_id: str, sink: EventSink) -> None:
-        """Forward the session stream's events of *other* runs (the remote tree) to ``sink``."""
-        start = f"{int(time.time() * 1000) - 1}-0"
-        async for _, event in read_events(self.client, self.journal.keys, session, after=start, follow=True,
-                                          block_ms=500, batch_interval=LIVE_INTERVAL):
-            if event.run_id != run_id:
-                sink(event)
-
-    async def _stop_tail(self, tail: asyncio.Task[None]) -> None:
-        tail.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await tail
 
     # -- root runs on the pool (batch) ---------------------------------------------------------
 
@@ -174,7 +166,7 @@ class CeleryRuntime:
         async with Subscription(self.client, self.journal.keys.run_changed(run_id),
                                 poll_interval=self.settings.poll_interval) as sub:
             while True:
-                record = await self.journal.fields(run_id)
+                record = await read_through("coordinator", lambda: self.journal.fields(run_id))
                 if not record:
                     raise RunError(f"run {run_id}: not found", run_id=run_id)
                 if record.get("status") in TERMINAL:
@@ -221,7 +213,11 @@ class _Wakeups:
     """One subscription to a coordinator run's channel, shared by every ``delegate`` call of the
     run (several may wait at once). Each message — or each poll interval without one — bumps a
     generation; a waiter notes the generation *before* it reads Redis and waits for it to move,
-    so a wake-up between its read and its wait is never lost."""
+    so a wake-up between its read and its wait is never lost.
+
+    A Redis outage never ends the pump: the subscription's wait returns after its poll interval
+    while Redis is down (see :mod:`shelly_dist.state.subscription`), anything else is logged and
+    turned into a plain poll, and the waiters' re-reads wait the outage out."""
 
     def __init__(self, sub: Subscription, poll: float) -> None:
         self._sub = sub
@@ -232,7 +228,13 @@ class _Wakeups:
 
     async def _pump(self) -> None:
         while True:
-            await self._sub.wait(self._poll)
+            try:
+                await self._sub.wait(self._poll)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # never let the pump die: waiters would wait forever (issue 12)
+                logger.exception("coordinator: wake-up subscription failed; re-reading every %.1fs", self._poll)
+                await asyncio.sleep(self._poll)
             async with self._cond:
                 self.generation += 1
                 self._cond.notify_all()
@@ -281,10 +283,10 @@ class _Awaiter:
         hint_at: float | None = time.monotonic() + NO_WORKER_HINT
         while True:
             seen = wakeups.generation
-            got = await rt.journal.children(run_id, keys)
+            got = await read_through("coordinator", lambda: rt.journal.children(run_id, keys))
             if len(got) == len(keys):
                 return [got[k] for k in keys]
-            if await rt.journal.is_canceled(self.record.root):
+            if await read_through("coordinator", lambda: rt.journal.is_canceled(self.record.root)):
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
             if hint_at is not None and time.monotonic() > hint_at:
                 hint_at = None
@@ -295,7 +297,8 @@ class _Awaiter:
         """Say so when no worker has picked any child up: the usual cause is no ``shelly worker``
         listening on this queue and broker (the run simply waits; nothing is lost)."""
         rt = self.runtime
-        statuses = [r.status if (r := await rt.journal.record(cid)) else None for cid in ids]
+        records = [await read_through("coordinator", lambda cid=cid: rt.journal.record(cid)) for cid in ids]
+        statuses = [r.status if r else None for r in records]
         if statuses and all(s == "queued" for s in statuses):
             logger.warning(
                 "delegate: no worker has started any of %d children after %.0fs; is `shelly worker` "
@@ -305,6 +308,65 @@ class _Awaiter:
 
     async def aclose(self) -> None:
         await self._stack.aclose()
+
+
+class _Tail:
+    """Forwards the session stream's events of *other* runs (the remote tree) to the live view.
+
+    It reads from just before the root started. :meth:`close` with ``drain`` first reads on up to
+    the stream's newest entry at that moment — every child has joined by the time the root
+    finishes, and a run's events are written with its finish, so that entry covers every child —
+    and only then stops: a child that finished in the last instant still gets its lines (issue 13).
+    A tail that cannot drain (Redis gone at the end) stops after :data:`DRAIN_LIMIT` seconds.
+    """
+
+    def __init__(self, runtime: CeleryRuntime, session: str, run_id: str, sink: EventSink) -> None:
+        self._runtime = runtime
+        self._session = session
+        self._run_id = run_id
+        self._sink = sink
+        self._last = f"{int(time.time() * 1000) - 1}-0"
+        self._target: str | None = None
+        self._reached = asyncio.Event()
+        self._task = asyncio.create_task(self._forward())
+
+    async def _forward(self) -> None:
+        rt = self._runtime
+        async for entry_id, batch in read_entries(rt.client, rt.journal.keys, self._session, after=self._last,
+                                                  follow=True, block_ms=500, batch_interval=LIVE_INTERVAL):
+            for event in batch:
+                if event.run_id != self._run_id:
+                    self._sink(event)
+            self._last = entry_id
+            if self._target is not None and not_before(entry_id, self._target):
+                self._reached.set()
+
+    async def close(self, *, drain: bool) -> None:
+        """Stop forwarding; with ``drain``, after forwarding everything written so far."""
+        if drain and not self._task.done():
+            await self._drain()
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._task
+
+    async def _drain(self) -> None:
+        rt = self._runtime
+        try:
+            target = await last_id(rt.client, rt.journal.keys, self._session)
+        except Exception as exc:
+            logger.warning("coordinator: cannot read the event stream's end (%s); the view may miss events", exc)
+            return
+        if target is None or not_before(self._last, target):
+            return
+        self._target = target
+        reached = asyncio.create_task(self._reached.wait())
+        try:
+            done, _ = await asyncio.wait({reached, self._task}, timeout=DRAIN_LIMIT,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            reached.cancel()
+        if not done:
+            logger.warning("coordinator: the event stream was not read to its end within %.0fs", DRAIN_LIMIT)
 
 
 def open_runtime(settings: RuntimeSettings, fingerprint: str) -> CeleryRuntime:
