@@ -81,3 +81,14 @@ def test_the_note_file_name_is_the_sanitized_agent_and_timestamp():
     name, _ = render("team/lead", "t", CompletionResult(status="failed", summary="s"),
                      datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC))
     assert name == "team-lead-20260102-030405.md"
+
+
+async def test_a_child_out_of_iterations_leaves_a_note_of_shellys_synthetic_failure():
+    store = MemoryReflectionStore()
+    team = Team()
+    team.add("lead", [delegate({"agent": "worker", "task": TASK}), "ok"], max_delegation_depth=1, reflections=store)
+    team.add("worker", [{"tool_calls": [{"name": "list_agents", "arguments": {}}]}], repeat_last=True,
+             max_iterations=1)
+    await team.spawn("lead").run("go")
+    ((_, text),) = store.notes
+    assert "## Summary\nAgent \"worker-" in text and "exhausted its iteration budget (1 iterations)" in text
