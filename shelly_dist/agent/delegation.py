@@ -148,11 +148,14 @@ def delegation_context(context: str) -> str:
 
 
 def child_messages(request: ChildRequest) -> list[Message]:
-    """The child's chat after its system prompt: the context (when any), then the task."""
+    """The child's chat after its system prompt: the context (when any), the prior reflections
+    (when any), then the task."""
     out = []
     ctx = request.opening or delegation_context(request.context)  # a handoff's peer: <handoff_context>
     if ctx:
         out.append(Message.text("user", Role.USER, ctx))
+    if request.reflections:
+        out.append(Message.text("user", Role.USER, request.reflections))
     out.append(Message.text("user", Role.USER, request.task))
     return out
 

@@ -12,6 +12,7 @@ from shelly_dist.agent.interaction import Answer
 from shelly_dist.agent.limits import Budget
 from shelly_dist.agent.middleware import Middleware
 from shelly_dist.agent.prompt import SkillLike
+from shelly_dist.agent.reflections import ReflectionStore
 from shelly_dist.events import EventSink
 from shelly_dist.tools import Tool
 from shelly_dist.tools.hooks import ToolHook
@@ -56,6 +57,8 @@ class AgentOptions:
     on_event: EventSink | None = None
     effects: Sequence[Effect] = ()
     """Per-iteration hooks around each model call (:mod:`shelly_dist.agent.effects`)."""
+    reflections: ReflectionStore | None = None
+    """Where notes of failed children go and are searched before delegating (None: no reflections)."""
     budget: Budget | None = None
     """The tree-limits ledger, this agent's own ``limits`` and its call estimates
     (:mod:`shelly_dist.agent.limits`); ``None``: no model call of the agent is ever reserved."""

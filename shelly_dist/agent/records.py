@@ -90,6 +90,8 @@ class ChildRequest(BaseModel):
     handoff_to: str = ""
     """The peer agent this entry's task was handed off to (``agent`` stays the requested name,
     as in Shelly's entry); empty for the requested child itself."""
+    reflections: str = ""
+    """The ``<prior_reflections>`` message found for the task when the delegation was planned."""
     opening: str = ""
     """The peer's ``<handoff_context>`` message, which replaces the ``<delegation_context>``."""
 

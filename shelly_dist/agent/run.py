@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from shelly_dist import events
+from shelly_dist.agent import reflections
 from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
 from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
@@ -512,6 +513,9 @@ class Run:
             return
         for request in requests:  # the chain limit of their handoffs is this agent's
             request.max_handoffs = agent.options.max_handoffs
+        if agent.options.reflections is not None:  # searched once: journaled with the requests
+            for request in requests:
+                request.reflections = await reflections.search(agent.options.reflections, request.task)
         pending = PendingDelegation(tool_call_id=call.id, entries=entries, requests=requests)
         state.pending.append(pending)
         self._running -= 1  # a delegation is journaled with the suspension (or its results) instead
@@ -560,6 +564,13 @@ class Run:
                 )
             messages.append(Message(sender=agent.name, role=Role.TOOL, parts=[result]))
         agent.chat.append(*messages)
+        if agent.options.reflections is not None:
+            for pending in state.pending:
+                for request in pending.requests:
+                    entry = pending.entries[request.index]
+                    if entry is not None:
+                        await reflections.write(agent.options.reflections, request.agent, request.task,
+                                                entry.completion)
         for m in messages:
             r = m.parts[0]
             self.emit(events.MESSAGE_ADDED, role="tool", text=getattr(r, "content", "")[:EVENT_TEXT_LIMIT])

@@ -94,6 +94,7 @@ def build_registry(
     limited = any(a.limits is not None and a.limits.any() for a in config.agents)
 
     board = board_hook(toolboxes.stores.board(session)) if config.uses_toolbox("tasks") else None
+    reflections = toolboxes.stores.reflections(toolboxes.shelly_dir.reflections)
     for index, spec in enumerate(config.agents):
         chosen = skills.select(spec.skills)
         effects = build_effects(config, index, spec, offload=lambda: toolboxes.stores.offload(session))
@@ -124,6 +125,7 @@ def build_registry(
                 on_event=on_event,
                 effects=effects,
                 budget=budget,
+                reflections=reflections,
             )
             agent = Agent(
                 spec.name,

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import importlib
 import threading
+from pathlib import Path
 from typing import Any
 
 from shelly_dist.agent.effects.offload import MemoryOffloadStore, OffloadStore
 from shelly_dist.agent.limits import BudgetLedger, MemoryLedger
+from shelly_dist.agent.reflections import ReflectionStore
 from shelly_dist.engine.config_models import DistributedConfig
 from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.state import Keys, MemoryStore, Store
@@ -34,6 +36,7 @@ class SessionStores:
         self._boards: SessionCache[Board] = SessionCache()
         self._offload: SessionCache[OffloadStore] = SessionCache()
         self._ledger: BudgetLedger | None = None
+        self._reflections: ReflectionStore | None = None
         self._client: Any = None
 
     @classmethod
@@ -88,6 +91,22 @@ class SessionStores:
                 else:
                     self._ledger = MemoryLedger()
             return self._ledger
+
+    def reflections(self, directory: Path) -> ReflectionStore:
+        """Where notes of failed children go: Redis when shared (every worker of this config
+        sees them), else files in ``directory`` (in the state directory)."""
+        with self._lock:
+            if self._reflections is None:
+                if self.shared:
+                    from shelly_dist.state.reflections import RedisReflectionStore
+
+                    retention = {"retention": int(self.retention)} if self.retention else {}
+                    self._reflections = RedisReflectionStore(self._redis(), self.keys, **retention)
+                else:
+                    from shelly_dist.engine.reflections import DirectoryReflectionStore
+
+                    self._reflections = DirectoryReflectionStore(directory)
+            return self._reflections
 
     def _cached(self, cache: SessionCache[Any], session: str, memory: Any, module: str, cls: str) -> Any:
         def build() -> Any:

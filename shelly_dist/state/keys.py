@@ -113,6 +113,11 @@ class Keys:
     def saved_sessions(self) -> str:
         """Sorted set of saved session ids, scored by their ``updated_at``."""
         return f"{self.prefix}sessions"
+    def reflections(self) -> str:
+        """Sorted set of reflection notes of failed children (member = the note, score = when
+        written), shared by every session of this prefix."""
+        return f"{self.prefix}reflections"
+
     def offload(self, session: str) -> str:
         """Offloaded tool results of the session: field = tool-call id, value = the result text."""
         return f"{self.session(session)}:offload"
