@@ -111,7 +111,7 @@ def test_a_call_answered_by_a_fallback_provider_is_priced_at_the_fallbacks_model
         (tmp_path / ".shelly" / "config.yaml").write_text(yaml.safe_dump({
             "providers": [
                 {"name": "main", "kind": "openai", "model": "gpt-4o", "base_url": down.url, "api_key": "k",
-                 "rate_limit": {"max_retries": 0}, "fallback": ["backup"]},
+                 "rate_limit": {"max_retries": 1, "base_delay": "10ms"}, "fallback": ["backup"]},
                 {"name": "backup", "kind": "openai", "model": "gpt-4o-mini", "base_url": up.url, "api_key": "k",
                  "rate_limit": {"max_retries": 0}},
             ],
@@ -119,6 +119,6 @@ def test_a_call_answered_by_a_fallback_provider_is_priced_at_the_fallbacks_model
         }))
         out = shelly_run(tmp_path, "hello", "--json")
         assert out.returncode == 0, out.stderr
-        assert len(down.requests) == 1 and len(up.requests) == 1
+        assert len(down.requests) == 2 and len(up.requests) == 1  # one retry (0 means Go's default 3)
         usage = json.loads(out.stdout)["usage"]
         assert usage["cost_usd"] == pytest.approx((1_000 * 0.15 + 100 * 0.60) / 1_000_000)  # gpt-4o-mini's price
