@@ -313,8 +313,8 @@ class _Awaiter:
 class _Tail:
     """Forwards the session stream's events of *other* runs (the remote tree) to the live view.
 
-    It reads from just before the root started. :meth:`close` with ``drain`` first reads on up to
-    the stream's newest entry at that moment — every child has joined by the time the root
+    It reads from just before the root started. :meth:`close` with ``drain`` stops the follower and
+    reads on at once up to the stream's newest entry at that moment — every child has joined by the time the root
     finishes, and a run's events are written with its finish, so that entry covers every child —
     and only then stops: a child that finished in the last instant still gets its lines (issue 13).
     A tail that cannot drain (Redis gone at the end) stops after :data:`DRAIN_LIMIT` seconds.
@@ -326,8 +326,6 @@ class _Tail:
         self._run_id = run_id
         self._sink = sink
         self._last = f"{int(time.time() * 1000) - 1}-0"
-        self._target: str | None = None
-        self._reached = asyncio.Event()
         self._task = asyncio.create_task(self._forward())
 
     async def _forward(self) -> None:
@@ -338,35 +336,41 @@ class _Tail:
                 if event.run_id != self._run_id:
                     self._sink(event)
             self._last = entry_id
-            if self._target is not None and not_before(entry_id, self._target):
-                self._reached.set()
 
     async def close(self, *, drain: bool) -> None:
         """Stop forwarding; with ``drain``, after forwarding everything written so far."""
-        if drain and not self._task.done():
-            await self._drain()
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._task
+        if drain:
+            await self._drain()
 
     async def _drain(self) -> None:
+        """Read the rest of the stream, up to its newest entry now, at once (no follower pacing).
+
+        The follower is stopped first; it moves :attr:`_last` only after forwarding an entry, so
+        reading on from :attr:`_last` neither skips nor repeats one. Waiting for the paced
+        follower instead cost every top-level run up to two :data:`LIVE_INTERVAL` pauses (≈ 200 ms per
+        run in ``python -m bench``'s delegation overhead, issue 16).
+        """
         rt = self._runtime
         try:
-            target = await last_id(rt.client, rt.journal.keys, self._session)
+            async with asyncio.timeout(DRAIN_LIMIT):
+                target = await last_id(rt.client, rt.journal.keys, self._session)
+                if target is None or not_before(self._last, target):
+                    return
+                async for entry_id, batch in read_entries(rt.client, rt.journal.keys, self._session,
+                                                          after=self._last):
+                    for event in batch:
+                        if event.run_id != self._run_id:
+                            self._sink(event)
+                    self._last = entry_id
+                    if not_before(entry_id, target):
+                        return
+        except TimeoutError:
+            logger.warning("coordinator: the event stream was not read to its end within %.0fs", DRAIN_LIMIT)
         except Exception as exc:
             logger.warning("coordinator: cannot read the event stream's end (%s); the view may miss events", exc)
-            return
-        if target is None or not_before(self._last, target):
-            return
-        self._target = target
-        reached = asyncio.create_task(self._reached.wait())
-        try:
-            done, _ = await asyncio.wait({reached, self._task}, timeout=DRAIN_LIMIT,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            reached.cancel()
-        if not done:
-            logger.warning("coordinator: the event stream was not read to its end within %.0fs", DRAIN_LIMIT)
 
 
 def open_runtime(settings: RuntimeSettings, fingerprint: str) -> CeleryRuntime:
