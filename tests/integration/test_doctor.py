@@ -169,7 +169,9 @@ def test_embedded_config_checks_only_the_config(cluster: Cluster) -> None:
 
 
 def test_an_invalid_config_fails_with_exit_2_naming_the_field(cluster: Cluster) -> None:
-    (cluster.root / ".shelly" / "config.yaml").write_text("agents: [{name: solo, max_iterations: -1}]\n")
+    (cluster.root / ".shelly" / "config.yaml").write_text(
+        "providers: [{name: p, kind: scripted, script: {}}]\nagents: [{name: solo, options: {max_iterations: -1}}]\n")
     code, report = doctor(cluster)
     assert code == 2
-    assert report["checks"][0]["status"] == "fail" and "max_iterations" in report["checks"][0]["detail"]
+    assert report["checks"][0]["status"] == "fail"
+    assert "agents[0].options.max_iterations" in report["checks"][0]["detail"]
