@@ -163,3 +163,11 @@ def tool_name_for(messages: Sequence[Message], before: int, call_id: str) -> str
                 if call.id == call_id:
                     return call.name
     return "unknown"
+
+
+def older_tool_messages(messages: Sequence[Message], keep_recent: int, tag: str) -> list[Message]:
+    """Tool-role messages older than the last ``keep_recent`` of them and not yet tagged ``tag``
+    (the ones ``trim_tool_results`` and ``offload`` may still rewrite)."""
+    tools = [m for m in messages if m.role == Role.TOOL]
+    old = tools[: max(len(tools) - keep_recent, 0)]
+    return [m for m in old if not m.get_meta(tag)]

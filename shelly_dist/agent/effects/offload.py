@@ -17,8 +17,14 @@ from typing import Protocol
 
 from pydantic import BaseModel, Field
 
-from shelly_dist.agent.effects.base import EffectPhase, IterationContext, exceeds_threshold, truncate
-from shelly_dist.chats import Role, ToolResult
+from shelly_dist.agent.effects.base import (
+    EffectPhase,
+    IterationContext,
+    exceeds_threshold,
+    older_tool_messages,
+    truncate,
+)
+from shelly_dist.chats import ToolResult
 from shelly_dist.errors import ToolError
 from shelly_dist.tools import ToolBox, tool_from_model
 
@@ -101,13 +107,8 @@ class Offload:
         if ic.phase != EffectPhase.AFTER_COMPLETE or not exceeds_threshold(ic, self.context_window, self.threshold):
             return
         messages = ic.chat.messages()
-        tool_indices = [i for i, m in enumerate(messages) if m.role == Role.TOOL]
-        keep = set(tool_indices[max(len(tool_indices) - self.recent_window, 0):])
         changed = False
-        for i in tool_indices:
-            m = messages[i]
-            if i in keep or m.get_meta(OFFLOADED):
-                continue
+        for m in older_tool_messages(messages, self.recent_window, OFFLOADED):
             moved = False
             for j, part in enumerate(m.parts):
                 if not isinstance(part, ToolResult) or part.is_error or len(part.content) < self.min_result_len:

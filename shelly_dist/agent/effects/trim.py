@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shelly_dist.agent.effects.base import EffectPhase, IterationContext
-from shelly_dist.chats import Role, ToolResult
+from shelly_dist.agent.effects.base import EffectPhase, IterationContext, older_tool_messages
+from shelly_dist.chats import ToolResult
 
 TRIMMED = "trimmed"
 TRIM_SUFFIX = "… [trimmed]"
@@ -29,13 +29,8 @@ class TrimToolResults:
         if ic.phase != EffectPhase.AFTER_COMPLETE:
             return
         messages = ic.chat.messages()
-        tool_indices = [i for i, m in enumerate(messages) if m.role == Role.TOOL]
-        keep = set(tool_indices[max(len(tool_indices) - self.preserve_recent, 0):])
         changed = False
-        for i in tool_indices:
-            m = messages[i]
-            if i in keep or m.get_meta(TRIMMED):
-                continue
+        for m in older_tool_messages(messages, self.preserve_recent, TRIMMED):
             cut = False
             limit = self.max_result_length
             for j, part in enumerate(m.parts):
