@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from shelly_dist.state.keys import Keys
+
 from .cluster import DEFAULT_TIMING, Cluster, complete, delegate, scripted, wait_until
 from .redis_faults import FaultyRedis
 
@@ -168,7 +170,8 @@ def test_the_cli_watches_outlast_redis_refusing_connections(own: tuple[FaultyRed
     watchers = {"state": shelly(cluster, "state", "watch", "result", "--session", session),
                 "tasks": shelly(cluster, "tasks", "watch", task_id, "--session", session)}
     try:
-        channels = [f"{cluster.prefix}s:{session}:state:changed", f"{cluster.prefix}s:{session}:tasks:changed"]
+        keys = Keys(cluster.prefix)
+        channels = [keys.state_changed(session), keys.tasks_changed(session)]
         wait_until(lambda: all(n == 1 for _, n in cluster.redis.pubsub_numsub(*channels)), 60, "both watches")
 
         refuse(server)
