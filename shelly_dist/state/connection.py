@@ -99,35 +99,42 @@ def connect(
     A probe that must answer quickly (``shelly doctor``) passes a short ``connect_timeout`` and
     ``retries=0``.
     """
+    options = _policy(
+        client_name=client_name,
+        socket_timeout=socket_timeout,
+        max_connections=max_connections,
+        connect_timeout=connect_timeout,
+        retries=retries,
+    )
     plain = cluster_url(url)
     if plain is not None:
-        cluster = RedisCluster.from_url(
-            plain,
-            max_connections=max_connections or MAX_CONNECTIONS,
-            decode_responses=True,
-            socket_connect_timeout=connect_timeout,
-            socket_timeout=socket_timeout,
-            socket_keepalive=True,
-            retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries),
-            retry_on_error=[RedisConnectionError, RedisTimeoutError],
-            health_check_interval=30,
-            client_name=client_name,
-        )
-        return cluster  # type: ignore[return-value]  # the same commands, routed by slot
-    pool = aioredis.BlockingConnectionPool.from_url(
-        url,
-        max_connections=max_connections or MAX_CONNECTIONS,
-        timeout=COMMAND_TIMEOUT,
-        decode_responses=True,
-        socket_connect_timeout=connect_timeout,
-        socket_timeout=socket_timeout,
-        socket_keepalive=True,
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), retries),
-        retry_on_error=[RedisConnectionError, RedisTimeoutError],
-        health_check_interval=30,
-        client_name=client_name,
-    )
+        # The same commands, routed by slot; redis-py keeps one pool per node.
+        return RedisCluster.from_url(plain, **options)  # type: ignore[return-value]
+    pool = aioredis.BlockingConnectionPool.from_url(url, timeout=COMMAND_TIMEOUT, **options)
     return aioredis.Redis.from_pool(pool)
+
+
+def _policy(
+    *,
+    client_name: str | None,
+    socket_timeout: float,
+    max_connections: int | None,
+    connect_timeout: float,
+    retries: int,
+) -> dict[str, Any]:
+    """The connection options every client gets, single Redis or cluster alike (the policy in the
+    module docstring)."""
+    return {
+        "max_connections": max_connections or MAX_CONNECTIONS,
+        "decode_responses": True,
+        "socket_connect_timeout": connect_timeout,
+        "socket_timeout": socket_timeout,
+        "socket_keepalive": True,
+        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), retries),
+        "retry_on_error": [RedisConnectionError, RedisTimeoutError],
+        "health_check_interval": 30,
+        "client_name": client_name,
+    }
 
 
 @contextmanager
