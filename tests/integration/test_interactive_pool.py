@@ -105,3 +105,20 @@ def test_a_child_still_waiting_when_its_parent_ends_is_cancelled(cluster: Cluste
                        60, "the waiting child canceled")
     record = cluster.redis.hgetall(Keys(cluster.prefix).run(asker["id"]))
     assert json.loads(record["result"])["error"] == "task canceled"
+
+
+def test_a_child_that_neither_asks_nor_ends_within_question_timeout_is_an_entry_error(cluster: Cluster):
+    # The child waits on the user (ask_user), which nobody answers: its parent's question_timeout
+    # ends the round, kept by the reapers.
+    cluster.write_config(
+        [scripted(lead=[interactive("slowpoke"), "lead done"],
+                  slowpoke=[{"tool_calls": [{"name": "ask_user", "arguments": {"question": "Colour?"}}]},
+                            complete("never")])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1, "question_timeout": "1s", **INTERACTIVE}},
+         {"name": "slowpoke"}],
+    )
+    cluster.start_worker("solo", concurrency=1)
+    out = run_json(cluster, "go")
+    assert out["reply"] == "lead done"
+    assert [json.loads(r) for r in root_tool_results(cluster, out["session"])] == [
+        [{"agent": "slowpoke", "error": "question timeout (1s) exceeded for delegation d-1"}]]

@@ -288,7 +288,8 @@ class _Awaiter:
         each one's next entry (its next question, or its end) as a delegation's."""
         rt, iteration = self.runtime, parent.state.iteration
         wakeups = await self._subscribed()
-        due = await interactive.send_answers(self.lease, delegations, answers, iteration)
+        due = await interactive.send_answers(self.lease, delegations, answers, iteration,
+                                             limit=parent.agent.options.question_timeout)
         await resume_each(rt.journal, rt._send, due)
         keys = [child_key(d.request, iteration) for d in delegations]
         return await self._entries(wakeups, keys, [d.reply_to.get("run", "") for d in delegations])

@@ -43,7 +43,7 @@ from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
-from shelly_dist.runtime.celery import interactive, questions
+from shelly_dist.runtime.celery import interactive, questions, round_timeout
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.events import StreamSink
 from shelly_dist.runtime.celery.handoff import hand_off
@@ -424,7 +424,8 @@ class _WorkerDelegator:
 
     async def answer(self, parent: Run, delegations: list[LiveDelegation], answers: list[str]) -> None:
         """Answer the waiting children and suspend until each has asked again or ended."""
-        due = await interactive.send_answers(self.lease, delegations, answers, parent.state.iteration)
+        due = await interactive.send_answers(self.lease, delegations, answers, parent.state.iteration,
+                                             limit=parent.agent.options.question_timeout)
         await resume_each(self.executor.journal, self.executor.enqueue, due)
 
     async def close(self, parent: Run) -> None:
@@ -449,6 +450,8 @@ async def dispatch_children(
     lost leaves the child ``queued`` with a deadline: the reaper sends it again."""
     record = lease.record
     ids, to_start = await lease.expect(requests, iteration, fingerprint)
+    if any(r.delegation_id for r in requests):  # interactive: each child's wait is bounded
+        await round_timeout.watch(lease, requests, ids, iteration, parent.agent.options.question_timeout)
     for cid, request in zip(ids, requests, strict=True):
         if cid in to_start:
             kwargs = {"agent": request.agent, "depth": request.depth, "session": record.session,

@@ -33,6 +33,7 @@ from shelly_dist.agent.interaction import REQUEST_INPUT, ChildQuestion
 from shelly_dist.agent.interactive import question_entry
 from shelly_dist.agent.records import ChildRequest, LiveDelegation
 from shelly_dist.agent.stops import TASK_CANCELED
+from shelly_dist.runtime.celery import round_timeout
 from shelly_dist.runtime.celery.journal import child_key
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.questions import answer_field, result_of
@@ -141,9 +142,10 @@ async def collect(lease: Lease, run: Run) -> None:
 
 
 async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers: list[str], iteration: int,
-                       *, is_error: bool = False, stop: str = "") -> list[str]:
-    """Answer each waiting child from the leased parent (its next event joins round ``iteration``
-    unless ``stop``: the parent is closing); returns the child run ids whose resume is due."""
+                       *, is_error: bool = False, stop: str = "", limit: float = 0.0) -> list[str]:
+    """Answer each waiting child from the leased parent (its next event joins round ``iteration``,
+    within ``limit`` seconds when above 0, unless ``stop``: the parent is closing); returns the
+    child run ids whose resume is due."""
     journal, parent = lease.journal, lease.record
     keys, settings = journal.keys, journal.settings
     script = journal.client.register_script(ANSWER_CHILD)
@@ -163,6 +165,9 @@ async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers:
         )
         if str(out[0]) == "ok" and int(out[1]) == 0:
             due.append(child)
+    if not stop:
+        await round_timeout.watch(lease, [d.request for d in delegations],
+                                  [d.reply_to.get("run", "") for d in delegations], iteration, limit)
     return due
 
 
