@@ -530,15 +530,11 @@ class Run:
             for request in requests:
                 request.scopes = list(state.scopes)
         except DelegationRejected as exc:
-            state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)
-            self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=True)
-            await self._result_recorded()
+            await self._answered_at_once(call, str(exc), is_error=True)
             return
         if not requests:
             done = [e for e in entries if e is not None]
-            state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=format_entries(done))
-            self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
-            await self._result_recorded()
+            await self._answered_at_once(call, format_entries(done), is_error=False)
             return
         for request in requests:  # the chain limit of their handoffs is this agent's
             request.max_handoffs = agent.options.max_handoffs
@@ -556,6 +552,12 @@ class Run:
                 pending.entries[request.index] = entry
             self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
 
+    async def _answered_at_once(self, call: ToolCall, content: str, *, is_error: bool) -> None:
+        """The result of a ``delegate`` or ``answer_delegation_questions`` call that reaches no child."""
+        self.state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=content, is_error=is_error)
+        self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=is_error)
+        await self._result_recorded()
+
     async def _answer_call(self, call: ToolCall) -> None:
         """``answer_delegation_questions``: every id checked first, then the answers handed to the
         children; the results come back as a delegation's do (at once, or after a suspension)."""
@@ -565,14 +567,10 @@ class Run:
             answers = parse_answers(call.arguments)
             delegations = answered(state, answers, call.id)
         except DelegationRejected as exc:
-            state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)
-            self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=True)
-            await self._result_recorded()
+            await self._answered_at_once(call, str(exc), is_error=True)
             return
         if not delegations:
-            state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content="[]")
-            self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
-            await self._result_recorded()
+            await self._answered_at_once(call, "[]", is_error=False)
             return
         requests = [d.request for d in delegations]
         pending = PendingDelegation(tool_call_id=call.id, entries=[None] * len(requests), requests=requests)

@@ -40,7 +40,7 @@ from shelly_dist.runtime.celery.questions import answer_field, result_of
 from shelly_dist.runtime.celery.scripts import _FENCE
 from shelly_dist.state.connection import redis_errors
 
-ASK_PARENT = _FENCE + """
+ASK_PARENT = _FENCE + round_timeout.JOINED + """
 local record, lease, parent, parent_children, deadlines, children =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, field, entry, retention, resume_at, parent_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
@@ -51,14 +51,7 @@ local key = redis.call('HGET', record, 'parent_key') or ''
 if key == '' or redis.call('HSETNX', parent_children, key, entry) == 0 then return {-1, ''} end
 redis.call('EXPIRE', parent_children, retention)
 redis.call('HINCRBY', record, 'pending', 1)
-local left = redis.call('HINCRBY', parent, 'pending', -1)
-redis.call('PUBLISH', parent .. ':changed', 'child')
-local mode = redis.call('HGET', parent, 'mode') or ''
-if left == 0 and mode == 'worker' then
-  redis.call('ZADD', deadlines, resume_at, parent_id)
-  redis.call('EXPIRE', deadlines, retention)
-end
-return {left, mode}
+return joined(parent, deadlines, retention, resume_at, parent_id)
 """
 """Join the leased child's question into its parent's current round (fenced; once per question;
 nothing once the question is answered)."""

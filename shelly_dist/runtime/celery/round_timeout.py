@@ -26,7 +26,22 @@ from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 
-EXPIRE = """
+JOINED = """
+local function joined(parent, deadlines, retention, resume_at, parent_id)
+  local left = redis.call('HINCRBY', parent, 'pending', -1)
+  redis.call('PUBLISH', parent .. ':changed', 'child')
+  local mode = redis.call('HGET', parent, 'mode') or ''
+  if left == 0 and mode == 'worker' then
+    redis.call('ZADD', deadlines, resume_at, parent_id)
+    redis.call('EXPIRE', deadlines, retention)
+  end
+  return {left, mode}
+end
+"""
+"""A child's entry joined its parent: count it once, wake the parent, make its resume due when it
+was the last (the tail of the journal's ``FINISH``)."""
+
+EXPIRE = JOINED + """
 local parent, children, child, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local key, entry, stop, retention, resume_at, parent_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if redis.call('EXISTS', parent) == 0 then return {-1, ''} end
@@ -36,14 +51,7 @@ local status = redis.call('HGET', child, 'status')
 if status and status ~= 'done' and status ~= 'failed' and status ~= 'canceled' then
   redis.call('HSETNX', child, 'stop', stop)
 end
-local left = redis.call('HINCRBY', parent, 'pending', -1)
-redis.call('PUBLISH', parent .. ':changed', 'child')
-local mode = redis.call('HGET', parent, 'mode') or ''
-if left == 0 and mode == 'worker' then
-  redis.call('ZADD', deadlines, resume_at, parent_id)
-  redis.call('EXPIRE', deadlines, retention)
-end
-return {left, mode}
+return joined(parent, deadlines, retention, resume_at, parent_id)
 """
 """Time one child out of its parent's round, unless its entry joined first."""
 
