@@ -67,12 +67,18 @@ class Agent:
         depth_limit = self.options.max_delegation_depth
         return self.registry is not None and depth_limit > 0 and self.depth < depth_limit
 
-    def system_prompt(self, *, extra_sections: list[str] | None = None, has_notes: bool | None = None) -> str:
+    def system_prompt(
+        self, *, extra_sections: list[str] | None = None, has_notes: bool | None = None,
+        interactive_delegation: bool | None = None,
+    ) -> str:
         """The system prompt as it would be sent now (``has_notes`` defaults to a ``list_notes`` tool
-        being in one of the agent's toolboxes)."""
+        being in one of the agent's toolboxes; ``interactive_delegation`` to the agent being able
+        to delegate with ``interaction_mode: interactive``)."""
         if has_notes is None:
             has_notes = any("list_notes" in box for box in self._toolboxes)
         can = self.can_delegate()
+        if interactive_delegation is None:
+            interactive_delegation = can and self.options.interaction_mode == "interactive"
         return build_system_prompt(
             PromptInputs(
                 name=self.name,
@@ -86,6 +92,7 @@ class Agent:
                 context=self.options.context,
                 has_notes=has_notes,
                 behavioral_hints=self.options.behavioral_hints,
+                interactive_delegation=interactive_delegation,
                 extra_sections=extra_sections or [],
             )
         )
@@ -105,8 +112,12 @@ class Agent:
         return await self.execute(run)
 
     async def execute(self, run: Run) -> Message:
-        """Run ``run`` (a :class:`Run` of this agent) to its end inside this agent's middleware."""
-        return await compose(self.options.middleware, run.until_done)()
+        """Run ``run`` (a :class:`Run` of this agent) to its end inside this agent's middleware;
+        however it ends, its interactive children still waiting are cancelled."""
+        try:
+            return await compose(self.options.middleware, run.until_done)()
+        finally:
+            await asyncio.shield(run.close())
 
     def run_sync(self, prompt: str | None = None) -> Message:
         """``asyncio.run(self.run(prompt))``. Not usable inside a running event loop or a tool."""

@@ -35,7 +35,12 @@ class DelegateTask(BaseModel):
     task: str = Field(description="What the agent must do, stated completely.")
     context: str = Field(description="Everything the agent needs to know: background, constraints, files.")
     task_id: str | None = Field(default=None, description="Optional task-board id the agent works on.")
-    mode: str | None = Field(default=None, description="blocking (default).")
+    mode: str | None = Field(
+        default=None,
+        description=("Delegation mode. 'interactive' returns immediately when children ask questions. "
+                     "Default is blocking."),
+        json_schema_extra={"enum": ["blocking", "interactive"]},
+    )
 
 
 class DelegateInput(BaseModel):
@@ -66,12 +71,6 @@ def parse_delegate_input(arguments: str) -> DelegateInput:
         raise DelegationRejected(f"delegate: invalid input: {where}: {first['msg']}") from exc
 
 
-INTERACTIVE_NOT_PORTED = (
-    "delegate: interactive mode is not supported by shelly-dist yet (answer_delegation_questions is not "
-    "ported); delegate without mode: interactive"
-)
-
-
 def plan_children(
     *,
     call_id: str,
@@ -85,20 +84,23 @@ def plan_children(
     run_id: str,
     fail_fast: bool = False,
     interaction_mode: str = "",
-) -> tuple[list[DelegateEntry | None], list[ChildRequest]]:
-    """Check a ``delegate`` call and split it into ready entries and child requests.
+    delegation_base: int = 0,
+) -> tuple[list[DelegateEntry | None], list[ChildRequest], bool]:
+    """Check a ``delegate`` call and split it into ready entries and child requests, and say
+    whether the call is interactive (one ``mode: interactive`` task makes it so; its children are
+    numbered ``d-N`` after ``delegation_base``, one number per task).
 
     Raises ``DelegationRejected`` for what rejects the whole call (bad JSON, self-delegation,
-    depth). Unknown agents and cycles give per-entry errors.
+    depth, interactive mode without ``interaction_mode: interactive``). Unknown agents and cycles
+    give per-entry errors.
     """
     spec = parse_delegate_input(arguments)
     if any(t.agent.lower() == config_name.lower() for t in spec.tasks):
         raise DelegationRejected("delegate: self-delegation is not allowed", agent=instance_name)
     if max_depth <= 0 or depth >= max_depth:
         raise DelegationRejected(f"delegate: max delegation depth {max_depth} reached", agent=instance_name)
-    if any(t.mode == "interactive" for t in spec.tasks):
-        if interaction_mode == "interactive":  # configured, but not ported: say so, never run it silently
-            raise DelegationRejected(INTERACTIVE_NOT_PORTED, agent=instance_name)
+    interactive = any(t.mode == "interactive" for t in spec.tasks)
+    if interactive and interaction_mode != "interactive":
         raise DelegationRejected(
             "delegate: interactive mode requires interaction_mode: interactive in config", agent=instance_name
         )
@@ -128,9 +130,10 @@ def plan_children(
                 parent_run_id=run_id,
                 parent_agent=instance_name,
                 fail_fast=fail_fast,
+                delegation_id=f"d-{delegation_base + i + 1}" if interactive else "",
             )
         )
-    return entries, requests
+    return entries, requests, interactive
 
 
 def format_entries(entries: list[DelegateEntry]) -> str:

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING
 from shelly_dist import events, identity
 from shelly_dist.agent.delegation import board_status, entry_from_outcome
 from shelly_dist.agent.handoff import next_peer
-from shelly_dist.agent.interaction import auto_answer
+from shelly_dist.agent.interaction import Answer, auto_answer
+from shelly_dist.agent.interactive_local import LiveChild, LiveChildren, next_event
 from shelly_dist.agent.naming import instance_name
-from shelly_dist.agent.records import ChildRequest, DelegateEntry
+from shelly_dist.agent.records import ChildRequest, DelegateEntry, LiveDelegation
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, MemorySlots, SlotLease
 from shelly_dist.agent.stops import SIBLING_FAILED, BoardCancelScope, stops_siblings
 from shelly_dist.errors import AgentError
@@ -69,6 +70,8 @@ class InlineDelegator:
         self.slots = slots or MemorySlots()
         self._slot_of: dict[str, _Slot] = {}
         """The slot each limited child run holds, by run id, so its own delegation can give it back."""
+        self._interactive: dict[str, LiveChildren] = {}
+        """Each parent run's interactive children (:mod:`.interactive_local`), by parent run id."""
 
     async def _slot(self, registry: Registry, request: ChildRequest) -> _Slot | None:
         """Wait for a slot of the child's agent when it has a ``max_concurrency``."""
@@ -87,14 +90,73 @@ class InlineDelegator:
         held = self._slot_of.get(parent.state.run_id)
         if held is not None:
             await self.slots.release(held.session, held.agent, held.holder)
-        tasks = [asyncio.create_task(self.run_child(parent, r)) for r in requests]
-        if not any(r.fail_fast for r in requests):
-            entries = list(await asyncio.gather(*tasks))
+        if any(r.delegation_id for r in requests):
+            entries = await self._start_interactive(parent, requests)
+        elif not any(r.fail_fast for r in requests):
+            entries = list(await asyncio.gather(*(self.run_child(parent, r) for r in requests)))
         else:
+            tasks = [asyncio.create_task(self.run_child(parent, r)) for r in requests]
             entries = await self._fail_fast(tasks, requests)
         if held is not None:
             await held.take(self.slots)
         return entries
+
+    # -- interactive delegation ---------------------------------------------------------------
+
+    def _live(self, parent: Run) -> LiveChildren:
+        return self._interactive.setdefault(parent.state.run_id, LiveChildren())
+
+    async def _start_interactive(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
+        """Start every child in the background; return once each has asked or ended."""
+        live = self._live(parent)
+        started: list[LiveChild | DelegateEntry] = []
+        for r in requests:
+            child = LiveChild(r)
+            try:
+                live.register(r.delegation_id, child)
+            except AgentError as exc:
+                started.append(DelegateEntry(agent=r.agent, error=str(exc)))
+                continue
+            child.start(lambda r=r: self.run_child(parent, r))  # type: ignore[misc]
+            started.append(child)
+        return await self._events(parent, live, started)
+
+    async def answer(self, parent: Run, delegations: list[LiveDelegation], answers: list[str]) -> list[DelegateEntry]:
+        """Hand each answer to its waiting child; return once each has asked again or ended."""
+        live = self._live(parent)
+        targets: list[LiveChild | DelegateEntry] = []
+        for d, text in zip(delegations, answers, strict=True):
+            child = live.get(d.request.delegation_id)
+            if child is None:  # its run ended meanwhile (cancelled): say so in its entry
+                targets.append(DelegateEntry(agent=d.request.agent, error="context canceled"))
+                continue
+            await child.answers.put(text)
+            targets.append(child)
+        return await self._events(parent, live, targets)
+
+    @staticmethod
+    async def _events(parent: Run, live: LiveChildren, targets: list[LiveChild | DelegateEntry]
+                      ) -> list[DelegateEntry]:
+        timeout = parent.agent.options.question_timeout
+
+        async def one(t: LiveChild | DelegateEntry) -> DelegateEntry:
+            return t if isinstance(t, DelegateEntry) else await next_event(live, t, timeout)
+
+        return list(await asyncio.gather(*(one(t) for t in targets)))
+
+    async def close(self, parent: Run) -> None:
+        """The parent run ended: cancel its interactive children still waiting."""
+        live = self._interactive.pop(parent.state.run_id, None)
+        if live is not None:
+            await live.close()
+
+    def _asker(self, request: ChildRequest) -> Answer | None:
+        """Where an interactive child's questions go: to its parent's model."""
+        if not request.asks_parent():
+            return None
+        live = self._interactive.get(request.parent_run_id)
+        child = live.get(request.delegation_id) if live is not None else None
+        return child.ask if child is not None else None
 
     async def _fail_fast(
         self, tasks: list[asyncio.Task[DelegateEntry]], requests: list[ChildRequest]
@@ -130,7 +192,7 @@ class InlineDelegator:
         child.name = instance_name(name, request.task, registry.next_id(name))
         if child.options.task_board is None:
             child.options.task_board = parent.options.task_board
-        child.options.request_input = auto_answer(request.context)
+        child.options.request_input = self._asker(request) or auto_answer(request.context)
         if parent.options.on_event is not None:
             child.options.on_event = progress_sink(parent.options.on_event, parent.name, child.name)
         return child

@@ -1,10 +1,11 @@
 """Shelly's ``request_input``: a delegated child asks its parent a question and waits for the answer.
 
 Every delegated child (and every handoff peer) gets the tool. Who answers is the runtime's choice,
-given as ``AgentOptions.request_input`` when it spawns the child: in blocking delegation — the
-only mode ported — the answer is drawn from the delegation's context (:func:`auto_answer`, Shelly's
-text), or from the handoff's context for a peer. The same answer is given embedded and on a worker,
-since both build it from the child's request.
+given as ``AgentOptions.request_input`` when it spawns the child: in blocking delegation the answer
+is drawn from the delegation's context (:func:`auto_answer`, Shelly's text), or from the handoff's
+context for a peer. The same answer is given embedded and on a worker, since both build it from
+the child's request. In interactive delegation the parent's model answers
+(:mod:`shelly_dist.agent.interactive`).
 """
 
 from __future__ import annotations
@@ -44,15 +45,19 @@ class RequestInputInput(BaseModel):
     question: str = Field("", description="The question to ask the parent")
 
 
-def request_input_tool(agent_name: Callable[[], str], answer: Answer) -> Tool:
-    """The tool of one child: questions numbered ``q-1``, ``q-2``… per child, sent to ``answer``."""
+def request_input_tool(
+    agent_name: Callable[[], str], answer: Answer, next_id: Callable[[], int] | None = None
+) -> Tool:
+    """The tool of one child: questions numbered ``q-1``, ``q-2``… per child (``next_id``: a run
+    passes its journaled counter, so the numbering survives a rebuild), sent to ``answer``."""
     ids = itertools.count(1)
+    number = next_id or (lambda: next(ids))
 
     async def handler(arguments: str) -> str:
         data = parse_input(REQUEST_INPUT, RequestInputInput, arguments)
         if not data.question:
             raise ToolError(f"{REQUEST_INPUT}: question is required", tool=REQUEST_INPUT)
-        return await answer(ChildQuestion(id=f"q-{next(ids)}", agent=agent_name(), content=data.question))
+        return await answer(ChildQuestion(id=f"q-{number()}", agent=agent_name(), content=data.question))
 
     schema = schema_for(RequestInputInput)
     schema["required"] = ["question"]

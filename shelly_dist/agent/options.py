@@ -48,8 +48,12 @@ class AgentOptions:
     prompt_sections: Callable[[], Awaitable[list[str]]] | None = None
     """Extra prompt sections computed at the start of each run (the blackboard snapshot)."""
     interaction_mode: str = ""
-    """Shelly's ``options.interaction_mode``; ``interactive`` delegation is not ported, and a
-    ``delegate`` asking for it says so."""
+    """Shelly's ``options.interaction_mode``: ``interactive`` lets this agent ``delegate`` with
+    ``mode: interactive`` and answer its children with ``answer_delegation_questions``
+    (:mod:`shelly_dist.agent.interactive`)."""
+    question_timeout: float = 0.0
+    """Seconds an interactive delegation waits for a child to ask or finish before cancelling it
+    (Shelly's ``options.question_timeout``; 0: no limit)."""
     request_input: Answer | None = None
     """Answers this child's ``request_input`` questions (``agent.interaction.ChildQuestion``); set
     by the runtime that spawned it, which offers the tool to delegated children only."""

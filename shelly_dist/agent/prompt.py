@@ -1,6 +1,7 @@
 """The system prompt: XML-tagged sections in Shelly's fixed order, each only when it applies.
 
-Order: identity, completion_protocol (depth > 0), notes_protocol (a ``list_notes`` tool),
+Order: identity, completion_protocol (depth > 0), interactive_delegation_protocol (the agent may
+delegate with ``interaction_mode: interactive``), notes_protocol (a ``list_notes`` tool),
 instructions, behavioral_constraints (default on), project_context, extra sections (the
 blackboard snapshot), skills (inline), available_skills (on demand), available_agents (only when
 the agent may still delegate; never itself, compared case-insensitively on the config name).
@@ -43,6 +44,13 @@ BEHAVIORAL_CONSTRAINTS = """- Do not repeat the same action more than twice; if 
 - Report failures honestly, with what you tried and what is left.
 - Keep your final answer concise and specific."""
 
+INTERACTIVE_DELEGATION_PROTOCOL = """You can delegate tasks with mode "interactive" when children may need your input.
+Interactive delegation returns immediately with any pending questions from children.
+Use answer_delegation_questions to respond to all pending questions in a single call.
+Each answer call blocks until every answered child either asks a follow-up or completes.
+Use "interactive" mode when the task may need clarification you can provide.
+Use default mode (no mode field) for self-contained tasks where children have all context."""
+
 CONTEXT_PREAMBLE = (
     "Treat this as your own knowledge of the project. It was curated for you; rely on it before "
     "exploring."
@@ -77,6 +85,7 @@ class PromptInputs:
     context: str = ""
     has_notes: bool = False
     behavioral_hints: bool = True
+    interactive_delegation: bool = False
     extra_sections: Sequence[str] = field(default_factory=list)
 
 
@@ -85,6 +94,8 @@ def build_system_prompt(p: PromptInputs) -> str:
     sections = [_section("identity", f"You are {p.name}. {p.description}".strip())]
     if p.depth > 0:
         sections.append(_section("completion_protocol", COMPLETION_PROTOCOL))
+    if p.interactive_delegation:
+        sections.append(_section("interactive_delegation_protocol", INTERACTIVE_DELEGATION_PROTOCOL))
     if p.has_notes:
         sections.append(_section("notes_protocol", NOTES_PROTOCOL))
     if p.instructions.strip():

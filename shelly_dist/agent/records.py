@@ -31,14 +31,31 @@ class CompletionResult(BaseModel):
         return self.model_dump(exclude_none=True)
 
 
+class PendingQuestion(BaseModel):
+    """A child's ``request_input`` question as an interactive entry shows it (Shelly's
+    ``Question``: ``{id, agent, content}``, ``agent`` being the child's instance name)."""
+
+    id: str
+    agent: str
+    content: str
+
+
 class DelegateEntry(BaseModel):
-    """One element of ``delegate``'s output array; every field but ``agent`` is omitted when empty."""
+    """One element of ``delegate``'s output array; every field but ``agent`` is omitted when empty.
+
+    In interactive delegation an entry is either a finished child's (``result``, ``completion``,
+    ``error``, ``warning``) or a waiting child's (``delegation_id`` and ``pending_question``)."""
 
     agent: str
     result: str | None = None
     completion: CompletionResult | None = None
     error: str | None = None
     warning: str | None = None
+    delegation_id: str | None = None
+    pending_question: PendingQuestion | None = None
+    reply_to: dict[str, str] | None = None
+    """Where the answer to ``pending_question`` goes when the child waits in a journal (``run``,
+    ``field``); never part of the tool result."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"agent": self.agent}
@@ -50,7 +67,15 @@ class DelegateEntry(BaseModel):
             data["error"] = self.error
         if self.warning:
             data["warning"] = self.warning
+        if self.delegation_id:
+            data["delegation_id"] = self.delegation_id
+        if self.pending_question is not None:
+            data["pending_question"] = self.pending_question.model_dump()
         return data
+
+    def journal_json(self) -> dict[str, Any]:
+        """:meth:`to_json` plus where the answer goes (what a waiting child joins into its parent)."""
+        return self.to_json() | ({"reply_to": self.reply_to} if self.reply_to else {})
 
 
 class HandoffResult(BaseModel):
@@ -94,10 +119,26 @@ class ChildRequest(BaseModel):
     """The ``<prior_reflections>`` message found for the task when the delegation was planned."""
     opening: str = ""
     """The peer's ``<handoff_context>`` message, which replaces the ``<delegation_context>``."""
+    delegation_id: str = ""
+    """``d-N`` in interactive delegation: the child's ``request_input`` questions go to the parent's
+    model (answered with ``answer_delegation_questions``); empty in blocking delegation."""
+
+    def asks_parent(self) -> bool:
+        """Whether this child's questions go to the parent's model: an interactive delegation's own
+        child (a handoff's peer is auto-answered from the handoff context, as in Shelly)."""
+        return bool(self.delegation_id) and self.handoffs == 0
 
     def spawned(self) -> str:
         """The agent that runs this request: the handoff's peer, else the requested agent."""
         return self.handoff_to or self.agent
+
+
+class LiveDelegation(BaseModel):
+    """An interactive child that asked and waits for its parent's answer (by ``delegation_id``)."""
+
+    request: ChildRequest
+    reply_to: dict[str, str] = Field(default_factory=dict)
+    """Where its answer goes when it waits in a journal (the pool): ``run`` and ``field``."""
 
 
 class PendingDelegation(BaseModel):
@@ -145,6 +186,12 @@ class RunState(BaseModel):
     """Tool calls of the current reply suspended until a runtime delivers their result (a
     :class:`~shelly_dist.tools.suspend.SuspendCall`'s payload by call id: ``ask_user`` on a worker)."""
     completion: CompletionResult | None = None
+    delegations: dict[str, LiveDelegation] = Field(default_factory=dict)
+    """Interactive children waiting for this run's ``answer_delegation_questions``, by id."""
+    delegation_n: int = 0
+    """The last ``d-N`` handed out by this run (Shelly numbers them per parent agent)."""
+    questions_asked: int = 0
+    """The last ``q-N`` of this run's ``request_input`` questions (numbered per child)."""
     handoff: HandoffResult | None = None
     """Set by ``handoff``: the run stops after this step and its delegation passes to the peer."""
     usage: Usage = Field(default_factory=Usage)

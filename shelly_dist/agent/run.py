@@ -34,6 +34,8 @@ from shelly_dist.agent.delegation import child_messages, format_entries, plan_ch
 from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
 from shelly_dist.agent.handoff import handoff_tool
 from shelly_dist.agent.interaction import request_input_tool
+from shelly_dist.agent.interactive import ANSWER_TOOL as ANSWER
+from shelly_dist.agent.interactive import INTERACTIVE, answer_tool, answered, parse_answers, settle
 from shelly_dist.agent.limits import BudgetScope, LimitedCompleter
 from shelly_dist.agent.orchestration import orchestration_toolbox
 from shelly_dist.agent.records import (
@@ -41,6 +43,7 @@ from shelly_dist.agent.records import (
     CompletionResult,
     DelegateEntry,
     HandoffResult,
+    LiveDelegation,
     PendingDelegation,
     Phase,
     RunState,
@@ -75,6 +78,17 @@ class Delegator(Protocol):
     """
 
     async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry] | None: ...
+
+    async def answer(
+        self, parent: Run, delegations: list[LiveDelegation], answers: list[str]
+    ) -> list[DelegateEntry] | None:
+        """Interactive delegation: hand each answer to its waiting child; like :meth:`delegate`,
+        return each one's next entry (a question again, or its end), or ``None`` to suspend."""
+        ...
+
+    async def close(self, parent: Run) -> None:
+        """The parent's run ended: cancel its interactive children still waiting for an answer."""
+        ...
 
 
 Checkpoint = Callable[["Run", str], Awaitable[None]]
@@ -135,6 +149,7 @@ class Run:
         self._tools: list[Tool] = []
         self._by_name: dict[str, Tool] = {}
         self._delegate: Tool | None = None
+        self._answer: Tool | None = None
         self._effects = EffectChain()
         self._estimate = 0
         self._completer: Completer = agent.completer
@@ -207,13 +222,17 @@ class Run:
         if agent.can_delegate() and agent.registry is not None:
             orch = orchestration_toolbox(agent.registry, agent.config_name)
             self._delegate = orch.get("delegate")
+            if agent.options.interaction_mode == INTERACTIVE:
+                self._answer = answer_tool()
+                orch.register(self._answer)
             boxes.append(orch)
         if agent.depth > 0:
             ending = [task_complete_tool(self._get_completion, self._set_completion)]
             if agent.registry is not None and agent.options.max_handoffs > 0:
                 ending.append(handoff_tool(self._get_handoff, self._set_handoff))
             if agent.options.request_input is not None:
-                ending.append(request_input_tool(lambda: agent.name, agent.options.request_input))
+                ending.append(request_input_tool(lambda: agent.name, agent.options.request_input,
+                                                 self._next_question))
             boxes.append(ToolBox(ending, name="completion"))
         self._effects = EffectChain(agent.options.effects)
         boxes.extend(self._effects.provided_toolboxes())
@@ -228,7 +247,8 @@ class Run:
         self._tools = tools
         self._by_name = {t.name: t for t in tools}
         extra = await agent.options.prompt_sections() if agent.options.prompt_sections else []
-        prompt = agent.system_prompt(extra_sections=extra, has_notes="list_notes" in self._by_name)
+        prompt = agent.system_prompt(extra_sections=extra, has_notes="list_notes" in self._by_name,
+                                     interactive_delegation=ANSWER in self._by_name)
         system = Message.text(agent.name, Role.SYSTEM, prompt)
         first = agent.chat.view()[:1]
         if first and first[0].role == Role.SYSTEM:
@@ -259,6 +279,10 @@ class Run:
 
     def _set_completion(self, result: CompletionResult) -> None:
         self.state.completion = result
+
+    def _next_question(self) -> int:
+        self.state.questions_asked += 1
+        return self.state.questions_asked
 
     def _get_handoff(self) -> HandoffResult | None:
         return self.state.handoff
@@ -407,6 +431,8 @@ class Run:
             tool = self._by_name.get(call.name)
             if tool is not None and tool is self._delegate:
                 jobs.append(self._delegate_call(call))
+            elif tool is not None and tool is self._answer:
+                jobs.append(self._answer_call(call))
             else:
                 jobs.append(self._tool_call(call, tool))
         self._running = len(jobs)
@@ -425,7 +451,7 @@ class Run:
         state, unsafe = self.state, []
         for call in todo:
             tool = self._by_name.get(call.name)
-            if tool is None or tool is self._delegate or tool.retry_on_crash:
+            if tool is None or tool is self._delegate or tool is self._answer or tool.retry_on_crash:
                 continue
             if call.id in state.started:
                 state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=OUTCOME_UNKNOWN, is_error=True)
@@ -485,7 +511,7 @@ class Run:
         agent, state = self.agent, self.state
         self.emit(events.TOOL_CALL_START, tool=call.name, call_id=call.id, arguments=call.arguments[:500])
         try:
-            entries, requests = plan_children(
+            entries, requests, interactive = plan_children(
                 call_id=call.id,
                 arguments=call.arguments,
                 registry=agent.registry,
@@ -497,19 +523,18 @@ class Run:
                 run_id=state.run_id,
                 fail_fast=agent.options.delegate_fail_fast,
                 interaction_mode=agent.options.interaction_mode,
+                delegation_base=state.delegation_n,
             )
+            if interactive:  # every task takes its d-N, as in Shelly
+                state.delegation_n += len(entries)
             for request in requests:
                 request.scopes = list(state.scopes)
         except DelegationRejected as exc:
-            state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)
-            self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=True)
-            await self._result_recorded()
+            await self._answered_at_once(call, str(exc), is_error=True)
             return
         if not requests:
             done = [e for e in entries if e is not None]
-            state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=format_entries(done))
-            self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
-            await self._result_recorded()
+            await self._answered_at_once(call, format_entries(done), is_error=False)
             return
         for request in requests:  # the chain limit of their handoffs is this agent's
             request.max_handoffs = agent.options.max_handoffs
@@ -526,6 +551,44 @@ class Run:
             for request, entry in zip(requests, results, strict=True):
                 pending.entries[request.index] = entry
             self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
+
+    async def _answered_at_once(self, call: ToolCall, content: str, *, is_error: bool) -> None:
+        """The result of a ``delegate`` or ``answer_delegation_questions`` call that reaches no child."""
+        self.state.tool_results[call.id] = ToolResult(tool_call_id=call.id, content=content, is_error=is_error)
+        self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=is_error)
+        await self._result_recorded()
+
+    async def _answer_call(self, call: ToolCall) -> None:
+        """``answer_delegation_questions``: every id checked first, then the answers handed to the
+        children; the results come back as a delegation's do (at once, or after a suspension)."""
+        state = self.state
+        self.emit(events.TOOL_CALL_START, tool=call.name, call_id=call.id, arguments=call.arguments[:500])
+        try:
+            answers = parse_answers(call.arguments)
+            delegations = answered(state, answers, call.id)
+        except DelegationRejected as exc:
+            await self._answered_at_once(call, str(exc), is_error=True)
+            return
+        if not delegations:
+            await self._answered_at_once(call, "[]", is_error=False)
+            return
+        requests = [d.request for d in delegations]
+        pending = PendingDelegation(tool_call_id=call.id, entries=[None] * len(requests), requests=requests)
+        state.pending.append(pending)
+        self._running -= 1  # journaled with the suspension (or its results), as a delegation
+        if self.delegator is None:
+            return
+        results = await self.delegator.answer(self, delegations, [a.answer for a in answers])
+        if results is not None:
+            pending.entries = list(results)
+            self.emit(events.TOOL_CALL_END, tool=call.name, call_id=call.id, is_error=False)
+
+    async def close(self) -> None:
+        """The run ended (any way): its interactive children still waiting are cancelled and
+        forgotten (Shelly's ``DelegationRegistry.Close``). Safe to call twice."""
+        if self.delegator is not None and (self.state.delegations or self._answer is not None):
+            await self.delegator.close(self)
+        self.state.delegations = {}
 
     def deliver(self, key: str, entry: DelegateEntry) -> bool:
         """Record a child's entry by its request key. Idempotent: a second delivery is ignored.
@@ -554,6 +617,8 @@ class Run:
         reply = self._reply()
         by_call = {p.tool_call_id: p for p in state.pending}
         messages = []
+        for pending in state.pending:
+            settle(state, pending)
         for call in reply.tool_calls():
             if call.id in by_call:
                 entries = [e for e in by_call[call.id].entries if e is not None]

@@ -111,6 +111,7 @@ def build_registry(
                 max_delegation_depth=delegation_depth(config, spec),
                 max_handoffs=spec.options.max_handoffs or 0,
                 interaction_mode=spec.options.interaction_mode,
+                question_timeout=spec.options.question_timeout or 0.0,
                 delegate_fail_fast=spec.options.delegate_fail_fast,
                 skills=chosen.skills(),
                 context=context,

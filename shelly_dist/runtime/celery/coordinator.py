@@ -18,15 +18,17 @@ import uuid
 from typing import Any
 
 from shelly_dist.agent import Agent, ChildRequest, DelegateEntry, Run
+from shelly_dist.agent.records import LiveDelegation
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import RunCancelled, RunError
 from shelly_dist.events import Event, EventSink
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome
+from shelly_dist.runtime.celery import interactive
 from shelly_dist.runtime.celery.app import create_app
 from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.events import StreamSink, last_id, not_before, read_entries
-from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children, enqueue_resume
+from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children, enqueue_resume, resume_each
 from shelly_dist.runtime.celery.journal import TERMINAL, Journal, child_key
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.questions import Answered, answer, open_questions, require_open
@@ -274,12 +276,33 @@ class _Awaiter:
             return self._wakeups
 
     async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
-        rt, run_id = self.runtime, self.record.id
+        rt = self.runtime
         iteration = parent.state.iteration
-        keys = [child_key(r, iteration) for r in requests]
         wakeups = await self._subscribed()
         ids = await dispatch_children(rt._send, self.lease, requests, iteration, rt.fingerprint, parent)
         await self.stream.flush()
+        return await self._entries(wakeups, [child_key(r, iteration) for r in requests], ids)
+
+    async def answer(self, parent: Run, delegations: list[LiveDelegation], answers: list[str]) -> list[DelegateEntry]:
+        """Interactive delegation: answer the waiting children (resumed on any worker), then await
+        each one's next entry (its next question, or its end) as a delegation's."""
+        rt, iteration = self.runtime, parent.state.iteration
+        wakeups = await self._subscribed()
+        due = await interactive.send_answers(self.lease, delegations, answers, iteration,
+                                             limit=parent.agent.options.question_timeout)
+        await resume_each(rt.journal, rt._send, due)
+        keys = [child_key(d.request, iteration) for d in delegations]
+        return await self._entries(wakeups, keys, [d.reply_to.get("run", "") for d in delegations])
+
+    async def close(self, parent: Run) -> None:
+        """The root run ended: its interactive children still waiting end ``canceled``."""
+        rt = self.runtime
+        due = await interactive.close(self.lease, list(parent.state.delegations.values()))
+        await resume_each(rt.journal, rt._send, due)
+
+    async def _entries(self, wakeups: _Wakeups, keys: list[str], ids: list[str]) -> list[DelegateEntry]:
+        """Wait until an entry has joined under each of ``keys`` (re-read on every wake-up)."""
+        rt, run_id = self.runtime, self.record.id
         hint_at: float | None = time.monotonic() + NO_WORKER_HINT
         while True:
             seen = wakeups.generation

@@ -36,12 +36,14 @@ from shelly_dist.agent import (
 )
 from shelly_dist.agent.handoff import next_peer
 from shelly_dist.agent.interaction import auto_answer
+from shelly_dist.agent.interactive import suspend_question
+from shelly_dist.agent.records import LiveDelegation
 from shelly_dist.agent.stops import BoardCancelScope
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
-from shelly_dist.runtime.celery import questions
+from shelly_dist.runtime.celery import interactive, questions, round_timeout
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.events import StreamSink
 from shelly_dist.runtime.celery.handoff import hand_off
@@ -189,7 +191,7 @@ class Executor:
             return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=str(exc)))
         agent = run.agent
         if request is not None:  # blocking delegation: request_input is answered from the context
-            agent.options.request_input = auto_answer(request.context)
+            agent.options.request_input = suspend_question if request.asks_parent() else auto_answer(request.context)
         offset = record.msg_count
         canceled = False
         if offset == 0:
@@ -232,8 +234,11 @@ class Executor:
             while True:
                 if run.state.phase == Phase.SUSPENDED and run.waiting():
                     await questions.register(lease, run)  # ask_user: counted in pending before release
+                    if parent := await interactive.ask_parent(lease, run):  # request_input to the parent
+                        await enqueue_resume(self.journal, self.enqueue, parent)
                     await self._collect(record, run)
                     await questions.collect(lease, run)
+                    await interactive.collect(lease, run)
                     if run.waiting():
                         left = await lease.release()
                         if left > 0:
@@ -345,6 +350,8 @@ class Executor:
         reply: str = "",
     ) -> Progress:
         record = lease.record
+        if run is not None:  # its interactive children still waiting are cancelled
+            await run.close()
         if request is not None:  # a handoff's peer reports under the name its delegation asked for
             entry.agent = request.agent
         if board is not None and request is not None and request.task_id:
@@ -415,6 +422,21 @@ class _WorkerDelegator:
                                 self.executor.ctx.fingerprint, parent)
         return None
 
+    async def answer(self, parent: Run, delegations: list[LiveDelegation], answers: list[str]) -> None:
+        """Answer the waiting children and suspend until each has asked again or ended."""
+        due = await interactive.send_answers(self.lease, delegations, answers, parent.state.iteration,
+                                             limit=parent.agent.options.question_timeout)
+        await resume_each(self.executor.journal, self.executor.enqueue, due)
+
+    async def close(self, parent: Run) -> None:
+        due = await interactive.close(self.lease, list(parent.state.delegations.values()))
+        await resume_each(self.executor.journal, self.executor.enqueue, due)
+
+
+async def resume_each(journal: Journal, enqueue: Enqueue, run_ids: list[str]) -> None:
+    for rid in run_ids:
+        await enqueue_resume(journal, enqueue, rid)
+
 
 async def dispatch_children(
     enqueue: Enqueue,
@@ -428,6 +450,8 @@ async def dispatch_children(
     lost leaves the child ``queued`` with a deadline: the reaper sends it again."""
     record = lease.record
     ids, to_start = await lease.expect(requests, iteration, fingerprint)
+    if any(r.delegation_id for r in requests):  # interactive: each child's wait is bounded
+        await round_timeout.watch(lease, requests, ids, iteration, parent.agent.options.question_timeout)
     for cid, request in zip(ids, requests, strict=True):
         if cid in to_start:
             kwargs = {"agent": request.agent, "depth": request.depth, "session": record.session,

@@ -17,7 +17,8 @@ re-enqueues a given run. What is re-enqueued:
   dropped by its claim.
 
 The reaper also answers the ``ask_user`` questions past their ``options.question_timeout`` with
-the timeout error result (:func:`.questions.expire_due`), resuming their runs.
+the timeout error result (:func:`.questions.expire_due`), resuming their runs, and times out the
+interactive children that neither asked nor ended within theirs (:func:`.round_timeout.expire_due`).
 
 The reaper also registers this worker's config generation (``…:generations``), so a worker of
 another config leaves this generation's runs to it during a rolling update.
@@ -31,6 +32,7 @@ import logging
 import random
 import time
 
+from shelly_dist.runtime.celery import round_timeout
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT, Enqueue, enqueue_resume
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.questions import expire_due
@@ -80,6 +82,9 @@ class Reaper:
         await expire_due(self.journal.client, self.journal.keys, retention=settings.retention,
                          requeue_after=settings.requeue_after,
                          resume=lambda run_id, _root: enqueue_resume(self.journal, self.enqueue, run_id))
+        await round_timeout.expire_due(self.journal.client, self.journal.keys, retention=settings.retention,
+                                       requeue_after=settings.requeue_after,
+                                       resume=lambda run_id: enqueue_resume(self.journal, self.enqueue, run_id))
         return sent
 
     async def _scan_trees(self) -> int:

@@ -103,17 +103,3 @@ async def test_interactive_mode_without_interactive_config_is_refused_with_shell
     await lead.run("go")
     assert tool_texts(seen, "lead") == ["delegate: interactive mode requires interaction_mode: interactive in config"]
     assert team.requests("coder") == []
-
-
-async def test_interactive_mode_with_interactive_config_says_it_is_not_ported_instead_of_running():
-    team = Team()
-    team.add("coder", [complete("done")])
-    team.add("lead", [interactive_delegate(), "ok"], max_delegation_depth=1, interaction_mode="interactive")
-    lead = team.spawn("lead")
-    seen: list[Event] = []
-    lead.options.on_event = seen.append
-    await lead.run("go")
-    assert tool_texts(seen, "lead") == [
-        "delegate: interactive mode is not supported by shelly-dist yet (answer_delegation_questions is not "
-        "ported); delegate without mode: interactive"]
-    assert team.requests("coder") == []

@@ -1,0 +1,174 @@
+"""Interactive delegation on the pool: a child that asks waits suspended; the parent's model answers.
+
+The children of an interactive ``delegate`` are dispatched and joined like any others (one entry
+per child under its join key, ``<parent iteration>:<request key>``), with one difference: a child
+whose ``request_input`` goes to its parent (:meth:`ChildRequest.asks_parent`) suspends on the call
+(:func:`~shelly_dist.agent.interactive.suspend_question`), and :data:`ASK_PARENT` joins its
+question into the parent *as its entry for this round* — stored once, the parent's pending count
+decremented once, its resume due when that was the last — while the child's own pending count
+holds the unanswered call, so the child is released holding no worker.
+
+``answer_delegation_questions`` (:data:`ANSWER_CHILD`, fenced by the parent's lease) stores the
+answer where the child's call awaits it, moves the child's join key to the parent's current round
+and counts the child in the parent's pending again, in one step, then the child's resume is sent.
+The resumed child, on any worker, delivers the answer as the call's result (:func:`collect`) and
+goes on until it asks again or ends — either way joining the new round. Every write is idempotent
+(a repeated step stores nothing twice and counts nothing twice), and the reaper's rules hold
+unchanged: a join that completed without its resume sent is in the tree's deadline index.
+
+When the parent's run ends, :func:`close` answers each child still waiting with an error result
+and flags it stopped, so it ends ``canceled`` at its next claim (Shelly cancels them).
+
+Keys: the child's answers in ``…:run:{child}:children`` under ``ask:<iteration>:<call id>``, the
+question in the parent's ``…:run:{parent}:children``; all of one tree (one hash tag).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from shelly_dist.agent import Run
+from shelly_dist.agent.interaction import REQUEST_INPUT, ChildQuestion
+from shelly_dist.agent.interactive import question_entry
+from shelly_dist.agent.records import ChildRequest, LiveDelegation
+from shelly_dist.agent.stops import TASK_CANCELED
+from shelly_dist.runtime.celery import round_timeout
+from shelly_dist.runtime.celery.journal import child_key
+from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.questions import answer_field, result_of
+from shelly_dist.runtime.celery.scripts import _FENCE
+from shelly_dist.state.connection import redis_errors
+
+ASK_PARENT = _FENCE + round_timeout.JOINED + """
+local record, lease, parent, parent_children, deadlines, children =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local token, field, entry, retention, resume_at, parent_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+if not holds(record, lease, token) then return lost(record) end
+if redis.call('HEXISTS', children, field) == 1 then return {-1, ''} end
+if redis.call('EXISTS', parent) == 0 then return {-1, ''} end
+local key = redis.call('HGET', record, 'parent_key') or ''
+if key == '' or redis.call('HSETNX', parent_children, key, entry) == 0 then return {-1, ''} end
+redis.call('EXPIRE', parent_children, retention)
+redis.call('HINCRBY', record, 'pending', 1)
+return joined(parent, deadlines, retention, resume_at, parent_id)
+"""
+"""Join the leased child's question into its parent's current round (fenced; once per question;
+nothing once the question is answered)."""
+
+ANSWER_CHILD = _FENCE + """
+local parent, lease, parent_children, child, children, deadlines =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local token, field, answer, retention, round, resume_at, child_id, stop, gone =
+  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+if not holds(parent, lease, token) then return lost(parent) end
+local status = redis.call('HGET', child, 'status')
+if not status or status == 'done' or status == 'failed' or status == 'canceled' then
+  if round ~= '' then
+    redis.call('HSETNX', parent_children, round, redis.call('HGET', child, 'result') or gone)
+    redis.call('EXPIRE', parent_children, retention)
+  end
+  return {'gone', 0}
+end
+if stop ~= '' then redis.call('HSETNX', child, 'stop', stop) end
+if redis.call('HSETNX', children, field, answer) == 0 then return {'known', 0} end
+redis.call('EXPIRE', children, retention)
+if round ~= '' then
+  redis.call('HSET', child, 'parent_key', round)
+  redis.call('HINCRBY', parent, 'pending', 1)
+end
+local left = redis.call('HINCRBY', child, 'pending', -1)
+redis.call('PUBLISH', child .. ':changed', 'answer')
+if left == 0 then
+  redis.call('ZADD', deadlines, resume_at, child_id)
+  redis.call('EXPIRE', deadlines, retention)
+end
+return {'ok', left}
+"""
+"""Answer a waiting child from its leased parent: the answer stored once, the child's join moved
+to the parent's ``round`` and counted there (none when closing), its resume due. A child that
+has ended joins the round with its result at once."""
+
+
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
+
+
+async def ask_parent(lease: Lease, run: Run) -> str:
+    """Join every awaiting ``request_input`` question of the leased child into its parent; returns
+    the parent's run id when this completed its join and it must be resumed (else "")."""
+    journal, r = lease.journal, lease.record
+    keys, settings = journal.keys, journal.settings
+    request = ChildRequest.model_validate_json(r.request) if r.request else None
+    resume = ""
+    for call_id, payload in run.state.awaiting.items():
+        if payload.get("kind") != REQUEST_INPUT or request is None or not r.parent:
+            continue
+        field = answer_field(run.state.iteration, call_id)
+        question = ChildQuestion.model_validate(payload["question"])
+        entry = question_entry(request, question, {"run": r.id, "field": field})
+        script = journal.client.register_script(ASK_PARENT)
+        left, mode = await journal._run_script(
+            script,
+            [keys.run(r.id), keys.run_lease(r.id), keys.run(r.parent), keys.run_children(r.parent),
+             keys.tree_deadlines(r.root), keys.run_children(r.id)],
+            [lease.token, field, json.dumps(entry.journal_json()), settings.retention,
+             _ms(time.time() + settings.requeue_after), r.parent],
+        )
+        if int(left) == 0 and str(mode) == "worker":
+            resume = r.parent
+    return resume
+
+
+async def collect(lease: Lease, run: Run) -> None:
+    """Deliver every parent's answer that has arrived as its ``request_input`` call's result."""
+    calls = [c for c, p in run.state.awaiting.items() if p.get("kind") == REQUEST_INPUT]
+    if not calls:
+        return
+    journal = lease.journal
+    fields = [answer_field(run.state.iteration, c) for c in calls]
+    with redis_errors("journal"):
+        raw = await journal.client.hmget(journal.keys.run_children(run.state.run_id), fields)
+    for call_id, value in zip(calls, raw, strict=True):
+        if value:
+            run.deliver_result(call_id, result_of(value))
+
+
+async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers: list[str], iteration: int,
+                       *, is_error: bool = False, stop: str = "", limit: float = 0.0) -> list[str]:
+    """Answer each waiting child from the leased parent (its next event joins round ``iteration``,
+    within ``limit`` seconds when above 0, unless ``stop``: the parent is closing); returns the
+    child run ids whose resume is due."""
+    journal, parent = lease.journal, lease.record
+    keys, settings = journal.keys, journal.settings
+    script = journal.client.register_script(ANSWER_CHILD)
+    due = []
+    for d, text in zip(delegations, answers, strict=True):
+        child = d.reply_to.get("run", "")
+        if not child:
+            continue
+        gone = json.dumps({"agent": d.request.agent, "error": "context canceled"})
+        out = await journal._run_script(
+            script,
+            [keys.run(parent.id), keys.run_lease(parent.id), keys.run_children(parent.id), keys.run(child),
+             keys.run_children(child), keys.tree_deadlines(parent.root)],
+            [lease.token, d.reply_to.get("field", ""), json.dumps({"content": text, "is_error": is_error}),
+             settings.retention, "" if stop else child_key(d.request, iteration),
+             _ms(time.time() + settings.requeue_after), child, stop, gone],
+        )
+        if str(out[0]) == "ok" and int(out[1]) == 0:
+            due.append(child)
+    if not stop:
+        await round_timeout.watch(lease, [d.request for d in delegations],
+                                  [d.reply_to.get("run", "") for d in delegations], iteration, limit)
+    return due
+
+
+async def close(lease: Lease, delegations: list[LiveDelegation]) -> list[str]:
+    """The parent's run ended: stop every child still waiting for its answer (each ends
+    ``canceled`` at its next claim); returns the child run ids to resume so they end now."""
+    texts = [TASK_CANCELED] * len(delegations)
+    return await send_answers(lease, delegations, texts, 0, is_error=True, stop=TASK_CANCELED)
+
+
+__all__ = ["ANSWER_CHILD", "ASK_PARENT", "ask_parent", "close", "collect", "send_answers"]

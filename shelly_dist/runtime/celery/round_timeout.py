@@ -1,0 +1,103 @@
+"""``options.question_timeout`` of interactive delegation on the pool, kept by the reapers.
+
+A parent waiting on a round of interactive children (its ``delegate``, or an
+``answer_delegation_questions``) may be a suspended worker run that nobody drives, so the deadline
+lives in Redis: :func:`watch` indexes each child's wait in ``…:delegations:due`` (scored by its
+deadline), and every reaper scan (:func:`expire_due`) joins the timeout error (Shelly's text) as the
+entry of each child that has neither asked nor ended by then — stored only if absent, the parent's
+pending count decremented once, its resume due when that was the last (:data:`EXPIRE`) — and
+flags the child stopped, so it ends ``canceled`` (a child that joins later changes nothing: its
+entry is refused). The deadline holds late by at most ``reap_interval``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable
+
+import redis.asyncio as aioredis
+
+from shelly_dist.agent.interactive import timeout_text
+from shelly_dist.agent.records import ChildRequest, DelegateEntry
+from shelly_dist.agent.stops import TASK_CANCELED
+from shelly_dist.runtime.celery.journal import child_key
+from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.state.connection import redis_errors
+from shelly_dist.state.keys import Keys
+
+JOINED = """
+local function joined(parent, deadlines, retention, resume_at, parent_id)
+  local left = redis.call('HINCRBY', parent, 'pending', -1)
+  redis.call('PUBLISH', parent .. ':changed', 'child')
+  local mode = redis.call('HGET', parent, 'mode') or ''
+  if left == 0 and mode == 'worker' then
+    redis.call('ZADD', deadlines, resume_at, parent_id)
+    redis.call('EXPIRE', deadlines, retention)
+  end
+  return {left, mode}
+end
+"""
+"""A child's entry joined its parent: count it once, wake the parent, make its resume due when it
+was the last (the tail of the journal's ``FINISH``)."""
+
+EXPIRE = JOINED + """
+local parent, children, child, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local key, entry, stop, retention, resume_at, parent_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+if redis.call('EXISTS', parent) == 0 then return {-1, ''} end
+if redis.call('HSETNX', children, key, entry) == 0 then return {-1, ''} end
+redis.call('EXPIRE', children, retention)
+local status = redis.call('HGET', child, 'status')
+if status and status ~= 'done' and status ~= 'failed' and status ~= 'canceled' then
+  redis.call('HSETNX', child, 'stop', stop)
+end
+return joined(parent, deadlines, retention, resume_at, parent_id)
+"""
+"""Time one child out of its parent's round, unless its entry joined first."""
+
+
+def due_key(keys: Keys) -> str:
+    return f"{keys.prefix}delegations:due"
+
+
+async def watch(lease: Lease, requests: list[ChildRequest], children: list[str], iteration: int,
+                limit: float) -> None:
+    """Index the deadline of each child's wait in the leased parent's round ``iteration``."""
+    if limit <= 0:
+        return
+    journal, parent = lease.journal, lease.record
+    at = int((time.time() + limit) * 1000)
+    members = {json.dumps({"parent": parent.id, "root": parent.root, "key": child_key(r, iteration),
+                           "child": cid, "agent": r.agent, "id": r.delegation_id, "limit": limit}): at
+               for r, cid in zip(requests, children, strict=True)}
+    with redis_errors("journal"):
+        async with journal.client.pipeline(transaction=False) as pipe:
+            pipe.zadd(due_key(journal.keys), members)
+            pipe.expire(due_key(journal.keys), journal.settings.retention)
+            await pipe.execute()
+
+
+async def expire_due(client: aioredis.Redis, keys: Keys, *, retention: int, requeue_after: float,
+                     resume: Callable[[str], Awaitable[None]]) -> int:
+    """Time out every child past its deadline (a reaper scan); returns how many were timed out."""
+    with redis_errors("journal"):
+        due = await client.zrangebyscore(due_key(keys), "-inf", int(time.time() * 1000), start=0, num=100)
+    script = client.register_script(EXPIRE)
+    n = 0
+    for member in due:
+        m = json.loads(member)
+        entry = DelegateEntry(agent=m["agent"], error=timeout_text(float(m["limit"]), m["id"]))
+        with redis_errors("journal"):
+            left, mode = await script(
+                keys=[keys.run(m["parent"]), keys.run_children(m["parent"]), keys.run(m["child"]),
+                      keys.tree_deadlines(m["root"])],
+                args=[m["key"], json.dumps(entry.to_json()), TASK_CANCELED, retention,
+                      int((time.time() + requeue_after) * 1000), m["parent"]],
+            )
+            await client.zrem(due_key(keys), member)
+            if int(left) >= 0:
+                n += 1
+                await client.publish(keys.cancel_channel(), m["child"])
+        if int(left) == 0 and str(mode) == "worker":
+            await resume(m["parent"])
+    return n

@@ -1,0 +1,124 @@
+"""Interactive delegation on the pool (behaviour 52 on real workers and real Redis): a child that
+asks waits suspended, holding no worker; the parent's model answers with
+``answer_delegation_questions`` on any worker; children still waiting when the parent ends are
+cancelled."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from shelly_dist.state import Keys
+
+from .cluster import Cluster, complete, scripted, wait_until
+from .test_handoff import delegate_all, run_json
+
+pytestmark = pytest.mark.integration
+
+INTERACTIVE = {"interaction_mode": "interactive"}
+
+
+def interactive(*agents: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "delegate", "arguments": {"tasks": [
+        {"agent": a, "task": f"{a} task", "context": "ctx", "mode": "interactive"} for a in agents]}}]}
+
+
+def answer(delegation_id: str, text: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "answer_delegation_questions",
+                            "arguments": {"answers": [{"delegation_id": delegation_id, "answer": text}]}}]}
+
+
+def ask_parent(question: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "request_input", "arguments": {"question": question}}]}
+
+
+def tool_results(cluster: Cluster, run_id: str) -> list[str]:
+    msgs = [json.loads(m) for m in cluster.redis.lrange(Keys(cluster.prefix).run_msgs(run_id), 0, -1)]
+    return [p["content"] for m in msgs if m["role"] == "tool" for p in m["parts"]]
+
+
+def root_tool_results(cluster: Cluster, session: str) -> list[str]:
+    """The root's tool results as its ``message_added`` events carry them (a coordinator's run
+    journals no messages)."""
+    root = next(r for r in cluster.runs(session) if r["depth"] == "0")
+    return [e["data"]["text"] for e in cluster.events(session)
+            if e["run_id"] == root["id"] and e["kind"] == "message_added" and e["data"]["role"] == "tool"]
+
+
+def run_of(cluster: Cluster, session: str, agent: str) -> dict[str, str]:
+    return next(r for r in cluster.runs(session) if r["agent"] == agent)
+
+
+def test_a_child_waits_suspended_while_its_parent_on_the_one_worker_slot_answers_it(cluster: Cluster):
+    # lead -> mid (a worker run) -> asker, interactively. With one slot, mid can only be resumed to
+    # read the question and answer it if the waiting asker holds no slot.
+    cluster.write_config(
+        [scripted(lead=[delegate_all(("mid", "plan it")), "lead done"],
+                  mid=[interactive("asker"), answer("d-1", "REST"), complete("mid done")],
+                  asker=[ask_parent("What API?"), complete("used REST")])],
+        [{"name": "lead", "options": {"max_delegation_depth": 2}},
+         {"name": "mid", "options": {"max_delegation_depth": 2, **INTERACTIVE}},
+         {"name": "asker"}],
+    )
+    cluster.start_worker("solo", concurrency=1)
+    out = run_json(cluster, "go")
+    assert out["reply"] == "lead done"
+    mid, asker = run_of(cluster, out["session"], "mid"), run_of(cluster, out["session"], "asker")
+    asked, finished = (json.loads(r) for r in tool_results(cluster, mid["id"])[:2])
+    assert asked == [{"agent": "asker", "delegation_id": "d-1",
+                      "pending_question": {"id": "q-1", "agent": asker["instance"], "content": "What API?"}}]
+    assert finished == [{"agent": "asker", "result": "used REST",
+                         "completion": {"status": "completed", "summary": "used REST"}}]
+    assert tool_results(cluster, asker["id"])[0] == "REST"
+    assert asker["status"] == "done" and mid["status"] == "done"
+
+
+def test_a_root_parent_gets_a_question_and_a_result_from_a_mixed_pair_and_answers_it(cluster: Cluster):
+    cluster.write_config(
+        [scripted(lead=[interactive("asker", "quick"), answer("d-1", "blue"), "lead done"],
+                  asker=[ask_parent("Which colour?"), complete("painted")], quick=["done fast"])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1, **INTERACTIVE}}, {"name": "asker"},
+         {"name": "quick"}],
+    )
+    cluster.start_worker("solo", concurrency=1)
+    out = run_json(cluster, "go")
+    assert out["reply"] == "lead done"
+    first, second = (json.loads(r) for r in root_tool_results(cluster, out["session"]))
+    assert first[0]["delegation_id"] == "d-1" and first[0]["pending_question"]["content"] == "Which colour?"
+    assert first[1] == {"agent": "quick", "result": "done fast"}
+    assert second == [{"agent": "asker", "result": "painted",
+                       "completion": {"status": "completed", "summary": "painted"}}]
+
+
+def test_a_child_still_waiting_when_its_parent_ends_is_cancelled(cluster: Cluster):
+    cluster.write_config(
+        [scripted(lead=[interactive("asker"), "not answering"],
+                  asker=[ask_parent("Which colour?"), complete("never")])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1, **INTERACTIVE}}, {"name": "asker"}],
+    )
+    cluster.start_worker("solo", concurrency=1)
+    out = run_json(cluster, "go")
+    assert out["reply"] == "not answering"
+    asker = wait_until(lambda: (r := run_of(cluster, out["session"], "asker"))["status"] == "canceled" and r,
+                       60, "the waiting child canceled")
+    record = cluster.redis.hgetall(Keys(cluster.prefix).run(asker["id"]))
+    assert json.loads(record["result"])["error"] == "task canceled"
+
+
+def test_a_child_that_neither_asks_nor_ends_within_question_timeout_is_an_entry_error(cluster: Cluster):
+    # The child waits on the user (ask_user), which nobody answers: its parent's question_timeout
+    # ends the round, kept by the reapers.
+    cluster.write_config(
+        [scripted(lead=[interactive("slowpoke"), "lead done"],
+                  slowpoke=[{"tool_calls": [{"name": "ask_user", "arguments": {"question": "Colour?"}}]},
+                            complete("never")])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1, "question_timeout": "1s", **INTERACTIVE}},
+         {"name": "slowpoke"}],
+    )
+    cluster.start_worker("solo", concurrency=1)
+    out = run_json(cluster, "go")
+    assert out["reply"] == "lead done"
+    assert [json.loads(r) for r in root_tool_results(cluster, out["session"])] == [
+        [{"agent": "slowpoke", "error": "question timeout (1s) exceeded for delegation d-1"}]]
