@@ -91,7 +91,7 @@ async def test_a_question_past_its_timeout_is_answered_with_the_timeout_error(jo
 
     s = journal.settings
     deadline = time.monotonic() + 10
-    while not await questions.expire_due(journal.client, journal.keys, retention=s.retention,
+    while not await questions.expire_due(journal.client, journal.keys, ["root"], retention=s.retention,
                                          requeue_after=s.requeue_after, resume=resume):
         assert time.monotonic() < deadline, "the question never expired"
         await asyncio.sleep(0.05)
