@@ -159,6 +159,19 @@ class Keys:
         The reaper re-enqueues what passes its deadline (see ``runtime/celery/reaper.py``)."""
         return f"{self.run(root_id)}:deadlines"
 
+    def run_asked(self, run_id: str) -> str:
+        """The run's ``ask_user`` questions by answer field (so a repeated step asks nothing twice)."""
+        return f"{self.run(run_id)}:asked"
+
+    def tree_questions(self, root_id: str) -> str:
+        """The tree's open ``ask_user`` questions: field = question id, value = question JSON."""
+        return f"{self.run(root_id)}:questions"
+
+    def tree_questions_due(self, root_id: str) -> str:
+        """Sorted set of the tree's open questions with a ``question_timeout``, scored by their
+        deadline (ms): the reapers answer those past it with the timeout error."""
+        return f"{self.run(root_id)}:questions:due"
+
     def live_trees(self) -> str:
         """Sorted set of root run ids whose trees may hold work for workers, scored by creation
         time: the reapers' list of deadline indexes to scan."""
@@ -171,6 +184,15 @@ class Keys:
     def session_runs(self, session: str) -> str:
         """Sorted set of the session's root runs, scored by creation time."""
         return f"{self.session(session)}:runs"
+
+    def session_questions(self, session: str) -> str:
+        """The session's open ``ask_user`` questions: field = question id, value = the root run id
+        of the tree that holds it (the question itself is in :meth:`tree_questions`)."""
+        return f"{self.session(session)}:question-trees"
+
+    def question_counter(self, session: str) -> str:
+        """Counter behind question ids ``q-<n>``, unique across the session's trees."""
+        return f"{self.session(session)}:qn"
 
     def instance_counter(self, session: str, agent: str) -> str:
         """Counter behind instance names ``<agent>-<slug>-<n>``, unique across workers."""

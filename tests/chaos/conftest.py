@@ -61,14 +61,9 @@ class WorkerPool:
         self.started += 1
         return self.cluster.start_worker(f"w{self.started}")
 
-    def revive(self) -> list[str]:
-        """Start a replacement for every worker that exited on its own (what systemd's
-        ``Restart=``, compose's ``restart:`` or a Kubernetes pod restart does); the dead ones."""
-        dead = [h for h in self.live if self.cluster.workers[h].poll() is not None]
-        for hostname in dead:
-            self.live.remove(hostname)
-            self.live.append(self._start())
-        return dead
+    def exited(self) -> list[str]:
+        """The workers that exited on their own (nothing here restarts them)."""
+        return [h for h in self.live if self.cluster.workers[h].poll() is not None]
 
     def kill_one(self) -> str:
         victim = self.rng.choice(self.live)

@@ -139,14 +139,13 @@ def test_redis_killed_and_restarted_with_aof_every_run_ends_and_nothing_runs_twi
             f.stopped.wait(3.0)  # the outage itself: the port refuses connections meanwhile
             chaos_redis.start()
             f.log.append("redis restarted from its AOF")
-        # Kombu's Redis transport can end a worker whose broker restarted ("Unrecoverable error:
-        # AttributeError ... 'hostname'", kombu #582/#970); a supervisor restarts it, as here.
-        while f.pause(1.0):
-            f.log += [f"{h} exited; restarted" for h in pool.revive()]
 
     faults.run(restart_redis)
     run_batch(chaos_cluster, workload, faults, items=5)
     check_invariants(chaos_cluster, workload, chaos_redis)
+    exited = pool.exited()
+    assert not exited, f"workers ended by the broker's restart (nothing revives them here): {exited}\n" \
+                       f"{chaos_cluster.worker_log()}"
 
 
 def test_rabbitmq_connections_cut_every_run_ends_and_nothing_runs_twice(

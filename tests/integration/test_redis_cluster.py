@@ -309,3 +309,54 @@ def test_cancel_by_run_id_finds_the_tree_on_a_cluster(on_cluster: Cluster) -> No
             if coordinator.poll() is None:
                 coordinator.kill()
         assert coordinator.returncode == 130
+
+
+def asking_team(cluster: Cluster, **asker_options: str) -> None:
+    """``lead`` delegates to ``asker``, who asks the user a question, then completes."""
+    ask = {"tool_calls": [{"name": "ask_user", "arguments": {"question": "Which colour?", "options": ["red", "blue"]}}]}
+    cluster.write_config(
+        [scripted(lead=[delegate(("asker", "pick a colour")), "lead done"], asker=[ask, complete("asked")])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1}},
+         {"name": "asker", "options": asker_options}],
+    )
+
+
+def test_ask_user_on_the_pool_is_answered_with_shelly_answer_on_a_cluster(on_cluster: Cluster) -> None:
+    asking_team(on_cluster)
+    on_cluster.start_worker("w1")
+    run = on_cluster.popen("run", "colour job", "--agent", "lead", "--json", "--quiet")
+    try:
+        session = on_cluster.session_ids()[0]
+
+        def listed() -> list[dict[str, Any]]:
+            out = on_cluster.shelly("questions", "--session", session, "--json")
+            assert out.returncode == 0, f"{out.stderr}\n{on_cluster.worker_log()}"
+            return json.loads(out.stdout)
+
+        (question,) = wait_until(listed, 90, "the asker's question")
+        assert (question["id"], question["text"]) == ("q-1", "Which colour?")
+        answered = on_cluster.shelly("answer", "--session", session, "q-1", "blue")
+        assert answered.returncode == 0, answered.stderr
+        stdout, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, f"{stderr}\n{on_cluster.worker_log()}"
+    assert json.loads(stdout)["reply"] == "lead done"
+    asker = next(r for r in on_cluster.runs(session) if r["agent"] == "asker")
+    msgs = [json.loads(m) for m in on_cluster.redis.lrange(Keys(on_cluster.prefix).run_msgs(asker["id"]), 0, -1)]
+    assert any(p.get("content") == "blue" for m in msgs if m["role"] == "tool" for p in m["parts"])
+    assert listed() == []
+
+
+def test_a_question_past_its_timeout_is_answered_by_the_reaper_on_a_cluster(on_cluster: Cluster) -> None:
+    asking_team(on_cluster, question_timeout="1s")
+    on_cluster.start_worker("w1")
+    out = on_cluster.shelly("run", "colour job", "--agent", "lead", "--json", "--quiet")
+    assert out.returncode == 0, f"{out.stderr}\n{on_cluster.worker_log()}"
+    session = json.loads(out.stdout)["session"]
+    asker = next(r for r in on_cluster.runs(session) if r["agent"] == "asker")
+    msgs = [json.loads(m) for m in on_cluster.redis.lrange(Keys(on_cluster.prefix).run_msgs(asker["id"]), 0, -1)]
+    errors = [p for m in msgs if m["role"] == "tool" for p in m["parts"] if p.get("is_error")]
+    assert errors and errors[0]["content"] == "ask_user: no answer to q-1 within 1s (options.question_timeout)"

@@ -17,7 +17,10 @@ from celery import Celery, Task
 from celery.signals import worker_shutdown
 
 from shelly_dist.errors import ConfigError, MCPError, StoreError
-from shelly_dist.runtime.celery import control  # noqa: F401  registers the shelly_info inspect command
+from shelly_dist.runtime.celery import (
+    control,  # noqa: F401  registers the shelly_info inspect command
+    redis_broker,
+)
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.process import WorkerProcess, WorkerSpec
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -39,6 +42,7 @@ logger = logging.getLogger(__name__)
 
 def create_app(settings: RuntimeSettings) -> Celery:
     """A Celery app for ``settings``; registers the tasks (needed only by workers)."""
+    redis_broker.install()  # a broker Redis restart must not end the worker (see redis_broker)
     app = Celery("shelly", broker=settings.broker_url, set_as_current=False)
     app.conf.update(
         task_serializer="json",

@@ -15,14 +15,19 @@ A coordinator's top-level run asks through :class:`~.root_answerer.RootAnswerer`
 process holds no worker, so it registers the question the same way and waits on the run's channel.
 
 ``options.question_timeout`` is enforced by the reapers: a question with a deadline is indexed in
-``…:questions:due``; each reaper scan answers the questions past it with the timeout error result
-(:func:`expire_due`), so the deadline holds whichever worker, if any, is alive when it passes
-(late by at most ``reap_interval`` when a worker is up, at the next scan otherwise).
+its tree's ``…:questions:due``; each reaper scan of the live trees answers the questions past it
+with the timeout error result (:func:`expire_due`), so the deadline holds whichever worker, if
+any, is alive when it passes (late by at most ``reap_interval`` when a worker is up, at the next scan otherwise).
 
-Keys (all with the retention TTL, every one passed in ``KEYS``):
-``…:s:{session}:questions`` (open questions, id → JSON), ``…:s:{session}:qn`` (the id counter),
-``…:run:{id}:asked`` (the run's questions by call, so a repeated step registers nothing twice),
-answers in ``…:run:{id}:children`` under ``ask:<iteration>:<call id>``, ``…:questions:due``.
+Keys (all with the retention TTL, built by :class:`~shelly_dist.state.keys.Keys`): the question
+lives in its *tree's* slot — ``tree_questions`` (open questions, id → JSON), ``tree_questions_due``
+(their deadlines), ``run_asked`` (the run's questions by call, so a repeated step registers nothing
+twice), answers in ``run_children`` under ``ask:<iteration>:<call id>`` — so each script touches
+one slot, passed in ``KEYS`` (a Redis Cluster runs them). The session's keys are written by plain
+commands around the scripts: ``question_counter`` numbers the questions ``q-N`` across the
+session's trees, and ``session_questions`` maps an open id to its tree for ``shelly questions`` /
+``shelly answer`` (written after the question, every time a step registers it; dropped after the
+answer — an entry whose question is gone lists nothing).
 """
 
 from __future__ import annotations
@@ -49,34 +54,33 @@ __all__ = ["ANSWER", "ASK", "Answered", "answer", "answer_field", "ask", "collec
            "register", "require_open"]
 
 ASK = _FENCE + """
-local record, lease, asked, questions, counter, due = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local token, field, question, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local due_ms, session = tonumber(ARGV[5]), ARGV[6]
+local record, lease, asked, questions, due = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, field, qid, question, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local due_ms = tonumber(ARGV[6])
 if not holds(record, lease, token) then return lost(record) end
-local qid = redis.call('HGET', asked, field)
-if qid then return {qid, 0} end
-qid = 'q-' .. redis.call('INCR', counter)
-redis.call('EXPIRE', counter, retention)
+local known = redis.call('HGET', asked, field)
+if known then return {known, 0, redis.call('HEXISTS', questions, known)} end
 redis.call('HSET', asked, field, qid)
 redis.call('EXPIRE', asked, retention)
 redis.call('HSET', questions, qid, question)
 redis.call('EXPIRE', questions, retention)
 redis.call('HINCRBY', record, 'pending', 1)
 if due_ms > 0 then
-  redis.call('ZADD', due, due_ms, session .. '\\n' .. qid)
+  redis.call('ZADD', due, due_ms, qid)
   redis.call('EXPIRE', due, retention)
 end
-return {qid, 1}
+return {qid, 1, 1}
 """
-"""Register one awaiting ``ask_user`` call of the leased run (fenced; idempotent per call)."""
+"""Register one awaiting ``ask_user`` call of the leased run under id ``qid`` (fenced; idempotent
+per call: a call asked before keeps its id). Answers ``{id, new, still open}``."""
 
 ANSWER = """
 local questions, record, children, deadlines, due = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local qid, answer, field, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local resume_at, run_id, member = ARGV[5], ARGV[6], ARGV[7]
+local resume_at, run_id = ARGV[5], ARGV[6]
 if redis.call('HEXISTS', questions, qid) == 0 then return {'unknown'} end
 redis.call('HDEL', questions, qid)
-redis.call('ZREM', due, member)
+redis.call('ZREM', due, qid)
 if redis.call('EXISTS', record) == 0 then return {'gone'} end
 local status = redis.call('HGET', record, 'status')
 if status == 'done' or status == 'failed' or status == 'canceled' then return {'gone'} end
@@ -92,22 +96,6 @@ end
 return {'ok', left, mode}
 """
 """Join an answer into the asking run, once (the first answer wins; a timeout is an answer)."""
-
-
-def questions_key(keys: Keys, session: str) -> str:
-    return f"{keys.session(session)}:questions"
-
-
-def _counter_key(keys: Keys, session: str) -> str:
-    return f"{keys.session(session)}:qn"
-
-
-def _asked_key(keys: Keys, run_id: str) -> str:
-    return f"{keys.run(run_id)}:asked"
-
-
-def _due_key(keys: Keys) -> str:
-    return f"{keys.prefix}questions:due"
 
 
 def answer_field(iteration: int, call_id: str) -> str:
@@ -127,21 +115,34 @@ def result_of(raw: str) -> ToolResult:
 async def ask(lease: Lease, agent: str, run_id: str, field: str, payload: dict[str, Any]) -> tuple[str, bool]:
     """Register one question of the leased run; returns (its id, whether it is new)."""
     journal, r = lease.journal, lease.record
-    keys, settings = journal.keys, journal.settings
+    keys, settings, client = journal.keys, journal.settings, journal.client
     timeout = float(payload.get("timeout") or 0)
     now = time.time()
+    with redis_errors("questions"):
+        qid = await client.hget(keys.run_asked(run_id), field)
+        if qid is None:  # a number taken by a step that then died is only a gap in the ids
+            qid = f"q-{await client.incr(keys.question_counter(r.session))}"
     question = {k: payload[k] for k in ("text", "options", "header", "multiSelect", "maxSelections") if payload.get(k)}
     question |= {"text": str(payload.get("text", "")), "agent": agent, "run": run_id, "root": r.root,
-                 "field": field, "asked": now, "timeout": timeout}
-    script = journal.client.register_script(ASK)
+                 "session": r.session, "field": field, "asked": now, "timeout": timeout}
+    script = client.register_script(ASK)
     out = await journal._run_script(
         script,
-        [keys.run(run_id), keys.run_lease(run_id), _asked_key(keys, run_id), questions_key(keys, r.session),
-         _counter_key(keys, r.session), _due_key(keys)],
-        [lease.token, field, json.dumps(question), settings.retention, _ms(now + timeout) if timeout else 0,
-         r.session],
+        [keys.run(run_id), keys.run_lease(run_id), keys.run_asked(run_id), keys.tree_questions(r.root),
+         keys.tree_questions_due(r.root)],
+        [lease.token, field, qid, json.dumps(question), settings.retention, _ms(now + timeout) if timeout else 0],
     )
-    return str(out[0]), int(out[1]) == 1
+    qid, new, still_open = str(out[0]), int(out[1]) == 1, int(out[2]) == 1
+    if still_open:
+        # The session's index is another slot than the tree: written after the script, every time
+        # (idempotent), so a step that died in between and runs again repairs it.
+        with redis_errors("questions"):
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.hset(keys.session_questions(r.session), qid, r.root)
+                pipe.expire(keys.session_questions(r.session), settings.retention)
+                pipe.expire(keys.question_counter(r.session), settings.retention)
+                await pipe.execute()
+    return qid, new
 
 
 async def register(lease: Lease, run: Run) -> None:
@@ -189,19 +190,35 @@ async def answer(
 ) -> Answered:
     """Answer question ``qid`` of ``session`` (from any process). The first answer wins."""
     with redis_errors("questions"):
-        raw = await client.hget(questions_key(keys, session), qid)
-    if raw is None:
+        root = await client.hget(keys.session_questions(session), qid)
+    if root is None:
         return Answered("unknown")
-    q = json.loads(raw)
-    run_id, root = str(q["run"]), str(q["root"])
-    script = client.register_script(ANSWER)
+    return await _answer_in_tree(client, keys, session, root, qid, text, retention=retention,
+                                 requeue_after=requeue_after, is_error=is_error)
+
+
+async def _answer_in_tree(
+    client: aioredis.Redis, keys: Keys, session: str, root: str, qid: str, text: str, *, retention: int,
+    requeue_after: float, is_error: bool,
+) -> Answered:
+    """Join the answer into the tree (one script, one slot), then drop the question from the
+    session's index (another slot; an entry left by a crash in between lists nothing, its
+    question being gone from the tree)."""
     with redis_errors("questions"):
-        out = await script(
-            keys=[questions_key(keys, session), keys.run(run_id), keys.run_children(run_id),
-                  keys.tree_deadlines(root), _due_key(keys)],
-            args=[qid, json.dumps({"content": text, "is_error": is_error}), q["field"], retention,
-                  _ms(time.time() + requeue_after), run_id, f"{session}\n{qid}"],
-        )
+        raw = await client.hget(keys.tree_questions(root), qid)
+        out: list[Any] = ["unknown"]
+        run_id = ""
+        if raw is not None:
+            q = json.loads(raw)
+            run_id = str(q["run"])
+            script = client.register_script(ANSWER)
+            out = await script(
+                keys=[keys.tree_questions(root), keys.run(run_id), keys.run_children(run_id),
+                      keys.tree_deadlines(root), keys.tree_questions_due(root)],
+                args=[qid, json.dumps({"content": text, "is_error": is_error}), q["field"], retention,
+                      _ms(time.time() + requeue_after), run_id],
+            )
+        await client.hdel(keys.session_questions(session), qid)
     outcome = str(out[0])
     if outcome != "ok":
         return Answered(outcome, run_id, root)
@@ -212,8 +229,12 @@ async def open_questions(client: aioredis.Redis, keys: Keys, session: str) -> li
     """The session's unanswered questions whose run still waits, oldest first:
     ``{id, agent, run, text, options, …}``."""
     with redis_errors("questions"):
-        raw = await client.hgetall(questions_key(keys, session))
-        found = [{"id": qid, **json.loads(v)} for qid, v in raw.items()]
+        index = await client.hgetall(keys.session_questions(session))
+        async with client.pipeline(transaction=False) as pipe:
+            for qid, root in index.items():
+                pipe.hget(keys.tree_questions(root), qid)
+            raws = await pipe.execute()
+        found = [{"id": qid, **json.loads(raw)} for qid, raw in zip(index, raws, strict=True) if raw is not None]
         async with client.pipeline(transaction=False) as pipe:
             for q in found:
                 pipe.hget(keys.run(q["run"]), "status")
@@ -223,7 +244,8 @@ async def open_questions(client: aioredis.Redis, keys: Keys, session: str) -> li
         if status is None or status in ("done", "failed", "canceled"):
             continue
         q.setdefault("options", [])
-        q.pop("field", None)
+        for internal in ("field", "root", "session"):
+            q.pop(internal, None)
         out.append(q)
     return sorted(out, key=lambda q: (float(q.get("asked", 0)), q["id"]))
 
@@ -232,28 +254,34 @@ Resume = Callable[[str, str], Awaitable[None]]
 """Enqueue the resume of run (id, root)."""
 
 
-async def expire_due(client: aioredis.Redis, keys: Keys, *, retention: int, requeue_after: float,
-                     resume: Resume) -> int:
-    """Answer every question past its ``question_timeout`` with the timeout error result (the
-    reapers call this each scan); returns how many were expired here."""
+async def expire_due(client: aioredis.Redis, keys: Keys, roots: list[str], *, retention: int,
+                     requeue_after: float, resume: Resume) -> int:
+    """Answer every question of the trees ``roots`` past its ``question_timeout`` with the timeout
+    error result (the reapers call this each scan with the live trees); returns how many were
+    expired here."""
+    if not roots:
+        return 0
     with redis_errors("questions"):
-        due = await client.zrangebyscore(_due_key(keys), "-inf", _ms(time.time()), start=0, num=100)
+        async with client.pipeline(transaction=False) as pipe:
+            for root in roots:
+                pipe.zrangebyscore(keys.tree_questions_due(root), "-inf", _ms(time.time()), start=0, num=100)
+            due = await pipe.execute()
     n = 0
-    for member in due:
-        session, _, qid = member.partition("\n")
-        with redis_errors("questions"):
-            raw = await client.hget(questions_key(keys, session), qid)
-        if raw is None:
+    for root, qids in zip(roots, due, strict=True):
+        for qid in qids:
             with redis_errors("questions"):
-                await client.zrem(_due_key(keys), member)
-            continue
-        limit = float(json.loads(raw).get("timeout") or 0)
-        done = await answer(client, keys, session, qid, timeout_error(qid, limit), retention=retention,
-                            requeue_after=requeue_after, is_error=True)
-        if done.outcome == "ok":
-            n += 1
-            if done.resume:
-                await resume(done.run, done.root)
+                raw = await client.hget(keys.tree_questions(root), qid)
+                if raw is None:
+                    await client.zrem(keys.tree_questions_due(root), qid)
+                    continue
+            q = json.loads(raw)
+            limit = float(q.get("timeout") or 0)
+            done = await _answer_in_tree(client, keys, str(q["session"]), root, qid, timeout_error(qid, limit),
+                                         retention=retention, requeue_after=requeue_after, is_error=True)
+            if done.outcome == "ok":
+                n += 1
+                if done.resume:
+                    await resume(done.run, done.root)
     return n
 
 

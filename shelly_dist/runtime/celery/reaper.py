@@ -77,9 +77,9 @@ class Reaper:
     async def scan(self) -> int:
         """One pass over every live tree, then over the questions past their timeout; returns how
         many runs were re-enqueued."""
-        sent = await self._scan_trees()
+        sent, roots = await self._scan_trees()
         settings = self.journal.settings
-        await expire_due(self.journal.client, self.journal.keys, retention=settings.retention,
+        await expire_due(self.journal.client, self.journal.keys, roots, retention=settings.retention,
                          requeue_after=settings.requeue_after,
                          resume=lambda run_id, _root: enqueue_resume(self.journal, self.enqueue, run_id))
         await round_timeout.expire_due(self.journal.client, self.journal.keys, retention=settings.retention,
@@ -87,7 +87,8 @@ class Reaper:
                                        resume=lambda run_id: enqueue_resume(self.journal, self.enqueue, run_id))
         return sent
 
-    async def _scan_trees(self) -> int:
+    async def _scan_trees(self) -> tuple[int, list[str]]:
+        """Re-enqueue the runs past their deadline; returns how many, and the live trees."""
         keys, client, settings = self.journal.keys, self.journal.client, self.journal.settings
         now = time.time()
         with redis_errors("reaper"):
@@ -100,7 +101,7 @@ class Reaper:
                 pipe.zrange(keys.live_trees(), 0, -1)
                 roots = (await pipe.execute())[-1]
             if not roots:
-                return 0
+                return 0, []
             async with client.pipeline(transaction=False) as pipe:
                 for root in roots:
                     pipe.zrangebyscore(keys.tree_deadlines(root), "-inf", int(now * 1000), start=0, num=BATCH)
@@ -116,7 +117,7 @@ class Reaper:
                 continue
             for run_id in due:
                 sent += await self._reap(root, run_id)
-        return sent
+        return sent, roots
 
     async def _reap(self, root: str, run_id: str) -> int:
         out = await self.journal.reap(root, run_id)

@@ -91,7 +91,7 @@ async def test_a_question_past_its_timeout_is_answered_with_the_timeout_error(jo
 
     s = journal.settings
     deadline = time.monotonic() + 10
-    while not await questions.expire_due(journal.client, journal.keys, retention=s.retention,
+    while not await questions.expire_due(journal.client, journal.keys, ["root"], retention=s.retention,
                                          requeue_after=s.requeue_after, resume=resume):
         assert time.monotonic() < deadline, "the question never expired"
         await asyncio.sleep(0.05)
@@ -102,3 +102,13 @@ async def test_a_question_past_its_timeout_is_answered_with_the_timeout_error(jo
     await questions.collect(claim.lease, run)
     (result,) = run.state.tool_results.values()
     assert result.is_error and result.content == "ask_user: no answer to q-1 within 0.05s (options.question_timeout)"
+
+
+async def test_a_step_that_registers_its_question_again_repairs_a_lost_session_index_entry(journal: Journal):
+    lease, run = await asking_run(journal)
+    await questions.register(lease, run)
+    await journal.client.delete(journal.keys.session_questions("s"))  # the worker died after the script
+    assert await questions.open_questions(journal.client, journal.keys, "s") == []
+    await questions.register(lease, run)  # the step, run again
+    assert [q["id"] for q in await questions.open_questions(journal.client, journal.keys, "s")] == ["q-1"]
+    assert (await journal.record("root")).pending == 1
