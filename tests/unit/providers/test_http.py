@@ -7,8 +7,8 @@ import pytest
 from shelly_dist.errors import ContextTooLong, ModelError, ModelHTTPError
 from shelly_dist.providers.anthropic import AnthropicCompleter
 from shelly_dist.providers.http import aclose_http_client, api_url
-from shelly_dist.providers.transport import http_session
 from shelly_dist.providers.openai import OpenAICompleter
+from shelly_dist.providers.transport import http_session
 from shelly_dist.testing.model_server import ModelServer, Reply
 from tests.conftest import free_port
 from tests.unit.providers.conftest import chat_of, user

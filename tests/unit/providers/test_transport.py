@@ -39,8 +39,8 @@ async def raw_server() -> AsyncIterator[Callable[[Handler], Coroutine[Any, Any, 
         await server.wait_closed()
 
 
-async def post(url: str, timeout: float | None = None) -> Any:
-    return await post_json(url, {"model": "m"}, headers={}, read_timeout=timeout, provider="local", model="m")
+async def post(url: str, read_timeout: float | None = None) -> Any:
+    return await post_json(url, {"model": "m"}, headers={}, read_timeout=read_timeout, provider="local", model="m")
 
 
 async def test_a_connection_closed_before_the_answer_is_a_network_error(raw_server) -> None:
@@ -73,7 +73,7 @@ async def test_a_server_stalling_mid_body_past_the_timeout_is_a_timeout_error(ra
 
     try:
         with pytest.raises(ModelHTTPError) as info:
-            await post(await raw_server(stall), timeout=0.2)
+            await post(await raw_server(stall), read_timeout=0.2)
     finally:
         release.set()
     assert info.value.kind == "timeout"
