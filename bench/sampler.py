@@ -29,7 +29,7 @@ WAITS = frozenset({
     ("selectors.py", "select"), ("threading.py", "wait"), ("threading.py", "_wait_for_tstate_lock"),
     ("queue.py", "get"), ("socket.py", "readinto"), ("ssl.py", "read"), ("subprocess.py", "_wait"),
     ("connection.py", "_read_from_socket"), ("connection.py", "read_response"), ("threading.py", "acquire"),
-    ("thread.py", "_worker"), ("eventio.py", "poll"),
+    ("thread.py", "_worker"), ("eventio.py", "poll"), ("hiredis.py", "read_from_socket"),
 })
 """(file name, function) of innermost frames that mean the thread is waiting, not working."""
 
