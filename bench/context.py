@@ -12,6 +12,7 @@ stall for minutes without saying where.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -50,9 +51,12 @@ class Bench:
     """The step running now (named when a scenario's own deadline expires)."""
 
     async def step(self, what: str, within: float, action: Awaitable[T]) -> T:
-        """Await ``action`` for at most ``within`` s; ``BenchError`` naming ``what`` if it overruns."""
+        """Await ``action`` for at most ``within`` s; ``BenchError`` naming ``what`` if it overruns.
+
+        A step that takes more than a quarter of its deadline is named on stderr as it ends."""
         self.current = what
         deadline = asyncio.timeout(within)
+        start = time.monotonic()
         try:
             async with deadline:
                 return await action
@@ -60,6 +64,10 @@ class Bench:
             if not deadline.expired():
                 raise
             raise BenchError(f"bench: {what}: overran its {within:g}s deadline{self.stack.tails()}") from None
+        finally:
+            took = time.monotonic() - start
+            if took > within / 4:
+                print(f"bench: {what}: slow, {took:.1f}s of its {within:g}s", file=sys.stderr, flush=True)
 
     def _raw_app(self) -> Celery:
         if self._raw is None:

@@ -8,6 +8,8 @@ is read after a warm-up delegation, before the first in-flight round.
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 
 from bench.context import STEP, Bench
 from bench.harness import delegate_once, wait_for
@@ -36,7 +38,10 @@ async def measure(b: Bench) -> list[Row]:
                     stats = await b.stack.model_stats("hold")
                     return stats["requests"] - before >= n and stats["inflight"] >= n
 
+                start = time.monotonic()
                 await wait_for(all_in_flight, STEP, f"memory run {i}: {n} model calls in flight", interval=0.1)
+                print(f"bench: memory run {i}: {n} calls in flight after {time.monotonic() - start:.1f}s",
+                      file=sys.stderr, flush=True)
                 values.append(rss_bytes(pid) / MB)
             finally:
                 await b.stack.model_stats("hold", "release")
