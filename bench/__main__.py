@@ -1,9 +1,11 @@
-"""``python -m bench [--quick] [--only NAME] [--runs 5] [--write]``: run the scenarios, print the table.
+"""``python -m bench [--quick] [--only NAME] [--runs 5] [--write] [--profile DIR]``: run the scenarios, print the table.
 
 Starts what it needs (model servers, workers, the raw Celery reference), measures, prints a
 markdown table with a description of the machine, and with ``--write`` replaces the results
 section of ``docs/benchmarks.md`` (between its ``bench:results`` markers; the analysis around
-them is kept). Every process is reaped and every key deleted on the way out, Ctrl-C included.
+them is kept). ``--profile DIR`` samples the bench process and every worker (:mod:`bench.sampler`)
+and leaves one collapsed-stacks file per process in DIR. Every process is reaped and every key
+deleted on the way out, Ctrl-C included.
 """
 
 from __future__ import annotations
@@ -18,14 +20,19 @@ from pathlib import Path
 from types import FrameType
 
 from bench import commands, embedded, fanout, memory, nested, overhead, recovery, scaling, throughput
-from bench.context import Bench
+from bench.context import STEP, Bench
 from bench.harness import REDIS_URL, BenchError, Stack
 from bench.machine import describe
 from bench.report import Row, table
+from bench.sampler import Sampler, top
 from bench.team import FULL, QUICK, config
 
 SCENARIOS = {m.NAME: m for m in (overhead, throughput, commands, scaling, memory, fanout, nested, embedded, recovery)}
 """In the order they run: each needs a different worker set, and this order restarts fewest."""
+
+SCENARIO_DEADLINE = 3 * STEP
+"""Seconds a scenario may take per run, beyond its own steps' deadlines: a backstop for the waits
+between steps (starting workers, opening engines), naming the step it was in."""
 
 OPT_IN = {recovery.NAME}
 """Scenarios run only when named with ``--only`` (recovery kills workers and waits out leases)."""
@@ -40,7 +47,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 async def run(args: argparse.Namespace) -> str:
     sizes = QUICK if args.quick else FULL
-    stack = Stack()
+    stack = Stack(args.profile)
     bench = Bench(stack, sizes, args.runs)
     rows: list[Row] = []
     started = time.monotonic()
@@ -54,7 +61,16 @@ async def run(args: argparse.Namespace) -> str:
         for name in args.only or [n for n in SCENARIOS if n not in OPT_IN]:
             print(f"bench: {name} …", file=sys.stderr, flush=True)
             t = time.monotonic()
-            rows += await SCENARIOS[name].measure(bench)
+            within = SCENARIO_DEADLINE * (args.runs + 1)
+            deadline = asyncio.timeout(within)
+            try:
+                async with deadline:
+                    rows += await SCENARIOS[name].measure(bench)
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                raise BenchError(f"bench: {name}: overran its {within:g}s deadline in step "
+                                 f"'{bench.current or 'start-up'}'{stack.tails()}") from None
             print(f"bench: {name} done in {time.monotonic() - t:.1f}s", file=sys.stderr, flush=True)
     finally:
         bench.close()
@@ -82,13 +98,26 @@ def write(doc: Path, results: str) -> None:
     doc.write_text(f"{head}{BEGIN}\n{results}\n{END}{tail}")
 
 
+def _summarise(profile: Path) -> None:
+    """The busiest innermost frames of each worker's samples, on stderr (the coordinator's file is
+    written at this process's exit)."""
+    for path in sorted(profile.glob("worker-*.collapsed")):
+        print(f"bench: profile {path.name}, busiest innermost frames:\n{top(path)}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
     parser.add_argument("--only", action="append", choices=list(SCENARIOS), help="run only this scenario (repeatable)")
     parser.add_argument("--runs", type=int, default=5, help="runs per figure (default 5)")
     parser.add_argument("--write", action="store_true", help=f"write the results into {DOC}")
+    parser.add_argument("--profile", type=Path, metavar="DIR",
+                        help="sample every process (bench.sampler): one collapsed-stacks file each in DIR")
     args = parser.parse_args(argv)
+    if args.profile is not None:
+        args.profile = args.profile.resolve()
+        args.profile.mkdir(parents=True, exist_ok=True)
+        Sampler(args.profile / "coordinator.collapsed").start()
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         results = asyncio.run(run(args))
@@ -99,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc), file=sys.stderr)
         return 1
     print(results)
+    if args.profile is not None:
+        _summarise(args.profile)
     if args.write:
         write(DOC, results)
         print(f"bench: wrote {DOC}", file=sys.stderr)

@@ -25,13 +25,17 @@ from typing import Any
 
 import redis
 
-from bench.context import Bench, timed
+from bench.context import STEP, Bench, timed
 from bench.harness import BROKER_DB, REDIS_URL, delegate_once
+from bench.procs import BenchError
 from bench.report import Row, paired
 
 NAME = "commands"
 SETTLE = 0.2
 """Seconds to keep counting after the action, so its last commands land before the marker."""
+CATCH_UP = 20.0
+"""Seconds the ``MONITOR`` reader may take to reach the stop marker (it reads the whole shared
+server's traffic, so it can lag); past that the count would be short, and the step fails."""
 
 
 @dataclass
@@ -73,15 +77,20 @@ class Monitor:
 
     def __enter__(self) -> Monitor:
         self._thread.start()
-        self._ready.wait(10)
+        if not self._ready.wait(10):
+            raise BenchError("bench: commands: MONITOR did not start within 10 s")
         return self
 
     def __exit__(self, *_: object) -> None:
         marker = redis.Redis.from_url(REDIS_URL)
         marker.echo(self._marker)
         marker.close()
-        self._thread.join(10)
+        self._thread.join(CATCH_UP)
+        lagging = self._thread.is_alive()
         self._client.close()
+        if lagging:
+            raise BenchError(f"bench: commands: the MONITOR reader did not reach its stop marker in {CATCH_UP:g}s "
+                             "(the count would be short)")
 
 
 async def count(prefix: str, action: Callable[[], Awaitable[Any]]) -> Count:
@@ -103,8 +112,8 @@ async def measure(b: Bench) -> list[Row]:
     values, refs, executed, whole = [], [], [], []
     busiest = Counter[str]()
     async with b.stack.engine() as engine:
-        await delegate_once(engine, "one")
-        await b.raw_roundtrip(1)
+        await b.step("commands: warm-up delegation", STEP, delegate_once(engine, "one"))
+        await b.step("commands: warm-up raw round trip", STEP, b.raw_roundtrip(1))
 
         def sends(agent: str) -> Callable[[], Awaitable[None]]:
             async def go() -> None:
@@ -113,11 +122,14 @@ async def measure(b: Bench) -> list[Row]:
 
             return go
 
-        for _ in range(b.runs):
-            idle = await count(b.stack.prefix, lambda: asyncio.sleep(1.0))
-            one = (await count(b.stack.prefix, sends("one"))).minus_idle(idle, k)
-            ten = (await count(b.stack.prefix, sends("ten"))).minus_idle(idle, k)
-            raw = (await count(b.stack.prefix, lambda: b.raw_roundtrip(k))).minus_idle(idle, k)
+        def counted(run: int, what: str, action: Callable[[], Awaitable[Any]]) -> Awaitable[Count]:
+            return b.step(f"commands run {run}: counting {what}", STEP + CATCH_UP, count(b.stack.prefix, action))
+
+        for run in range(1, b.runs + 1):
+            idle = await counted(run, "idle traffic for 1 s", lambda: asyncio.sleep(1.0))
+            one = (await counted(run, f"{k} one-child delegations", sends("one"))).minus_idle(idle, k)
+            ten = (await counted(run, f"{k} ten-child delegations", sends("ten"))).minus_idle(idle, k)
+            raw = (await counted(run, f"{k} raw round trips", lambda: b.raw_roundtrip(k))).minus_idle(idle, k)
             values.append((ten.sent - one.sent) / 9)
             executed.append((ten.executed - one.executed) / 9)
             whole.append(one.sent)

@@ -1,23 +1,37 @@
 """What a scenario is handed: the stack, the sizes, the number of runs, and the raw reference.
 
 The raw Celery reference (:mod:`bench.raw_celery`) is started on first use and shared by the
-scenarios that compare against it. Its client calls block (``AsyncResult.get``), so scenarios
-run them in a thread, off the coordinator's event loop.
+scenarios that compare against it. Its client calls block (``AsyncResult.get``, bounded by
+:data:`RAW_TIMEOUT`), so scenarios run them in a thread, off the coordinator's event loop.
+
+Every step a scenario waits on goes through :meth:`Bench.step`, which gives it a deadline and, on
+overrun, fails the bench with the step's name and the tail of each worker's log: no scenario can
+stall for minutes without saying where.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import Celery
 
 from bench.harness import START_TIMEOUT, Stack
+from bench.procs import BenchError
 from bench.raw_celery import NOOP, create_app
 from bench.team import Sizes
+
+T = TypeVar("T")
+
+STEP = 60.0
+"""Seconds any one measured step may take (the slowest full-size step takes a few seconds)."""
+
+RAW_TIMEOUT = 30.0
+"""Seconds a raw Celery result may take (a no-op: anything near this is a stall)."""
 
 
 async def timed(action: Callable[[], Awaitable[Any]]) -> float:
@@ -33,6 +47,27 @@ class Bench:
     sizes: Sizes
     runs: int
     _raw: Celery | None = field(default=None, repr=False)
+    current: str = ""
+    """The step running now (named when a scenario's own deadline expires)."""
+
+    async def step(self, what: str, within: float, action: Awaitable[T]) -> T:
+        """Await ``action`` for at most ``within`` s; ``BenchError`` naming ``what`` if it overruns.
+
+        A step that takes more than a quarter of its deadline is named on stderr as it ends."""
+        self.current = what
+        deadline = asyncio.timeout(within)
+        start = time.monotonic()
+        try:
+            async with deadline:
+                return await action
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            raise BenchError(f"bench: {what}: overran its {within:g}s deadline{self.stack.tails()}") from None
+        finally:
+            took = time.monotonic() - start
+            if took > within / 4:
+                print(f"bench: {what}: slow, {took:.1f}s of its {within:g}s", file=sys.stderr, flush=True)
 
     def _raw_app(self) -> Celery:
         if self._raw is None:
@@ -41,7 +76,7 @@ class Bench:
             self._send_and_get(1, timeout=START_TIMEOUT)  # the worker is up and warm
         return self._raw
 
-    def _send_and_get(self, n: int, timeout: float = 120) -> None:
+    def _send_and_get(self, n: int, timeout: float = RAW_TIMEOUT) -> None:
         assert self._raw is not None
         results = [self._raw.send_task(NOOP, queue=self.stack.raw_queue) for _ in range(n)]
         self.stack.raw_task_ids += [r.id for r in results]

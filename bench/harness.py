@@ -31,6 +31,7 @@ import httpx2
 import redis
 import yaml
 
+from bench.procs import BenchError, spawn_model
 from shelly_dist.chats import Role
 from shelly_dist.engine import Engine
 from shelly_dist.runtime import RunOutcome
@@ -40,10 +41,7 @@ BROKER_DB = 7
 """The broker's Redis database, used only by the bench (tests use 5; state stays in 0 with a prefix)."""
 
 START_TIMEOUT = 90.0
-
-
-class BenchError(RuntimeError):
-    """A scenario could not produce a valid measurement (a run failed, a process died)."""
+ROOT = Path(__file__).resolve().parent.parent
 
 
 async def wait_for(condition: Callable[[], Awaitable[Any]], within: float, what: str, interval: float = 0.02) -> Any:
@@ -58,14 +56,6 @@ async def wait_for(condition: Callable[[], Awaitable[Any]], within: float, what:
         await asyncio.sleep(interval)
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident set size of ``pid`` (``VmRSS`` from ``/proc``)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise BenchError(f"bench: no VmRSS for pid {pid}")
-
-
 def _clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHELLY_")}
     env["PYTHONUNBUFFERED"] = "1"
@@ -75,7 +65,9 @@ def _clean_env() -> dict[str, str]:
 class Stack:
     """The bench's processes and Redis keys (see the module docstring). Always :meth:`close` it."""
 
-    def __init__(self) -> None:
+    def __init__(self, profile: Path | None = None) -> None:
+        self.profile = profile
+        """Where workers write their samples (:mod:`bench.sampler`), when profiling."""
         self.id = uuid.uuid4().hex[:8]
         self.root = Path(tempfile.mkdtemp(prefix="shelly-bench-"))
         (self.root / ".shelly").mkdir()
@@ -130,16 +122,7 @@ class Stack:
 
     def start_model(self, name: str, latency: float, *, hold: bool = False) -> str:
         """Start a :mod:`bench.model` server answering after ``latency`` s; returns its URL."""
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.model", "--latency", str(latency), *(["--hold"] if hold else [])],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env,
-        )
-        self._others.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline().decode()
-        if not line.startswith("listening on "):
-            raise BenchError(f"bench: model server {name} did not start: {line!r}")
-        self.models[name] = line.split()[-1]
+        _, self.models[name] = spawn_model(name, latency, self.env, self._others, hold=hold)
         return self.models[name]
 
     async def model_stats(self, name: str, action: str = "stats") -> dict[str, int]:
@@ -172,10 +155,15 @@ class Stack:
     def _spawn_worker(self, name: str, concurrency: int, beat: Path) -> None:
         beat.unlink(missing_ok=True)
         log = (self.root / f"{name}.log").open("wb")
+        command, env = [sys.executable, "-m", "shelly_dist.cli.main"], self.env
+        if self.profile is not None:
+            out = self.profile / f"worker-{len(list(self.profile.glob('worker-*'))):02d}-{name}.collapsed"
+            command = [sys.executable, "-m", "bench.sampler", str(out), "-m", "shelly_dist.cli.main"]
+            env = {**env, "PYTHONPATH": str(ROOT)}
         self.workers[name] = subprocess.Popen(
-            [sys.executable, "-m", "shelly_dist.cli.main", "worker", "--concurrency", str(concurrency),
+            [*command, "worker", "--concurrency", str(concurrency),
              "--hostname", f"{name}@{self.id}", "--heartbeat-file", str(beat), "--loglevel", "WARNING"],
-            cwd=self.root, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
         )
         self.concurrency[name] = concurrency
 
@@ -186,6 +174,10 @@ class Stack:
         path = self.root / f"{name}.log"
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""
 
+    def tails(self) -> str:
+        """The last lines of every running worker's log, to go with an error."""
+        return "".join(f"\n--- worker {name} (last lines) ---\n{self.log(name)[-1200:]}" for name in self.workers)
+
     def start_raw_worker(self, concurrency: int) -> None:
         """The reference Celery worker (:mod:`bench.raw_celery`) on its own queue."""
         env = {**self.env, "BENCH_RAW_BROKER": self.broker_url, "BENCH_RAW_BACKEND": self.broker_url,
@@ -195,7 +187,7 @@ class Stack:
             [sys.executable, "-m", "celery", "-A", "bench.raw_celery", "worker", "--pool=threads",
              f"--concurrency={concurrency}", f"--queues={self.raw_queue}", f"--hostname=raw@{self.id}",
              "--loglevel=WARNING", "--without-mingle", "--without-gossip"],
-            cwd=Path(__file__).resolve().parent.parent, env=env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
         ))
 
     # -- cleanup -------------------------------------------------------------------------------

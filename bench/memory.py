@@ -8,9 +8,12 @@ is read after a warm-up delegation, before the first in-flight round.
 from __future__ import annotations
 
 import asyncio
+import sys
+import time
 
-from bench.context import Bench
-from bench.harness import delegate_once, rss_bytes, wait_for
+from bench.context import STEP, Bench
+from bench.harness import delegate_once, wait_for
+from bench.procs import rss_bytes
 from bench.report import Row
 
 NAME = "memory"
@@ -23,9 +26,9 @@ async def measure(b: Bench) -> list[Row]:
     pid = b.stack.worker_pid("fan")
     values, rest = [], []
     async with b.stack.engine() as engine:
-        await delegate_once(engine, "one")
+        await b.step("memory: warm-up delegation", STEP, delegate_once(engine, "one"))
         rest_once = rss_bytes(pid) / MB
-        for _ in range(b.runs):
+        for i in range(1, b.runs + 1):
             rest.append(rss_bytes(pid) / MB)
             before = (await b.stack.model_stats("hold"))["requests"]
             run = asyncio.create_task(delegate_once(engine, "hold"))
@@ -35,11 +38,14 @@ async def measure(b: Bench) -> list[Row]:
                     stats = await b.stack.model_stats("hold")
                     return stats["requests"] - before >= n and stats["inflight"] >= n
 
-                await wait_for(all_in_flight, 300, f"{n} model calls in flight", interval=0.1)
+                start = time.monotonic()
+                await wait_for(all_in_flight, STEP, f"memory run {i}: {n} model calls in flight", interval=0.1)
+                print(f"bench: memory run {i}: {n} calls in flight after {time.monotonic() - start:.1f}s",
+                      file=sys.stderr, flush=True)
                 values.append(rss_bytes(pid) / MB)
             finally:
                 await b.stack.model_stats("hold", "release")
-            await run
+            await b.step(f"memory run {i}: the released delegation finishing", STEP, run)
     per = (sorted(values)[len(values) // 2] - rest_once) * 1024 / n  # later "rest" keeps earlier rounds' heap
     return [Row("7", f"worker RSS with {n} runs in flight (one process, `--concurrency {b.sizes.fanout_n}`)",
                 "MB", values, "RSS at rest", rest, [v / r for v, r in zip(values, rest, strict=True)],

@@ -5,10 +5,11 @@ per connection, started by a single accept loop. Hundreds of simultaneous calls 
 thread start-up and the GIL (500 calls at 1 s latency took ~2.4 s on the bench machine), which
 would be charged to the runtime under test. This server holds every connection as a coroutine, so
 the model's own contribution stays close to its configured latency. It answers every
-``POST …/chat/completions`` with the same text reply; ``GET /stats`` returns the requests received
-and the number being held right now (``{"requests": N, "inflight": M}``). With ``--hold`` every
-request waits until ``GET /release`` instead of a latency (memory measured with N calls in
-flight, however long it takes to get them all there). It runs as a subprocess::
+``POST …/chat/completions`` with the same text reply (a ``POST`` whose path holds ``stream`` gets
+it as server-sent events instead: :data:`STREAM_EVENTS` chunks, then ``[DONE]``); ``GET /stats``
+returns the requests received and the number being held right now (``{"requests": N,
+"inflight": M}``). With ``--hold`` every request waits until ``GET /release`` instead of a
+latency (memory measured with N calls in flight, however long it takes to get them all there). It runs as a subprocess::
 
     python -m bench.model --port P --latency 1.0
 """
@@ -22,6 +23,10 @@ import signal
 import time
 
 _HEADER_END = b"\r\n\r\n"
+STREAM_EVENTS = 20
+"""Events of a streamed answer (one token each), written as separate chunks after the latency."""
+STREAM_GAP = 0.005
+"""Seconds between two streamed events, so a client reads them one by one as from a real model."""
 
 
 def _response(body: bytes) -> bytes:
@@ -40,6 +45,27 @@ def _answer(text: str) -> bytes:
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
     }).encode())
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+_STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                b"Connection: keep-alive\r\n\r\n")
+_STREAM_EVENT = _chunk(b'data: {"choices":[{"index":0,"delta":{"content":"t"}}]}\n\n')
+_STREAM_END = _chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+async def _stream(writer: asyncio.StreamWriter) -> None:
+    """A streamed answer: :data:`STREAM_EVENTS` events, :data:`STREAM_GAP` apart, then ``[DONE]``."""
+    writer.write(_STREAM_HEAD)
+    for _ in range(STREAM_EVENTS):
+        writer.write(_STREAM_EVENT)
+        await writer.drain()
+        await asyncio.sleep(STREAM_GAP)
+    writer.write(_STREAM_END)
+    await writer.drain()
 
 
 class FastModel:
@@ -80,6 +106,9 @@ class FastModel:
                         await asyncio.sleep(self.latency)
                 finally:
                     self.inflight -= 1
+                if b"stream" in head.split(b" ", 2)[1]:
+                    await _stream(writer)
+                    continue
                 writer.write(self.reply)
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):

@@ -6,7 +6,7 @@ resumed (never blocks the slot), so that is the floor of a runtime built on Cele
 
 from __future__ import annotations
 
-from bench.context import Bench, timed
+from bench.context import STEP, Bench, timed
 from bench.harness import delegate_once
 from bench.report import Row, paired
 
@@ -21,11 +21,13 @@ async def measure(b: Bench) -> list[Row]:
     await b.stack.use_workers({"solo": 1})
     chain, fan, chain_ref, fan_ref = [], [], [], []
     async with b.stack.engine() as engine:
-        await delegate_once(engine, "one")
-        for _ in range(b.runs):
-            chain.append(await timed(lambda: delegate_once(engine, "chain")) * 1000)
-            fan.append(await timed(lambda: delegate_once(engine, "fan10")) * 1000)
-            rt = await b.raw_roundtrip(5) * 1000
+        await b.step("nested: warm-up delegation", STEP, delegate_once(engine, "one"))
+        for run in range(1, b.runs + 1):
+            chain.append(await b.step(f"nested run {run}: depth-3 chain", STEP,
+                                      timed(lambda: delegate_once(engine, "chain"))) * 1000)
+            fan.append(await b.step(f"nested run {run}: 10-way fan-out", STEP,
+                                    timed(lambda: delegate_once(engine, "fan10"))) * 1000)
+            rt = await b.step(f"nested run {run}: raw Celery round trips", STEP, b.raw_roundtrip(5)) * 1000
             chain_ref.append(rt * CHAIN_TASKS)
             fan_ref.append(rt * FAN_TASKS)
     return [

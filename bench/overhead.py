@@ -3,7 +3,7 @@ against a raw Celery no-op ``delay().get()`` on the same Redis."""
 
 from __future__ import annotations
 
-from bench.context import Bench, timed
+from bench.context import STEP, Bench, timed
 from bench.harness import delegate_once
 from bench.report import Row, paired
 
@@ -15,15 +15,15 @@ async def measure(b: Bench) -> list[Row]:
     n = b.sizes.overhead_reps
     values, refs = [], []
     async with b.stack.engine() as engine:
-        await delegate_once(engine, "one")  # warm: worker loop, HTTP pool, registry
+        await b.step("overhead: warm-up delegation", STEP, delegate_once(engine, "one"))  # worker loop, pool
 
         async def many() -> None:
             for _ in range(n):
                 await delegate_once(engine, "one")
 
-        for _ in range(b.runs):
-            values.append(await timed(many) / n * 1000)
-            refs.append(await b.raw_roundtrip(n) * 1000)
+        for run in range(1, b.runs + 1):
+            values.append(await b.step(f"overhead run {run}: {n} delegations", STEP, timed(many)) / n * 1000)
+            refs.append(await b.step(f"overhead run {run}: {n} raw round trips", STEP, b.raw_roundtrip(n)) * 1000)
     return [Row("1", "delegation overhead (one child, instant model)", "ms", values,
                 "raw Celery `delay().get()`", refs, paired(values, refs), "≤ 2×", ("<=", 2.0),
                 note=f"mean of {n} sequential delegations per run")]

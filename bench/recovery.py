@@ -33,6 +33,8 @@ from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
 
 NAME = "recovery"
 RABBITMQ_URL = "amqp://guest:guest@127.0.0.1:5672//"
+RECOVERY_STEP = 420.0
+"""Seconds one kill may take end to end (its own waits are bounded by 300 s and 120 s)."""
 BROKER_DB = 8
 """The Redis broker's database for this scenario (the other scenarios use 7, tests use 5)."""
 
@@ -148,7 +150,8 @@ async def measure(b: Bench) -> list[Row]:
     base = REDIS_URL.rsplit("/", 1)[0]
     rows = []
     for key, label, url in (("12a", "Redis broker", f"{base}/{BROKER_DB}"), ("12b", "RabbitMQ", RABBITMQ_URL)):
-        values = [await asyncio.to_thread(_one, url) for _ in range(b.runs)]
+        values = [await b.step(f"recovery ({label}) run {i}: kill -9 until the run continues", RECOVERY_STEP,
+                               asyncio.to_thread(_one, url)) for i in range(1, b.runs + 1)]
         rows.append(Row(key, f"recovery: `kill -9` mid-step → run continues ({label}, default settings)", "s",
                         values, note="lease 10 s + reap interval 2 s"))
     return rows

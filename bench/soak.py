@@ -20,7 +20,8 @@ import time
 from dataclasses import dataclass, field
 from types import FrameType
 
-from bench.harness import BenchError, Stack, rss_bytes
+from bench.harness import BenchError, Stack
+from bench.procs import rss_bytes
 from shelly_dist.engine.sessions import new_session_id
 
 MB = 1024 * 1024

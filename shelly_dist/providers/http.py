@@ -1,98 +1,28 @@
 """The HTTP base every vendor provider composes: one JSON POST per completion.
 
-One ``httpx2.AsyncClient`` per event loop, shared by every provider on that loop, so connections
-are pooled across agents and providers (a worker process runs one long-lived loop that holds
-hundreds of concurrent calls). Timeouts are passed per request, so each provider keeps its own.
-
-Failures are translated here, at the boundary, into the typed errors of
-:mod:`shelly_dist.models.classify` (``raise … from exc``), so nothing above imports httpx2:
-timeouts → ``timeout``, connection problems → ``network``, error statuses → classified by status
-and body with ``Retry-After`` parsed, a 2xx body that is not JSON → ``server``.
-
 :class:`HTTPCompleter` is the template a vendor fills in: where to POST (``endpoint``), how to
 authenticate (``auth_header``/``auth_scheme``), and the two pure mappings ``encode`` (messages →
-request JSON) and ``decode`` (response JSON → message and usage).
+request JSON) and ``decode`` (response JSON → message and usage). The POST itself, the connection
+pool and the translation of failures into typed model errors are the transport's
+(:mod:`shelly_dist.providers.transport`), so no vendor module touches an HTTP library.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import itertools
 import json
 import re
-import ssl
-import threading
 import uuid
-import weakref
 from typing import Any, ClassVar
-
-import httpx2
 
 from shelly_dist.chats import Chat, Message, Role, ToolCall
 from shelly_dist.errors import ModelError
-from shelly_dist.models.classify import (
-    NETWORK,
-    SERVER,
-    TIMEOUT,
-    http_error,
-    parse_retry_after,
-    transport_error,
-)
+from shelly_dist.models.classify import SERVER, transport_error
 from shelly_dist.models.completer import ToolSpec
 from shelly_dist.models.usage import Usage, UsageTracker
-
-DEFAULT_TIMEOUT = 600.0
-"""Seconds to wait for an answer (Shelly's 10-minute client timeout): long generations are slow."""
-
-CONNECT_TIMEOUT = 10.0
-"""Seconds to open a connection: a host that does not answer this fast is down, not busy."""
+from shelly_dist.providers.transport import aclose_http_client as aclose_http_client  # re-exported
+from shelly_dist.providers.transport import post_json
 
 _VERSIONED = re.compile(r"/v\d+(?:(?:alpha|beta)\d*)?$")
-
-SHARDS = 16
-"""Clients per event loop. httpcore's pool checks every open connection on each request, so one
-pool with hundreds of connections costs time quadratic in them (bench: 500 concurrent calls at 1 s
-took 2.06 s through one client, 1.40 s spread over 16). Requests are spread round-robin."""
-
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx2.AsyncClient]] = weakref.WeakKeyDictionary()
-_turn = itertools.count()
-_clients_lock = threading.Lock()
-
-
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One TLS context for every shard: each context loads the CA bundle (~1 MB of RSS apiece)."""
-    return httpx2.create_ssl_context()
-
-
-def _new_client() -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(
-        limits=httpx2.Limits(max_connections=1000 // SHARDS, max_keepalive_connections=200 // SHARDS),
-        timeout=httpx2.Timeout(DEFAULT_TIMEOUT, connect=CONNECT_TIMEOUT),
-        verify=_ssl_context(),
-    )
-
-
-def http_client() -> httpx2.AsyncClient:
-    """A pooled client of the running event loop (the next of its shards; created on first use)."""
-    loop = asyncio.get_running_loop()
-    with _clients_lock:
-        shards = _clients.get(loop)
-        if shards is None:
-            shards = _clients[loop] = [_new_client() for _ in range(SHARDS)]
-        i = next(_turn) % SHARDS
-        if shards[i].is_closed:
-            shards[i] = _new_client()
-        return shards[i]
-
-
-async def aclose_http_client() -> None:
-    """Close the running loop's clients (at worker shutdown or CLI exit). Idempotent."""
-    with _clients_lock:
-        shards = _clients.pop(asyncio.get_running_loop(), [])
-    for client in shards:
-        await client.aclose()
 
 
 def api_url(base_url: str, version: str, path: str) -> str:
@@ -101,47 +31,6 @@ def api_url(base_url: str, version: str, path: str) -> str:
     if not _VERSIONED.search(base):
         base += f"/{version}"
     return base + path
-
-
-def _timeout(seconds: float | None) -> httpx2.Timeout:
-    read = seconds or DEFAULT_TIMEOUT
-    return httpx2.Timeout(read, connect=min(CONNECT_TIMEOUT, read))
-
-
-async def post_json(
-    url: str, body: Any, *, headers: dict[str, str], read_timeout: float | None, provider: str, model: str
-) -> Any:
-    """POST ``body`` as JSON and return the decoded answer; raise a typed model error otherwise."""
-    try:
-        resp = await http_client().post(url, json=body, headers=headers, timeout=_timeout(read_timeout))
-    except httpx2.TimeoutException as exc:
-        raise transport_error(
-            provider=provider,
-            model=model,
-            kind=TIMEOUT,
-            detail=f"no answer from {url} in time ({type(exc).__name__})",
-        ) from exc
-    except httpx2.TransportError as exc:
-        raise transport_error(
-            provider=provider, model=model, kind=NETWORK, detail=f"{type(exc).__name__} for {url}: {exc}"
-        ) from exc
-    if not resp.is_success:
-        raise http_error(
-            provider=provider,
-            model=model,
-            status=resp.status_code,
-            body=resp.text,
-            retry_after=parse_retry_after(resp.headers.get("retry-after")),
-        )
-    try:
-        return resp.json()
-    except ValueError as exc:
-        raise transport_error(
-            provider=provider,
-            model=model,
-            kind=SERVER,
-            detail=f"malformed JSON in answer: {resp.text[:200]!r}",
-        ) from exc
 
 
 def system_text(messages: list[Message]) -> str:

@@ -6,8 +6,9 @@ import pytest
 
 from shelly_dist.errors import ContextTooLong, ModelError, ModelHTTPError
 from shelly_dist.providers.anthropic import AnthropicCompleter
-from shelly_dist.providers.http import api_url, http_client
+from shelly_dist.providers.http import aclose_http_client, api_url
 from shelly_dist.providers.openai import OpenAICompleter
+from shelly_dist.providers.transport import http_session
 from shelly_dist.testing.model_server import ModelServer, Reply
 from tests.conftest import free_port
 from tests.unit.providers.conftest import chat_of, user
@@ -37,12 +38,11 @@ def test_a_base_url_ending_in_another_version_is_kept() -> None:
     )
 
 
-async def test_an_event_loop_shares_a_fixed_set_of_clients_round_robin() -> None:
-    from shelly_dist.providers.http import SHARDS
-
-    seen = [http_client() for _ in range(3 * SHARDS)]
-    assert len({id(c) for c in seen}) == SHARDS
-    assert seen[:SHARDS] == seen[SHARDS : 2 * SHARDS]
+async def test_an_event_loop_shares_one_session_until_it_is_closed() -> None:
+    first = http_session()
+    assert http_session() is first
+    await aclose_http_client()
+    assert first.closed and http_session() is not first
 
 
 async def test_extra_headers_are_sent_and_may_override_auth(server: ModelServer) -> None:

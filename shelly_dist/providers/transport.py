@@ -1,0 +1,146 @@
+"""The providers' HTTP transport: one JSON POST, its failures translated into typed model errors.
+
+Every vendor provider reaches the network through :func:`post_json` only, so the client library
+is this module's business alone. It is aiohttp: ``python -m bench.transport`` measured it against
+httpx2 on the bench machine (docs/benchmarks.md, "The provider transport") — 500 concurrent calls
+at 1 s took about 1.3 s through one aiohttp session against 1.6–1.8 s through 16 httpx2 clients and
+3–4 s through one (httpcore's pool scans every open connection on each request), and it spends
+several times less CPU per call, which is what a worker holding hundreds of runs on one core pays.
+
+One ``aiohttp.ClientSession`` per event loop, shared by every provider on that loop, so
+connections are pooled across agents and providers (a worker process runs one long-lived loop that
+holds hundreds of concurrent calls). Timeouts are passed per request, so each provider keeps its
+own. The session behaves as the httpx2 client did: redirects are not followed (a 3xx is an error
+answer), and proxies and CA bundles are taken from the environment (``HTTP_PROXY``,
+``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``; ``SSL_CERT_FILE`` through OpenSSL), and no
+credentials are taken from ``~/.netrc``. The proxy is chosen here, once per scheme and host
+(:func:`_proxy`), not by aiohttp's ``trust_env``: that reads ``~/.netrc`` and the environment on
+every request, each time on a thread of the loop's executor (parsing `~/.netrc` alone was 3 % of
+a busy worker's samples).
+
+Failures are translated here, at the boundary, into the typed errors of
+:mod:`shelly_dist.models.classify` (``raise … from exc``), so nothing above imports aiohttp:
+timeouts → ``timeout``, connection problems → ``network``, error statuses → classified by status
+and body with ``Retry-After`` parsed, a 2xx body that is not JSON → ``server``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import threading
+import urllib.request
+import weakref
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from shelly_dist.models.classify import (
+    NETWORK,
+    SERVER,
+    TIMEOUT,
+    http_error,
+    parse_retry_after,
+    transport_error,
+)
+
+DEFAULT_TIMEOUT = 600.0
+"""Seconds to wait for an answer (Shelly's 10-minute client timeout): long generations are slow."""
+
+CONNECT_TIMEOUT = 10.0
+"""Seconds to open a connection: a host that does not answer this fast is down, not busy."""
+
+MAX_CONNECTIONS = 1000
+"""Open connections per event loop, all hosts together: the rest wait for one (file descriptors are
+finite; a worker rarely holds more calls than this at once)."""
+
+_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = weakref.WeakKeyDictionary()
+_sessions_lock = threading.Lock()
+
+
+def http_session() -> aiohttp.ClientSession:
+    """The pooled session of the running event loop (created on first use, again after a close)."""
+    loop = asyncio.get_running_loop()
+    with _sessions_lock:
+        session = _sessions.get(loop)
+        if session is None or session.closed:
+            session = _sessions[loop] = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=0),
+            )
+        return session
+
+
+async def aclose_http_client() -> None:
+    """Close the running loop's session (at worker shutdown or CLI exit). Idempotent."""
+    with _sessions_lock:
+        session = _sessions.pop(asyncio.get_running_loop(), None)
+    if session is not None:
+        await session.close()
+
+
+@functools.lru_cache(maxsize=256)
+def _proxy(scheme: str, host: str) -> str | None:
+    """The proxy for ``scheme://host`` from the environment, or ``None`` (none set, or ``NO_PROXY``
+    names the host). Read once per scheme and host, as httpx2 read it once per client."""
+    proxies = urllib.request.getproxies()
+    if not proxies or urllib.request.proxy_bypass(host):
+        return None
+    return proxies.get(scheme) or proxies.get("all")
+
+
+def _timeout(seconds: float | None) -> aiohttp.ClientTimeout:
+    """``seconds`` bounds each wait for the server (``sock_read``) and for a pooled connection."""
+    read = seconds or DEFAULT_TIMEOUT
+    return aiohttp.ClientTimeout(total=None, connect=read, sock_connect=min(CONNECT_TIMEOUT, read), sock_read=read)
+
+
+def _encode(body: Any) -> bytes:
+    """Compact UTF-8 JSON, as httpx2 sent it (no NaN: no vendor accepts it)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+async def post_json(
+    url: str, body: Any, *, headers: dict[str, str], read_timeout: float | None, provider: str, model: str
+) -> Any:
+    """POST ``body`` as JSON and return the decoded answer; raise a typed model error otherwise."""
+    parts = urlsplit(url)
+    try:
+        async with http_session().post(
+            url,
+            data=_encode(body),
+            headers={"Content-Type": "application/json", **headers},
+            timeout=_timeout(read_timeout),
+            allow_redirects=False,
+            proxy=_proxy(parts.scheme, parts.hostname or ""),
+        ) as resp:
+            status, retry_after, raw = resp.status, resp.headers.get("Retry-After"), await resp.read()
+    except TimeoutError as exc:  # aiohttp's connect/read timeouts are TimeoutErrors (and some ClientErrors)
+        raise transport_error(
+            provider=provider,
+            model=model,
+            kind=TIMEOUT,
+            detail=f"no answer from {url} in time ({type(exc).__name__})",
+        ) from exc
+    except aiohttp.ClientError as exc:
+        raise transport_error(
+            provider=provider, model=model, kind=NETWORK, detail=f"{type(exc).__name__} for {url}: {exc}"
+        ) from exc
+    if not 200 <= status < 300:
+        raise http_error(
+            provider=provider,
+            model=model,
+            status=status,
+            body=raw.decode(errors="replace"),
+            retry_after=parse_retry_after(retry_after),
+        )
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise transport_error(
+            provider=provider,
+            model=model,
+            kind=SERVER,
+            detail=f"malformed JSON in answer: {raw.decode(errors='replace')[:200]!r}",
+        ) from exc
