@@ -150,12 +150,14 @@ class InlineDelegator:
         if live is not None:
             await live.close()
 
+    def _live_child(self, request: ChildRequest) -> LiveChild | None:
+        """The interactive child (or a handoff peer on its entry) ``request`` runs as, if any."""
+        live = self._interactive.get(request.parent_run_id) if request.delegation_id else None
+        return live.get(request.delegation_id) if live is not None else None
+
     def _asker(self, request: ChildRequest) -> Answer | None:
         """Where an interactive child's questions go: to its parent's model."""
-        if not request.asks_parent():
-            return None
-        live = self._interactive.get(request.parent_run_id)
-        child = live.get(request.delegation_id) if live is not None else None
+        child = self._live_child(request) if request.asks_parent() else None
         return child.ask if child is not None else None
 
     async def _fail_fast(
@@ -255,8 +257,10 @@ class InlineDelegator:
             return entry
 
     async def _run(self, child: Agent, run: Run, request: ChildRequest, board: TaskBoardHook | None) -> DelegateEntry:
+        live = self._live_child(request)
         try:
-            async with BoardCancelScope(board, request.task_id):
+            async with BoardCancelScope(board, request.task_id), \
+                    (live.closing_scope() if live is not None else contextlib.nullcontext()):
                 reply = await child.execute(run)
         except Exception as exc:
             return entry_from_outcome(

@@ -104,7 +104,7 @@ def test_a_child_still_waiting_when_its_parent_ends_is_cancelled(cluster: Cluste
     asker = wait_until(lambda: (r := run_of(cluster, out["session"], "asker"))["status"] == "canceled" and r,
                        60, "the waiting child canceled")
     record = cluster.redis.hgetall(Keys(cluster.prefix).run(asker["id"]))
-    assert json.loads(record["result"])["error"] == "task canceled"
+    assert json.loads(record["result"])["error"] == "context canceled"
 
 
 def test_a_child_that_neither_asks_nor_ends_within_question_timeout_is_an_entry_error(cluster: Cluster):
@@ -122,3 +122,61 @@ def test_a_child_that_neither_asks_nor_ends_within_question_timeout_is_an_entry_
     assert out["reply"] == "lead done"
     assert [json.loads(r) for r in root_tool_results(cluster, out["session"])] == [
         [{"agent": "slowpoke", "error": "question timeout (1s) exceeded for delegation d-1"}]]
+
+
+def _board_task_in_a_second_turn(cluster: Cluster, first_turn: str) -> tuple[str, str, dict[str, Any]]:
+    """Turn one opens a session, a task is created on its board, turn two's prompt is the task id
+    (the lead's script delegates on it with ``task_id: "{task}"``); the session, task id and the
+    second turn's output."""
+    session = run_json(cluster, first_turn)["session"]
+    made = cluster.shelly("tasks", "create", "the job", "--session", session)
+    assert made.returncode == 0, made.stderr
+    task_id = json.loads(made.stdout)["id"]
+    out = cluster.shelly("run", task_id, "--session", session, "--json", "--quiet", timeout=120)
+    assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
+    return session, task_id, json.loads(out.stdout)
+
+
+def board_status(cluster: Cluster, session: str, task_id: str) -> str:
+    return json.loads(cluster.shelly("tasks", "get", task_id, "--session", session).stdout)["status"]
+
+
+def on_board(agent: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "delegate", "arguments": {"tasks": [
+        {"agent": agent, "task": f"{agent} task", "context": "ctx", "mode": "interactive", "task_id": "{task}"}]}}]}
+
+
+def test_a_waiting_child_cancelled_by_its_parents_end_moves_its_board_task_to_failed(cluster: Cluster):
+    # Shelly: the delegation's own context is canceled, so the child ends in runChildWithHandoff's
+    # generic error branch ("context canceled", the task failed), not the board's "task canceled".
+    cluster.write_config(
+        [scripted(lead=["ready", on_board("asker"), "not answering"],
+                  asker=[ask_parent("Which colour?"), complete("never")])],
+        [{"name": "lead", "toolboxes": ["tasks"], "options": {"max_delegation_depth": 1, **INTERACTIVE}},
+         {"name": "asker", "toolboxes": ["tasks"]}],
+    )
+    cluster.start_worker("solo", concurrency=1)
+    session, task_id, out = _board_task_in_a_second_turn(cluster, "hello")
+    assert out["reply"] == "not answering"
+    wait_until(lambda: board_status(cluster, session, task_id) == "failed", 60, "the task failed")
+    asker = run_of(cluster, session, "asker")
+    assert asker["status"] == "canceled"
+    assert json.loads(cluster.redis.hget(Keys(cluster.prefix).run(asker["id"]), "result"))["error"] == \
+        "context canceled"
+
+
+def test_a_suspended_child_past_question_timeout_ends_and_moves_its_board_task_to_failed(cluster: Cluster):
+    # The child waits on the user (ask_user): the reaper's timeout resumes it so it ends now.
+    cluster.write_config(
+        [scripted(lead=["ready", on_board("slowpoke"), "lead done"],
+                  slowpoke=[{"tool_calls": [{"name": "ask_user", "arguments": {"question": "Colour?"}}]},
+                            complete("never")])],
+        [{"name": "lead", "toolboxes": ["tasks"],
+          "options": {"max_delegation_depth": 1, "question_timeout": "1s", **INTERACTIVE}},
+         {"name": "slowpoke", "toolboxes": ["tasks"]}],
+    )
+    cluster.start_worker("solo", concurrency=1)
+    session, task_id, out = _board_task_in_a_second_turn(cluster, "hello")
+    assert out["reply"] == "lead done"
+    wait_until(lambda: board_status(cluster, session, task_id) == "failed", 60, "the task failed")
+    assert run_of(cluster, session, "slowpoke")["status"] == "canceled"
