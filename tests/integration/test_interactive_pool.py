@@ -6,11 +6,13 @@ cancelled."""
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
 
 from shelly_dist.state import Keys
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
 
 from .cluster import Cluster, complete, scripted, wait_until
 from .test_handoff import delegate_all, run_json
@@ -107,6 +109,27 @@ def test_a_child_still_waiting_when_its_parent_ends_is_cancelled(cluster: Cluste
     assert json.loads(record["result"])["error"] == "context canceled"
 
 
+def test_a_child_still_waiting_when_its_worker_run_parent_ends_is_cancelled(cluster: Cluster):
+    # mid is itself a delegated child run by a worker: its end (not a coordinator's) must stop the
+    # interactive child it never answered.
+    cluster.write_config(
+        [scripted(lead=[delegate_all(("mid", "plan it")), "lead done"],
+                  mid=[interactive("asker"), complete("mid done without answering")],
+                  asker=[ask_parent("Which colour?"), complete("never")])],
+        [{"name": "lead", "options": {"max_delegation_depth": 2}},
+         {"name": "mid", "options": {"max_delegation_depth": 2, **INTERACTIVE}},
+         {"name": "asker"}],
+    )
+    cluster.start_worker("solo", concurrency=1)
+    out = run_json(cluster, "go")
+    assert out["reply"] == "lead done"
+    assert run_of(cluster, out["session"], "mid")["status"] == "done"
+    asker = wait_until(lambda: (r := run_of(cluster, out["session"], "asker"))["status"] == "canceled" and r,
+                       60, "the waiting child canceled")
+    assert json.loads(cluster.redis.hget(Keys(cluster.prefix).run(asker["id"]), "result"))["error"] == \
+        "context canceled"
+
+
 def test_a_child_that_neither_asks_nor_ends_within_question_timeout_is_an_entry_error(cluster: Cluster):
     # The child waits on the user (ask_user), which nobody answers: its parent's question_timeout
     # ends the round, kept by the reapers.
@@ -180,3 +203,56 @@ def test_a_suspended_child_past_question_timeout_ends_and_moves_its_board_task_t
     assert out["reply"] == "lead done"
     wait_until(lambda: board_status(cluster, session, task_id) == "failed", 60, "the task failed")
     assert run_of(cluster, session, "slowpoke")["status"] == "canceled"
+
+
+def test_a_worker_killed_while_the_answered_child_works_delivers_the_answer_once(cluster: Cluster):
+    # Right after the parent answers, the child's next step is in flight on a worker that is then
+    # killed -9: the reaper re-enqueues the child (default lease) and it goes on elsewhere with the
+    # parent's answer as its request_input result exactly once, and the round ends with its result.
+    in_flight, killed = threading.Event(), threading.Event()
+
+    def respond(req: RecordedRequest) -> Reply:
+        turns = sum(1 for m in req.body["messages"] if m.get("role") == "assistant")
+        if turns == 0:
+            return Reply(text="", tool_calls=[{"name": "request_input", "arguments": {"question": "What API?"}}])
+        if not killed.is_set():
+            in_flight.set()
+            return Reply(text="too late", delay=120)
+        return Reply(text="", tool_calls=[{"name": "task_complete",
+                                           "arguments": {"status": "completed", "summary": "used REST"}}])
+
+    with ModelServer(format="openai", responder=respond) as server:
+        cluster.write_config(
+            [scripted(lead=[interactive("asker"), answer("d-1", "REST"), "lead done"]),
+             {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+              "rate_limit": {"max_retries": 1, "base_delay": "10ms"}}],
+            [{"name": "lead", "options": {"max_delegation_depth": 1, **INTERACTIVE}},
+             {"name": "asker", "provider": "mock"}],
+            distributed={"step_time_limit": 600, "visibility_timeout": None},
+        )
+        workers = {cluster.start_worker("wa"), cluster.start_worker("wb")}
+        coordinator = cluster.popen("run", "go", "--json")
+        try:
+            assert in_flight.wait(90), "the answered child's next step never started"
+            session = cluster.session_ids()[0]
+            asker = run_of(cluster, session, "asker")
+            holder = cluster.redis.hget(Keys(cluster.prefix).run(asker["id"]), "worker")
+            assert holder in workers
+            killed.set()
+            cluster.kill_worker(holder)
+            stdout, stderr = coordinator.communicate(timeout=120)
+        finally:
+            if coordinator.poll() is None:
+                coordinator.kill()
+                coordinator.wait(10)
+        assert coordinator.returncode == 0, f"{stderr}\n{cluster.worker_log()}"
+        assert json.loads(stdout)["reply"] == "lead done"
+        replayed = [r for r in server.requests if sum(1 for m in r.body["messages"] if m.get("role") == "assistant")]
+        answers_seen = [m.get("content") for m in replayed[-1].body["messages"] if m.get("role") == "tool"]
+    assert answers_seen == ["REST"]
+    assert tool_results(cluster, asker["id"]) == ["REST", "Task marked as completed."]
+    asked, finished = (json.loads(r) for r in root_tool_results(cluster, session))
+    assert asked[0]["pending_question"]["content"] == "What API?"
+    assert finished == [{"agent": "asker", "result": "used REST",
+                         "completion": {"status": "completed", "summary": "used REST"}}]
+    assert cluster.redis.hget(Keys(cluster.prefix).run(asker["id"]), "worker") not in (holder, None)
