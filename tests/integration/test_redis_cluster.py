@@ -337,8 +337,8 @@ def test_interactive_delegation_asks_answers_and_times_out_on_a_cluster(on_clust
     session = on_cluster.session_ids()[0]
     runs = {r["agent"]: r for r in on_cluster.runs(session)}
     keys = Keys(on_cluster.prefix)
-    mid_results = [p["content"] for m in map(json.loads, on_cluster.redis.lrange(keys.run_msgs(runs["mid"]["id"]), 0, -1))
-                   if m["role"] == "tool" for p in m["parts"]]
+    journal = on_cluster.redis.lrange(keys.run_msgs(runs["mid"]["id"]), 0, -1)
+    mid_results = [p["content"] for m in map(json.loads, journal) if m["role"] == "tool" for p in m["parts"]]
     asked, answered = (json.loads(r) for r in mid_results[:2])
     assert asked[0]["pending_question"]["content"] == "Which colour?"
     assert asked[1] == {"agent": "slowpoke", "error": "question timeout (1s) exceeded for delegation d-2"}
