@@ -32,6 +32,8 @@ class LiveChild:
         self.questions: asyncio.Queue[ChildQuestion] = asyncio.Queue(maxsize=1)
         self.answers: asyncio.Queue[str] = asyncio.Queue(maxsize=1)
         self.task: asyncio.Task[DelegateEntry] | None = None
+        self.run_id = ""
+        """The run of the child (or of the handoff peer now on its entry), once started."""
         self.closing = False
         """Set by :meth:`cancel`: the cancellation that follows is the delegation closing."""
 

@@ -256,3 +256,23 @@ def test_a_worker_killed_while_the_answered_child_works_delivers_the_answer_once
     assert finished == [{"agent": "asker", "result": "used REST",
                          "completion": {"status": "completed", "summary": "used REST"}}]
     assert cluster.redis.hget(Keys(cluster.prefix).run(asker["id"]), "worker") not in (holder, None)
+
+
+def test_a_child_waiting_for_its_answer_holds_no_max_concurrency_slot(cluster: Cluster):
+    # As embedded: with one slot for asker, the second asker starts and asks in the same round only
+    # because the first holds no slot while it waits for its answer.
+    cluster.write_config(
+        [scripted(lead=[interactive("asker", "asker"),
+                        {"tool_calls": [{"name": "answer_delegation_questions", "arguments": {"answers": [
+                            {"delegation_id": "d-1", "answer": "REST"}, {"delegation_id": "d-2", "answer": "gRPC"}]}}]},
+                        "lead done"],
+                  asker=[ask_parent("What API?"), complete("done")])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1, "question_timeout": "60s", **INTERACTIVE}},
+         {"name": "asker", "max_concurrency": 1}],
+    )
+    cluster.start_worker("w1", concurrency=2)
+    out = run_json(cluster, "go")
+    assert out["reply"] == "lead done"
+    asked, finished = (json.loads(r) for r in root_tool_results(cluster, out["session"]))
+    assert [e["pending_question"]["content"] for e in asked] == ["What API?"] * 2
+    assert [e["result"] for e in finished] == ["done", "done"]

@@ -255,3 +255,15 @@ async def test_a_child_past_question_timeout_moves_its_board_task_to_failed():
     lead.options.task_board = board
     await lead.run("go")
     assert board.updates == [("task-1", "failed")]
+
+
+async def test_a_child_waiting_for_its_answer_gives_back_its_max_concurrency_slot():
+    # As on the pool (a waiting run holds no slot): with one slot, the second child can only start
+    # and ask in the same round if the first gives its slot back while it waits for the answer.
+    team = Team()
+    team.add("asker", [ask_parent("What API?"), complete("done")], max_concurrency=1)
+    team.add("lead", [interactive("asker", "asker"), answer(("d-1", "REST"), ("d-2", "gRPC")), "ok"],
+             question_timeout=5, **INTERACTIVE)
+    results, _ = await run_lead(team)
+    assert [e.get("pending_question", {}).get("content") for e in json.loads(results[0])] == ["What API?"] * 2
+    assert [e["result"] for e in json.loads(results[1])] == ["done", "done"]
