@@ -53,19 +53,23 @@ def run_of(cluster: Cluster, session: str, agent: str) -> dict[str, str]:
     return next(r for r in cluster.runs(session) if r["agent"] == agent)
 
 
-def test_a_child_waits_suspended_while_its_parent_on_the_one_worker_slot_answers_it(cluster: Cluster):
-    # lead -> mid (a worker run) -> asker, interactively. With one slot, mid can only be resumed to
-    # read the question and answer it if the waiting asker holds no slot.
+def run_through_mid(cluster: Cluster, *, mid: list[Any], asker: list[Any]) -> dict[str, Any]:
+    """Run lead -> mid (a worker run, interactive) -> asker on one worker slot; ``run``'s JSON."""
     cluster.write_config(
-        [scripted(lead=[delegate_all(("mid", "plan it")), "lead done"],
-                  mid=[interactive("asker"), answer("d-1", "REST"), complete("mid done")],
-                  asker=[ask_parent("What API?"), complete("used REST")])],
+        [scripted(lead=[delegate_all(("mid", "plan it")), "lead done"], mid=mid, asker=asker)],
         [{"name": "lead", "options": {"max_delegation_depth": 2}},
          {"name": "mid", "options": {"max_delegation_depth": 2, **INTERACTIVE}},
          {"name": "asker"}],
     )
     cluster.start_worker("solo", concurrency=1)
-    out = run_json(cluster, "go")
+    return run_json(cluster, "go")
+
+
+def test_a_child_waits_suspended_while_its_parent_on_the_one_worker_slot_answers_it(cluster: Cluster):
+    # lead -> mid (a worker run) -> asker, interactively. With one slot, mid can only be resumed to
+    # read the question and answer it if the waiting asker holds no slot.
+    out = run_through_mid(cluster, mid=[interactive("asker"), answer("d-1", "REST"), complete("mid done")],
+                          asker=[ask_parent("What API?"), complete("used REST")])
     assert out["reply"] == "lead done"
     mid, asker = run_of(cluster, out["session"], "mid"), run_of(cluster, out["session"], "asker")
     asked, finished = (json.loads(r) for r in tool_results(cluster, mid["id"])[:2])
@@ -112,16 +116,8 @@ def test_a_child_still_waiting_when_its_parent_ends_is_cancelled(cluster: Cluste
 def test_a_child_still_waiting_when_its_worker_run_parent_ends_is_cancelled(cluster: Cluster):
     # mid is itself a delegated child run by a worker: its end (not a coordinator's) must stop the
     # interactive child it never answered.
-    cluster.write_config(
-        [scripted(lead=[delegate_all(("mid", "plan it")), "lead done"],
-                  mid=[interactive("asker"), complete("mid done without answering")],
-                  asker=[ask_parent("Which colour?"), complete("never")])],
-        [{"name": "lead", "options": {"max_delegation_depth": 2}},
-         {"name": "mid", "options": {"max_delegation_depth": 2, **INTERACTIVE}},
-         {"name": "asker"}],
-    )
-    cluster.start_worker("solo", concurrency=1)
-    out = run_json(cluster, "go")
+    out = run_through_mid(cluster, mid=[interactive("asker"), complete("mid done without answering")],
+                          asker=[ask_parent("Which colour?"), complete("never")])
     assert out["reply"] == "lead done"
     assert run_of(cluster, out["session"], "mid")["status"] == "done"
     asker = wait_until(lambda: (r := run_of(cluster, out["session"], "asker"))["status"] == "canceled" and r,
@@ -276,3 +272,4 @@ def test_a_child_waiting_for_its_answer_holds_no_max_concurrency_slot(cluster: C
     asked, finished = (json.loads(r) for r in root_tool_results(cluster, out["session"]))
     assert [e["pending_question"]["content"] for e in asked] == ["What API?"] * 2
     assert [e["result"] for e in finished] == ["done", "done"]
+
