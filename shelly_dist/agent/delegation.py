@@ -129,7 +129,7 @@ def plan_children(
                 visited=[*chain, t.agent],
                 parent_run_id=run_id,
                 parent_agent=instance_name,
-                fail_fast=fail_fast,
+                fail_fast=fail_fast and not interactive,  # an interactive call has no fail-fast (nor has Shelly)
                 delegation_id=f"d-{delegation_base + i + 1}" if interactive else "",
             )
         )

@@ -273,3 +273,21 @@ def test_a_child_waiting_for_its_answer_holds_no_max_concurrency_slot(cluster: C
     assert [e["pending_question"]["content"] for e in asked] == ["What API?"] * 2
     assert [e["result"] for e in finished] == ["done", "done"]
 
+
+def test_a_failed_interactive_child_does_not_stop_its_siblings_under_fail_fast(cluster: Cluster):
+    # As embedded, where an interactive delegate call runs no fail-fast (Shelly has none): the
+    # asker, waiting for its answer when its sibling fails, still gets it and finishes.
+    cluster.write_config(
+        [scripted(lead=[interactive("asker", "bad"), answer("d-1", "REST"), "lead done"],
+                  asker=[ask_parent("What API?"), complete("used REST")], bad=[{"error": "simulated outage"}]),
+         ],
+        [{"name": "lead", "options": {"max_delegation_depth": 1, "delegate_fail_fast": True, **INTERACTIVE}},
+         {"name": "asker"}, {"name": "bad"}],
+    )
+    cluster.start_worker("solo", concurrency=1)
+    out = run_json(cluster, "go")
+    assert out["reply"] == "lead done"
+    asked, answered = (json.loads(r) for r in root_tool_results(cluster, out["session"]))
+    assert asked[0]["delegation_id"] == "d-1" and "simulated outage" in asked[1]["error"]
+    assert answered == [{"agent": "asker", "result": "used REST",
+                         "completion": {"status": "completed", "summary": "used REST"}}]
