@@ -73,7 +73,8 @@ class Agent:
     ) -> str:
         """The system prompt as it would be sent now (``has_notes`` defaults to a ``list_notes`` tool
         being in one of the agent's toolboxes; ``interactive_delegation`` to the agent being able
-        to delegate with ``interaction_mode: interactive``)."""
+        to delegate with ``interaction_mode: interactive``). The handoff and interaction protocols
+        follow the conditions under which a run offers ``handoff`` and ``request_input``."""
         if has_notes is None:
             has_notes = any("list_notes" in box for box in self._toolboxes)
         can = self.can_delegate()
@@ -92,6 +93,8 @@ class Agent:
                 context=self.options.context,
                 has_notes=has_notes,
                 behavioral_hints=self.options.behavioral_hints,
+                can_handoff=self.depth > 0 and self.registry is not None and self.options.max_handoffs > 0,
+                has_interaction=self.depth > 0 and self.options.request_input is not None,
                 interactive_delegation=interactive_delegation,
                 extra_sections=extra_sections or [],
             )

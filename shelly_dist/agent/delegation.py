@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEntry
 from shelly_dist.agent.registry import Registry
-from shelly_dist.agent.stops import SIBLING_FAILED, TASK_CANCELED, SiblingFailed
+from shelly_dist.agent.stops import SIBLING_FAILED, TASK_CANCELED, DelegationClosed, SiblingFailed
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import (
     BudgetExhausted,
@@ -129,7 +129,7 @@ def plan_children(
                 visited=[*chain, t.agent],
                 parent_run_id=run_id,
                 parent_agent=instance_name,
-                fail_fast=fail_fast,
+                fail_fast=fail_fast and not interactive,  # an interactive call has no fail-fast (nor has Shelly)
                 delegation_id=f"d-{delegation_base + i + 1}" if interactive else "",
             )
         )
@@ -219,7 +219,8 @@ def entry_from_outcome(
             completion = exhausted_completion(instance or agent, max_iterations)
         return DelegateEntry(agent=agent, result=_result_text("", completion), completion=completion)
     if isinstance(error, RunCancelled):
-        return DelegateEntry(agent=agent, error=str(error) if isinstance(error, SiblingFailed) else TASK_CANCELED)
+        return DelegateEntry(agent=agent, error=str(error) if isinstance(error, SiblingFailed | DelegationClosed)
+                             else TASK_CANCELED)
     if error is not None:
         return DelegateEntry(agent=agent, error=str(error) or type(error).__name__)
     text = reply.text_content() if reply is not None else ""
@@ -227,7 +228,9 @@ def entry_from_outcome(
 
 
 def board_status(entry: DelegateEntry) -> str:
-    """The task-board status a finished child's task moves to."""
+    """The task-board status a finished child's task moves to: ``canceled`` only when the board
+    or a failed sibling stopped it; any other error (an interactive child stopped by its
+    delegation included, :data:`~.stops.DELEGATION_CLOSED`) is ``failed``."""
     if entry.error in (TASK_CANCELED, SIBLING_FAILED):
         return "canceled"
     if entry.error:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shelly_dist import events, identity
 from shelly_dist.agent.delegation import board_status, entry_from_outcome
 from shelly_dist.agent.handoff import next_peer
-from shelly_dist.agent.interaction import Answer, auto_answer
+from shelly_dist.agent.interaction import Answer, ChildQuestion, auto_answer
 from shelly_dist.agent.interactive_local import LiveChild, LiveChildren, next_event
 from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.records import ChildRequest, DelegateEntry, LiveDelegation
@@ -84,22 +85,26 @@ class InlineDelegator:
         await slot.take(self.slots)
         return slot
 
-    async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
-        """Run the children; a limited parent gives its slot back while it waits on them and waits
-        for one again afterwards, as a run suspended on the pool holds no slot."""
-        held = self._slot_of.get(parent.state.run_id)
+    @contextlib.asynccontextmanager
+    async def _slot_given_back(self, held: _Slot | None) -> AsyncIterator[None]:
+        """A limited run that waits (on its children, or for its parent's answer) gives its slot
+        back meanwhile and waits for one again afterwards (not when cancelled), as a run suspended
+        on the pool holds no slot."""
         if held is not None:
             await self.slots.release(held.session, held.agent, held.holder)
-        if any(r.delegation_id for r in requests):
-            entries = await self._start_interactive(parent, requests)
-        elif not any(r.fail_fast for r in requests):
-            entries = list(await asyncio.gather(*(self.run_child(parent, r) for r in requests)))
-        else:
-            tasks = [asyncio.create_task(self.run_child(parent, r)) for r in requests]
-            entries = await self._fail_fast(tasks, requests)
+        yield
         if held is not None:
             await held.take(self.slots)
-        return entries
+
+    async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
+        """Run the children; a limited parent holds no slot while it waits on them."""
+        async with self._slot_given_back(self._slot_of.get(parent.state.run_id)):
+            if any(r.delegation_id for r in requests):
+                return await self._start_interactive(parent, requests)
+            if not any(r.fail_fast for r in requests):
+                return list(await asyncio.gather(*(self.run_child(parent, r) for r in requests)))
+            tasks = [asyncio.create_task(self.run_child(parent, r)) for r in requests]
+            return await self._fail_fast(tasks, requests)
 
     # -- interactive delegation ---------------------------------------------------------------
 
@@ -150,13 +155,24 @@ class InlineDelegator:
         if live is not None:
             await live.close()
 
+    def _live_child(self, request: ChildRequest) -> LiveChild | None:
+        """The interactive child (or a handoff peer on its entry) ``request`` runs as, if any."""
+        live = self._interactive.get(request.parent_run_id) if request.delegation_id else None
+        return live.get(request.delegation_id) if live is not None else None
+
     def _asker(self, request: ChildRequest) -> Answer | None:
-        """Where an interactive child's questions go: to its parent's model."""
-        if not request.asks_parent():
+        """Where an interactive child's questions go: to its parent's model (a limited child holds
+        no slot while it waits for the answer)."""
+        child = self._live_child(request) if request.asks_parent() else None
+        if child is None:
             return None
-        live = self._interactive.get(request.parent_run_id)
-        child = live.get(request.delegation_id) if live is not None else None
-        return child.ask if child is not None else None
+        live = child
+
+        async def ask(question: ChildQuestion) -> str:
+            async with self._slot_given_back(self._slot_of.get(live.run_id)):
+                return await live.ask(question)
+
+        return ask
 
     async def _fail_fast(
         self, tasks: list[asyncio.Task[DelegateEntry]], requests: list[ChildRequest]
@@ -226,6 +242,8 @@ class InlineDelegator:
             run = Run.start_child(child, request, delegator=self)
             if slot is not None:
                 self._slot_of[run.state.run_id] = slot
+            if (live := self._live_child(request)) is not None:
+                live.run_id = run.state.run_id
             emit = parent.agent.options.on_event
             if emit is not None:
                 emit(Event(kind=events.AGENT_START, agent=child.name, run_id=run.state.run_id,
@@ -255,8 +273,10 @@ class InlineDelegator:
             return entry
 
     async def _run(self, child: Agent, run: Run, request: ChildRequest, board: TaskBoardHook | None) -> DelegateEntry:
+        live = self._live_child(request)
         try:
-            async with BoardCancelScope(board, request.task_id):
+            async with BoardCancelScope(board, request.task_id), \
+                    (live.closing_scope() if live is not None else contextlib.nullcontext()):
                 reply = await child.execute(run)
         except Exception as exc:
             return entry_from_outcome(

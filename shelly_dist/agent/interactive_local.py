@@ -5,17 +5,22 @@ by delegation id, registered once, cancelled all at once by :meth:`LiveChildren.
 harmless). :func:`next_event` is Shelly's ``waitForChildEvent``: the child's next question, or its
 entry when it ended, or — past ``question_timeout`` — the child cancelled and the timeout error.
 The in-process delegator (:class:`~.inline.InlineDelegator`) drives them.
+
+A child cancelled that way ends its run with :class:`~.stops.DelegationClosed` rather than being
+torn down, so the delegator settles it like any other end (its task on the board moves to
+``failed``, as in Shelly): :meth:`LiveChild.closing_scope` is that conversion.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from shelly_dist.agent.interaction import ChildQuestion
 from shelly_dist.agent.interactive import question_entry, timeout_text
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
+from shelly_dist.agent.stops import DelegationClosed
 from shelly_dist.errors import AgentError
 
 
@@ -27,6 +32,10 @@ class LiveChild:
         self.questions: asyncio.Queue[ChildQuestion] = asyncio.Queue(maxsize=1)
         self.answers: asyncio.Queue[str] = asyncio.Queue(maxsize=1)
         self.task: asyncio.Task[DelegateEntry] | None = None
+        self.run_id = ""
+        """The run of the child (or of the handoff peer now on its entry), once started."""
+        self.closing = False
+        """Set by :meth:`cancel`: the cancellation that follows is the delegation closing."""
 
     async def ask(self, question: ChildQuestion) -> str:
         """The child's ``request_input``: hand the question to the parent, wait for its answer."""
@@ -36,9 +45,22 @@ class LiveChild:
     def start(self, run: Callable[[], Awaitable[DelegateEntry]]) -> None:
         self.task = asyncio.ensure_future(run())
 
+    @contextlib.asynccontextmanager
+    async def closing_scope(self) -> AsyncIterator[None]:
+        """Around the child's run, inside its task: the cancellation :meth:`cancel` sends leaves
+        the block as :class:`~.stops.DelegationClosed` (any other cancellation passes through)."""
+        try:
+            yield
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if self.closing and task is not None and task.uncancel() == 0:
+                raise DelegationClosed() from exc
+            raise
+
     async def cancel(self) -> None:
-        """Cancel the child and wait until it has stopped."""
+        """Cancel the child (its delegation closed) and wait until it has stopped."""
         if self.task is not None and not self.task.done():
+            self.closing = True
             self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self.task

@@ -41,7 +41,8 @@ class AgentOptions:
     context: str = ""
     """Project context for the ``<project_context>`` section."""
     delegate_fail_fast: bool = False
-    """Cancel sibling children on the first failed entry (each says ``canceled: sibling failed``)."""
+    """Cancel sibling children on the first failed entry (each says ``canceled: sibling failed``);
+    not in an interactive ``delegate`` call."""
     behavioral_hints: bool = True
     tool_policy: ToolFilter | None = None
     tool_hooks: list[ToolHook] = field(default_factory=list)

@@ -1,7 +1,9 @@
 """The system prompt: XML-tagged sections in Shelly's fixed order, each only when it applies.
 
-Order: identity, completion_protocol (depth > 0), interactive_delegation_protocol (the agent may
-delegate with ``interaction_mode: interactive``), notes_protocol (a ``list_notes`` tool),
+Order: identity, completion_protocol (depth > 0), handoff_protocol (depth > 0 and the ``handoff``
+tool offered), interaction_protocol (depth > 0 and ``request_input`` offered),
+interactive_delegation_protocol (the agent may delegate with ``interaction_mode: interactive``),
+notes_protocol (a ``list_notes`` tool),
 instructions, behavioral_constraints (default on), project_context, extra sections (the
 blackboard snapshot), skills (inline), available_skills (on demand), available_agents (only when
 the agent may still delegate; never itself, compared case-insensitively on the config name).
@@ -29,6 +31,22 @@ COMPLETION_PROTOCOL = """You are working on a task delegated to you by another a
 When you have finished, call the task_complete tool with status "completed" and a summary of what you did
 (and files_modified, tests_run, caveats when relevant). If you cannot finish, call task_complete with
 status "failed" and explain why in the summary and caveats. Calling task_complete ends your work."""
+
+HANDOFF_PROTOCOL = """You have a handoff tool available. Use it to transfer control to a peer agent when:
+- The task requires expertise outside your capabilities.
+- Another agent is clearly better suited for the remaining work.
+Do NOT use handoff when:
+- You can complete the task yourself (use task_complete instead).
+- You want to delegate a sub-task (that's what the delegate tool is for).
+When handing off, provide a thorough context summary so the peer can continue without re-exploring."""
+"""Shelly's text word for word (``prompt.go``)."""
+
+INTERACTION_PROTOCOL = """You have a request_input tool available to ask the parent for clarification.
+Use it when you need information that was not provided in the delegation context and cannot be obtained \
+through your own tools.
+Be specific in your questions. The parent will answer based on its context.
+Do NOT use request_input for information you can find yourself."""
+"""Shelly's text word for word (``prompt.go``)."""
 
 NOTES_PROTOCOL = """You have a notes toolbox (write_note, read_note, list_notes). Use notes to keep durable
 progress records: check list_notes before starting, and write a note when you learn something other agents
@@ -85,6 +103,8 @@ class PromptInputs:
     context: str = ""
     has_notes: bool = False
     behavioral_hints: bool = True
+    can_handoff: bool = False
+    has_interaction: bool = False
     interactive_delegation: bool = False
     extra_sections: Sequence[str] = field(default_factory=list)
 
@@ -94,6 +114,10 @@ def build_system_prompt(p: PromptInputs) -> str:
     sections = [_section("identity", f"You are {p.name}. {p.description}".strip())]
     if p.depth > 0:
         sections.append(_section("completion_protocol", COMPLETION_PROTOCOL))
+        if p.can_handoff:
+            sections.append(_section("handoff_protocol", HANDOFF_PROTOCOL))
+        if p.has_interaction:
+            sections.append(_section("interaction_protocol", INTERACTION_PROTOCOL))
     if p.interactive_delegation:
         sections.append(_section("interactive_delegation_protocol", INTERACTIVE_DELEGATION_PROTOCOL))
     if p.has_notes:

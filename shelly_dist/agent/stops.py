@@ -10,6 +10,12 @@ on the pool (DESIGN §3 rule 12):
 * the child's task canceled on the task board: the child stops and its entry says
   ``task canceled``. :class:`BoardCancelScope` is that watch, used by the in-process delegator
   around a child and by a worker around each stretch of a run it advances.
+* its interactive delegation closed: the child neither asked nor ended within its parent's
+  ``question_timeout``, or its parent's run ended while it waited for an answer. Its own entry
+  says ``context canceled`` (:data:`DELEGATION_CLOSED`) and its task moves to ``failed``, not
+  ``canceled``: in Shelly the cancel comes through the delegation's own context, which the
+  "task canceled" branch of ``runChildWithHandoff`` excludes (``ctx.Err() == nil``), so the
+  child lands in the generic error branch.
 
 How the stop reaches the child (an asyncio cancel in-process, a flag in Redis plus a wake-up on
 the pool) is the runtime's business; the decision and the texts are here.
@@ -27,12 +33,22 @@ from shelly_dist.errors import RunCancelled
 
 SIBLING_FAILED = "canceled: sibling failed"
 TASK_CANCELED = "task canceled"
+DELEGATION_CLOSED = "context canceled"
+"""The entry error of an interactive child stopped by its delegation (Go's ``context.Canceled``)."""
 
 
 class SiblingFailed(RunCancelled):
     """A child stopped because a sibling of the same ``delegate`` call failed (fail-fast)."""
 
     def __init__(self, message: str = SIBLING_FAILED, **kwargs: object) -> None:
+        super().__init__(message, **kwargs)  # type: ignore[arg-type]
+
+
+class DelegationClosed(RunCancelled):
+    """An interactive child stopped by its delegation: past ``question_timeout``, or its parent's
+    run ended while it waited for an answer."""
+
+    def __init__(self, message: str = DELEGATION_CLOSED, **kwargs: object) -> None:
         super().__init__(message, **kwargs)  # type: ignore[arg-type]
 
 

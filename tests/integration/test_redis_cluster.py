@@ -360,3 +360,40 @@ def test_a_question_past_its_timeout_is_answered_by_the_reaper_on_a_cluster(on_c
     msgs = [json.loads(m) for m in on_cluster.redis.lrange(Keys(on_cluster.prefix).run_msgs(asker["id"]), 0, -1)]
     errors = [p for m in msgs if m["role"] == "tool" for p in m["parts"] if p.get("is_error")]
     assert errors and errors[0]["content"] == "ask_user: no answer to q-1 within 1s (options.question_timeout)"
+
+
+def test_interactive_delegation_asks_answers_and_times_out_on_a_cluster(on_cluster: Cluster) -> None:
+    # mid (a worker run) delegates interactively: asker's question joins mid's round (ASK_PARENT),
+    # slowpoke's model call outlasts question_timeout (the reaper's EXPIRE stops it), mid's answer
+    # reaches asker on a worker (ANSWER_CHILD): every script of interactive delegation runs on the
+    # cluster.
+    ask = {"tool_calls": [{"name": "request_input", "arguments": {"question": "Which colour?"}}]}
+    tasks = [{"agent": a, "task": f"{a} task", "context": "ctx", "mode": "interactive"} for a in ("asker", "slowpoke")]
+    on_cluster.write_config(
+        [scripted(lead=[delegate(("mid", "plan it")), "lead done"],
+                  mid=[{"tool_calls": [{"name": "delegate", "arguments": {"tasks": tasks}}]},
+                       {"tool_calls": [{"name": "answer_delegation_questions", "arguments": {
+                           "answers": [{"delegation_id": "d-1", "answer": "blue"}]}}]},
+                       complete("mid done")],
+                  asker=[ask, complete("painted it blue")], slowpoke=[{"text": "too slow", "delay": 30}])],
+        [{"name": "lead", "options": {"max_delegation_depth": 2}},
+         {"name": "mid", "options": {"max_delegation_depth": 2, "interaction_mode": "interactive",
+                                     "question_timeout": "1s"}},
+         {"name": "asker"}, {"name": "slowpoke"}],
+    )
+    on_cluster.start_worker("w1", concurrency=2)
+    out = on_cluster.shelly("run", "go", "--json", "--quiet")
+    assert out.returncode == 0, f"{out.stderr}\n{on_cluster.worker_log()}"
+    assert json.loads(out.stdout)["reply"] == "lead done"
+    session = on_cluster.session_ids()[0]
+    runs = {r["agent"]: r for r in on_cluster.runs(session)}
+    keys = Keys(on_cluster.prefix)
+    journal = on_cluster.redis.lrange(keys.run_msgs(runs["mid"]["id"]), 0, -1)
+    mid_results = [p["content"] for m in map(json.loads, journal) if m["role"] == "tool" for p in m["parts"]]
+    asked, answered = (json.loads(r) for r in mid_results[:2])
+    assert asked[0]["pending_question"]["content"] == "Which colour?"
+    assert asked[1] == {"agent": "slowpoke", "error": "question timeout (1s) exceeded for delegation d-2"}
+    assert answered == [{"agent": "asker", "result": "painted it blue",
+                         "completion": {"status": "completed", "summary": "painted it blue"}}]
+    wait_until(lambda: {r["agent"]: r["status"] for r in on_cluster.runs(session)}["slowpoke"] == "canceled", 60,
+               "the timed-out child canceled")

@@ -150,7 +150,7 @@ class Executor:
             error = (f"run {run_id}: failed after {claim.detail} attempts without progress "
                      f"(its step keeps killing workers)")
             return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=error))
-        if stop := await self.policy.stop_reason(run_id):  # policy: a sibling failed before this run started
+        if not record.state and (stop := await self.policy.stop_reason(run_id)):  # stopped before it started
             return await self._end(lease, sink, "canceled", DelegateEntry(agent=record.agent, error=stop))
         task = asyncio.current_task()
         assert task is not None
@@ -230,6 +230,11 @@ class Executor:
                 entry = DelegateEntry(agent=request.agent, error=f'failed to claim task "{request.task_id}": {exc}')
                 return await self._end(lease, sink, "failed", entry)
         ending = {"run": run, "board": board, "request": request}
+        if request is not None and (stop := await self.policy.stop_reason(record.id)):
+            # stopped while it waited (a failed sibling; its interactive delegation closed): it ends
+            # here as if stopped mid-step, its task settled on the board and its own children closed
+            entry = DelegateEntry(agent=record.agent, error=stop)
+            return await self._end(lease, sink, "canceled", entry, **ending)  # type: ignore[arg-type]
         try:
             while True:
                 if run.state.phase == Phase.SUSPENDED and run.waiting():

@@ -17,7 +17,8 @@ goes on until it asks again or ends — either way joining the new round. Every 
 unchanged: a join that completed without its resume sent is in the tree's deadline index.
 
 When the parent's run ends, :func:`close` answers each child still waiting with an error result
-and flags it stopped, so it ends ``canceled`` at its next claim (Shelly cancels them).
+and flags it stopped, so it ends at its next claim (Shelly cancels them) with
+:data:`~shelly_dist.agent.stops.DELEGATION_CLOSED`, its task on the board ``failed``.
 
 Keys: the child's answers in ``…:run:{child}:children`` under ``ask:<iteration>:<call id>``, the
 question in the parent's ``…:run:{parent}:children``; all of one tree (one hash tag).
@@ -32,7 +33,7 @@ from shelly_dist.agent import Run
 from shelly_dist.agent.interaction import REQUEST_INPUT, ChildQuestion
 from shelly_dist.agent.interactive import question_entry
 from shelly_dist.agent.records import ChildRequest, LiveDelegation
-from shelly_dist.agent.stops import TASK_CANCELED
+from shelly_dist.agent.stops import DELEGATION_CLOSED
 from shelly_dist.runtime.celery import round_timeout
 from shelly_dist.runtime.celery.journal import child_key
 from shelly_dist.runtime.celery.lease import Lease
@@ -41,8 +42,8 @@ from shelly_dist.runtime.celery.scripts import _FENCE
 from shelly_dist.state.connection import redis_errors
 
 ASK_PARENT = _FENCE + round_timeout.JOINED + """
-local record, lease, parent, parent_children, deadlines, children =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local record, lease, parent = KEYS[1], KEYS[2], KEYS[3]
+local parent_children, deadlines, children = KEYS[4], KEYS[5], KEYS[6]
 local token, field, entry, retention, resume_at, parent_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if not holds(record, lease, token) then return lost(record) end
 if redis.call('HEXISTS', children, field) == 1 then return {-1, ''} end
@@ -57,8 +58,8 @@ return joined(parent, deadlines, retention, resume_at, parent_id)
 nothing once the question is answered)."""
 
 ANSWER_CHILD = _FENCE + """
-local parent, lease, parent_children, child, children, deadlines =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local parent, lease, parent_children = KEYS[1], KEYS[2], KEYS[3]
+local child, children, deadlines = KEYS[4], KEYS[5], KEYS[6]
 local token, field, answer, retention, round, resume_at, child_id, stop, gone =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 if not holds(parent, lease, token) then return lost(parent) end
@@ -147,7 +148,7 @@ async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers:
         child = d.reply_to.get("run", "")
         if not child:
             continue
-        gone = json.dumps({"agent": d.request.agent, "error": "context canceled"})
+        gone = json.dumps({"agent": d.request.agent, "error": DELEGATION_CLOSED})
         out = await journal._run_script(
             script,
             [keys.run(parent.id), keys.run_lease(parent.id), keys.run_children(parent.id), keys.run(child),
@@ -166,9 +167,10 @@ async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers:
 
 async def close(lease: Lease, delegations: list[LiveDelegation]) -> list[str]:
     """The parent's run ended: stop every child still waiting for its answer (each ends
-    ``canceled`` at its next claim); returns the child run ids to resume so they end now."""
-    texts = [TASK_CANCELED] * len(delegations)
-    return await send_answers(lease, delegations, texts, 0, is_error=True, stop=TASK_CANCELED)
+    ``canceled`` at its next claim, its entry :data:`DELEGATION_CLOSED`); returns the child run ids
+    to resume so they end now."""
+    texts = [DELEGATION_CLOSED] * len(delegations)
+    return await send_answers(lease, delegations, texts, 0, is_error=True, stop=DELEGATION_CLOSED)
 
 
 __all__ = ["ANSWER_CHILD", "ASK_PARENT", "ask_parent", "close", "collect", "send_answers"]

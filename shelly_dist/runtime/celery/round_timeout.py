@@ -6,8 +6,10 @@ lives in Redis: :func:`watch` indexes each child's wait in ``…:delegations:due
 deadline), and every reaper scan (:func:`expire_due`) joins the timeout error (Shelly's text) as the
 entry of each child that has neither asked nor ended by then — stored only if absent, the parent's
 pending count decremented once, its resume due when that was the last (:data:`EXPIRE`) — and
-flags the child stopped, so it ends ``canceled`` (a child that joins later changes nothing: its
-entry is refused). The deadline holds late by at most ``reap_interval``.
+flags the child stopped, so it ends ``canceled`` with Shelly's ``context canceled``, its task on the
+board ``failed`` (a child that joins later changes nothing: its entry is refused). A child in a
+step is woken on the cancel channel; one suspended (on its own children, or on the user) is
+resumed to end. The deadline holds late by at most ``reap_interval``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import redis.asyncio as aioredis
 
 from shelly_dist.agent.interactive import timeout_text
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
-from shelly_dist.agent.stops import TASK_CANCELED
+from shelly_dist.agent.stops import DELEGATION_CLOSED
 from shelly_dist.runtime.celery.journal import child_key
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.state.connection import redis_errors
@@ -44,16 +46,21 @@ was the last (the tail of the journal's ``FINISH``)."""
 EXPIRE = JOINED + """
 local parent, children, child, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local key, entry, stop, retention, resume_at, parent_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-if redis.call('EXISTS', parent) == 0 then return {-1, ''} end
-if redis.call('HSETNX', children, key, entry) == 0 then return {-1, ''} end
+if redis.call('EXISTS', parent) == 0 then return {-1, '', 0} end
+if redis.call('HSETNX', children, key, entry) == 0 then return {-1, '', 0} end
 redis.call('EXPIRE', children, retention)
 local status = redis.call('HGET', child, 'status')
+local waiting = 0
 if status and status ~= 'done' and status ~= 'failed' and status ~= 'canceled' then
   redis.call('HSETNX', child, 'stop', stop)
+  if status == 'waiting' then waiting = 1 end
 end
-return joined(parent, deadlines, retention, resume_at, parent_id)
+local out = joined(parent, deadlines, retention, resume_at, parent_id)
+table.insert(out, waiting)
+return out
 """
-"""Time one child out of its parent's round, unless its entry joined first."""
+"""Time one child out of its parent's round, unless its entry joined first; answers
+``{left, parent's mode, 1 when the child is suspended}`` (a suspended child must be resumed to end)."""
 
 
 def due_key(keys: Keys) -> str:
@@ -88,16 +95,18 @@ async def expire_due(client: aioredis.Redis, keys: Keys, *, retention: int, requ
         m = json.loads(member)
         entry = DelegateEntry(agent=m["agent"], error=timeout_text(float(m["limit"]), m["id"]))
         with redis_errors("journal"):
-            left, mode = await script(
+            left, mode, waiting = await script(
                 keys=[keys.run(m["parent"]), keys.run_children(m["parent"]), keys.run(m["child"]),
                       keys.tree_deadlines(m["root"])],
-                args=[m["key"], json.dumps(entry.to_json()), TASK_CANCELED, retention,
+                args=[m["key"], json.dumps(entry.to_json()), DELEGATION_CLOSED, retention,
                       int((time.time() + requeue_after) * 1000), m["parent"]],
             )
             await client.zrem(due_key(keys), member)
             if int(left) >= 0:
                 n += 1
                 await client.publish(keys.cancel_channel(), m["child"])
+        if int(left) >= 0 and int(waiting):
+            await resume(m["child"])
         if int(left) == 0 and str(mode) == "worker":
             await resume(m["parent"])
     return n

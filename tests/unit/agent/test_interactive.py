@@ -18,6 +18,7 @@ from shelly_dist.errors import AgentError
 from shelly_dist.events import Event
 
 from .helpers import Team, call, complete
+from .test_delegate_board import FakeBoard
 
 INTERACTIVE = {"max_delegation_depth": 1, "interaction_mode": "interactive"}
 
@@ -181,7 +182,7 @@ async def test_children_still_waiting_are_cancelled_when_the_parent_run_ends():
 
     async def spy(self: LiveChild) -> None:
         await real_close(self)
-        assert self.task is not None and self.task.cancelled()
+        assert self.task is not None and self.task.result().error == "context canceled"
         cancelled.set()
 
     LiveChild.cancel = spy  # type: ignore[method-assign]
@@ -220,3 +221,49 @@ async def test_close_cancels_every_pending_child_and_can_be_called_twice():
 def test_timeouts_are_printed_as_go_durations():
     assert [go_duration(s) for s in (0.1, 1.5, 300, 90, 3600, 0)] == ["100ms", "1.5s", "5m0s", "1m30s", "1h0m0s",
                                                                       "0s"]
+
+
+def _on_board(*agents: str, task_id: str = "task-1") -> dict[str, Any]:
+    return call("delegate", {"tasks": [{"agent": a, "task": f"{a} task", "context": "ctx", "mode": "interactive",
+                                        "task_id": task_id} for a in agents]})
+
+
+async def test_a_waiting_child_cancelled_by_its_parents_end_moves_its_board_task_to_failed():
+    # Shelly: the delegation's own context is canceled, so runChildWithHandoff takes its generic
+    # error branch ("context canceled", the task failed), not the board's "task canceled".
+    board, team = FakeBoard(), Team()
+    team.add("lead", [_on_board("worker"), "I will not answer"], **INTERACTIVE)
+    team.add("worker", [ask_parent("What API?"), complete("never")])
+    lead = team.spawn("lead")
+    lead.options.task_board = board
+    await lead.run("go")
+    assert board.updates == [("task-1", "failed")]
+
+
+async def test_a_child_past_question_timeout_moves_its_board_task_to_failed():
+    class Stall:
+        name = "stall"
+        requests: list[Any] = []
+
+        async def complete(self, chat: Any, tools: Any) -> Any:
+            await asyncio.Event().wait()
+
+    board, team = FakeBoard(), Team()
+    team.add("lead", [_on_board("slow"), "ok"], question_timeout=0.1, **INTERACTIVE)
+    team.registry.register("slow", "slow", lambda: Agent("slow", completer=Stall()))  # type: ignore[arg-type]
+    lead = team.spawn("lead")
+    lead.options.task_board = board
+    await lead.run("go")
+    assert board.updates == [("task-1", "failed")]
+
+
+async def test_a_child_waiting_for_its_answer_gives_back_its_max_concurrency_slot():
+    # As on the pool (a waiting run holds no slot): with one slot, the second child can only start
+    # and ask in the same round if the first gives its slot back while it waits for the answer.
+    team = Team()
+    team.add("asker", [ask_parent("What API?"), complete("done")], max_concurrency=1)
+    team.add("lead", [interactive("asker", "asker"), answer(("d-1", "REST"), ("d-2", "gRPC")), "ok"],
+             question_timeout=5, **INTERACTIVE)
+    results, _ = await run_lead(team)
+    assert [e.get("pending_question", {}).get("content") for e in json.loads(results[0])] == ["What API?"] * 2
+    assert [e["result"] for e in json.loads(results[1])] == ["done", "done"]

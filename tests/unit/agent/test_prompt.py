@@ -16,6 +16,9 @@ from shelly_dist.tools import Tool, ToolBox
 ORDER = [
     "identity",
     "completion_protocol",
+    "handoff_protocol",
+    "interaction_protocol",
+    "interactive_delegation_protocol",
     "notes_protocol",
     "instructions",
     "behavioral_constraints",
@@ -187,6 +190,71 @@ def test_completion_protocol_appears_only_below_the_top_level() -> None:
     assert body is not None and "task_complete" in body
 
 
+GO_HANDOFF_PROTOCOL = """You have a handoff tool available. Use it to transfer control to a peer agent when:
+- The task requires expertise outside your capabilities.
+- Another agent is clearly better suited for the remaining work.
+Do NOT use handoff when:
+- You can complete the task yourself (use task_complete instead).
+- You want to delegate a sub-task (that's what the delegate tool is for).
+When handing off, provide a thorough context summary so the peer can continue without re-exploring."""
+
+GO_INTERACTION_PROTOCOL = (
+    "You have a request_input tool available to ask the parent for clarification.\n"
+    "Use it when you need information that was not provided in the delegation context "
+    "and cannot be obtained through your own tools.\n"
+    "Be specific in your questions. The parent will answer based on its context.\n"
+    "Do NOT use request_input for information you can find yourself."
+)
+
+
+def test_handoff_protocol_appears_below_the_top_level_when_handoffs_are_allowed_with_shellys_text() -> None:
+    reg = Registry()
+    reg.register("coder", "c", lambda: agent("coder", max_handoffs=2))
+    assert section(reg.spawn("coder", 1).system_prompt(), "handoff_protocol") == GO_HANDOFF_PROTOCOL
+    assert section(reg.spawn("coder", 0).system_prompt(), "handoff_protocol") is None
+
+
+def test_handoff_protocol_is_absent_without_handoffs_or_without_a_registry() -> None:
+    reg = Registry()
+    reg.register("coder", "c", lambda: agent("coder", max_handoffs=0))
+    assert section(reg.spawn("coder", 1).system_prompt(), "handoff_protocol") is None
+    alone = agent("coder", max_handoffs=2)
+    alone.depth = 1
+    assert section(alone.system_prompt(), "handoff_protocol") is None
+
+
+async def _answer(question: object) -> str:
+    return "an answer"
+
+
+def test_interaction_protocol_appears_below_the_top_level_when_request_input_is_wired_with_shellys_text() -> None:
+    child = agent("coder", request_input=_answer)
+    child.depth = 1
+    assert section(child.system_prompt(), "interaction_protocol") == GO_INTERACTION_PROTOCOL
+    top = agent("coder", request_input=_answer)
+    assert section(top.system_prompt(), "interaction_protocol") is None
+    unwired = agent("coder")
+    unwired.depth = 1
+    assert section(unwired.system_prompt(), "interaction_protocol") is None
+
+
+async def test_a_delegated_child_is_told_its_interaction_protocol_but_not_handoff_without_handoffs() -> None:
+    reg = Registry()
+    lead_script = ScriptedCompleter([{"tool_calls": [{"name": "delegate", "arguments": {
+        "tasks": [{"agent": "coder", "task": "code it", "context": "ctx"}]}}]}, "done"])
+    child_script = ScriptedCompleter(["coded"])
+    reg.register("lead", "l", lambda: Agent("lead", completer=lead_script,
+                                           options=AgentOptions(max_delegation_depth=1)))
+    reg.register("coder", "c", lambda: Agent("coder", completer=child_script))
+    lead = reg.spawn("lead", 0)
+    lead.set_registry(reg)
+    await lead.run("go")
+    child_prompt = child_script.requests[0].messages[0].text_content()
+    assert section(child_prompt, "interaction_protocol") == GO_INTERACTION_PROTOCOL
+    assert section(child_prompt, "handoff_protocol") is None
+    assert section(lead.chat.system_prompt(), "interaction_protocol") is None
+
+
 async def _prompt_after_one_step(a: Agent) -> str:
     run = Run.start(a, [Message.text("user", Role.USER, "hi")])
     await run.step()
@@ -234,6 +302,9 @@ def test_sections_follow_shellys_order() -> None:
             skills=[Skill(name="inline", content="c"), Skill(name="lazy", description="l", content="c2")],
             context="ctx",
             has_notes=True,
+            can_handoff=True,
+            has_interaction=True,
+            interactive_delegation=True,
         )
     )
     assert tags(prompt) == ORDER
