@@ -72,14 +72,14 @@ class Agent:
         interactive_delegation: bool | None = None,
     ) -> str:
         """The system prompt as it would be sent now (``has_notes`` defaults to a ``list_notes`` tool
-        being in one of the agent's toolboxes; ``interactive_delegation`` to the agent being able
-        to delegate with ``interaction_mode: interactive``). The handoff and interaction protocols
+        being in one of the agent's toolboxes; ``interactive_delegation`` to
+        ``interaction_mode: interactive``, as in Go, whether or not the agent can delegate now). The handoff and interaction protocols
         follow the conditions under which a run offers ``handoff`` and ``request_input``."""
         if has_notes is None:
             has_notes = any("list_notes" in box for box in self._toolboxes)
         can = self.can_delegate()
         if interactive_delegation is None:
-            interactive_delegation = can and self.options.interaction_mode == "interactive"
+            interactive_delegation = self.options.interaction_mode == "interactive"
         return build_system_prompt(
             PromptInputs(
                 name=self.name,

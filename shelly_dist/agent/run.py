@@ -34,7 +34,6 @@ from shelly_dist.agent.delegation import child_messages, format_entries, plan_ch
 from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
 from shelly_dist.agent.handoff import handoff_tool
 from shelly_dist.agent.interaction import request_input_tool
-from shelly_dist.agent.interactive import ANSWER_TOOL as ANSWER
 from shelly_dist.agent.interactive import INTERACTIVE, answer_tool, answered, parse_answers, settle
 from shelly_dist.agent.limits import BudgetScope, LimitedCompleter
 from shelly_dist.agent.orchestration import orchestration_toolbox
@@ -247,8 +246,7 @@ class Run:
         self._tools = tools
         self._by_name = {t.name: t for t in tools}
         extra = await agent.options.prompt_sections() if agent.options.prompt_sections else []
-        prompt = agent.system_prompt(extra_sections=extra, has_notes="list_notes" in self._by_name,
-                                     interactive_delegation=ANSWER in self._by_name)
+        prompt = agent.system_prompt(extra_sections=extra, has_notes="list_notes" in self._by_name)
         system = Message.text(agent.name, Role.SYSTEM, prompt)
         first = agent.chat.view()[:1]
         if first and first[0].role == Role.SYSTEM:

@@ -334,3 +334,10 @@ def test_can_delegate_with_only_itself_registered_has_no_available_agents() -> N
         PromptInputs(name="a", config_name="A", can_delegate=True, agents=[Entry(name="a")])
     )
     assert section(prompt, "available_agents") is None
+
+
+def test_interactive_delegation_protocol_follows_interaction_mode_even_without_a_registry() -> None:
+    # Go: HasInteractiveDelegation is "interaction_mode is interactive", nothing about delegating.
+    assert section(agent("orch", interaction_mode="interactive").system_prompt(),
+                   "interactive_delegation_protocol") is not None
+    assert section(agent("orch").system_prompt(), "interactive_delegation_protocol") is None
