@@ -73,8 +73,9 @@ class Agent:
     ) -> str:
         """The system prompt as it would be sent now (``has_notes`` defaults to a ``list_notes`` tool
         being in one of the agent's toolboxes; ``interactive_delegation`` to
-        ``interaction_mode: interactive``, as in Go, whether or not the agent can delegate now). The handoff and interaction protocols
-        follow the conditions under which a run offers ``handoff`` and ``request_input``."""
+        ``interaction_mode: interactive``, as in Go, whether or not the agent can delegate now). The
+        handoff and interaction protocols follow the conditions under which a run offers ``handoff``
+        and ``request_input``."""
         if has_notes is None:
             has_notes = any("list_notes" in box for box in self._toolboxes)
         can = self.can_delegate()
