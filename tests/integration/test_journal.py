@@ -170,3 +170,29 @@ async def test_renewal_is_refused_once_another_worker_holds_the_run(journal: Jou
     await journal.client.delete(journal.keys.run_lease("parent"))
     await claimed(journal, "parent", "new")
     assert not await stale.renew()
+
+
+async def test_claim_numbers_a_fresh_run_once_and_a_redelivery_keeps_the_number(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0), request(1)], 1, "fp")
+    first = await journal.claim(ids[0], "parent", "tok-a", "w1", session="0123456789abcdef", agent="w")
+    second = await journal.claim(ids[1], "parent", "tok-b", "w1", session="0123456789abcdef", agent="w")
+    assert first.lease is not None and second.lease is not None
+    assert (first.lease.record.instance_n, second.lease.record.instance_n) == (1, 2)
+    await first.lease.drop()  # the task is redelivered: the run is claimed again, still fresh
+    again = await journal.claim(ids[0], "parent", "tok-c", "w2", session="0123456789abcdef", agent="w")
+    assert again.lease is not None and again.lease.record.instance_n == 1
+    assert await journal.next_instance("0123456789abcdef", "w") == 3
+
+
+async def test_the_claim_and_every_checkpoint_bring_back_the_runs_stop_reason(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0)], 1, "fp")
+    child = await claimed(journal, ids[0])
+    assert child.record.stop == ""
+    await journal.client.hset(journal.keys.run(ids[0]), "stop", "canceled: sibling failed")  # a sibling failed
+    state = RunState(run_id=ids[0], config_name="w", instance_name="w-1")
+    await child.checkpoint(0, state, [Message.text("user", Role.USER, "one")], "running")
+    assert child.record.stop == "canceled: sibling failed"
+    await child.drop()
+    assert (await claimed(journal, ids[0], "tok-2")).record.stop == "canceled: sibling failed"

@@ -36,7 +36,7 @@ from shelly_dist.agent import (
 )
 from shelly_dist.agent.handoff import next_peer
 from shelly_dist.agent.interaction import auto_answer
-from shelly_dist.agent.stops import BoardCancelScope
+from shelly_dist.agent.stops import BoardCancelScope, SiblingFailed
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
@@ -148,7 +148,7 @@ class Executor:
             error = (f"run {run_id}: failed after {claim.detail} attempts without progress "
                      f"(its step keeps killing workers)")
             return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=error))
-        if stop := await self.policy.stop_reason(run_id):  # policy: a sibling failed before this run started
+        if stop := record.stop:  # policy: a sibling failed before this run started (read with the claim)
             return await self._end(lease, sink, "canceled", DelegateEntry(agent=record.agent, error=stop))
         task = asyncio.current_task()
         assert task is not None
@@ -210,12 +210,12 @@ class Executor:
             rewrites = r.agent.chat.rewrites
 
         async def before_model(r: Run) -> None:
-            # The flag comes with every checkpoint; a cancel that lands in between reaches the
-            # in-flight step through CancelWatch.
+            # Both flags come with the claim and every checkpoint; a cancel or a sibling's stop that
+            # lands in between reaches the in-flight step through CancelWatch.
             if canceled:
                 raise RunCancelled(f"run {record.id}: canceled", run_id=record.id)
-            if request is not None:  # policy: a failed sibling (fail-fast) stops this run and its subtree
-                await self.policy.check_stop(record.id)
+            if request is not None and record.stop:  # policy: a failed sibling (fail-fast) stops this run
+                raise SiblingFailed(record.stop, run_id=record.id)
 
         run.checkpoint = checkpoint
         run.before_model = before_model

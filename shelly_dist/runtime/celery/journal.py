@@ -181,10 +181,14 @@ class Journal:
         fingerprint: str = "",
     ) -> Claim:
         """Take the run's lease; with ``session`` and ``agent`` (the task's kwargs) a fresh run also
-        gets its instance number (``instance_n``), once. With ``fingerprint``, a run of another
-        config generation is left alone (``foreign``, its fingerprint as detail)."""
+        gets its instance number (``instance_n``), once: inside the claim on a single Redis, right
+        after it on a cluster (the session's counter is in another slot). With ``fingerprint``, a
+        run of another config generation is left alone (``foreign``, its fingerprint as detail)."""
         root = root or run_id
         keys = [self.keys.run(run_id), self.keys.run_lease(run_id), self.keys.run(root), self.keys.tree_deadlines(root)]
+        numbered = bool(session and agent) and not self.clustered  # the counter is another slot: not on a cluster
+        if numbered:
+            keys.append(self.keys.instance_counter(session, agent))
         now = time.time()
         args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(now),
                 self.settings.retention, fingerprint, _ms(now), run_id]
@@ -194,7 +198,7 @@ class Journal:
             if outcome == "ok":
                 flat = out[1:]
                 fields = dict(zip(flat[::2], flat[1::2], strict=True))
-                if session and agent and "state" not in fields and "instance_n" not in fields:
+                if session and agent and not numbered and "state" not in fields and "instance_n" not in fields:
                     fields["instance_n"] = await self._number_instance(run_id, session, agent)
                 record: RunRecord | None = RunRecord.parse({"id": run_id, **fields})
             else:
@@ -278,7 +282,7 @@ class Journal:
         args += [m.model_dump_json() for m in new]
         keys = [self.keys.run(r.id), self.keys.run_msgs(r.id), self.keys.run(r.root), self.keys.run_lease(r.id),
                 *self._stream(r.session)]
-        count, canceled = await self._run_script(self._checkpoint, keys, args)
+        count, canceled, r.stop = await self._run_script(self._checkpoint, keys, args)
         if self.clustered:
             await self._append_events(r.session, events)
         return int(count), canceled == "1"

@@ -58,7 +58,8 @@ class Lease:
         rewrite: bool = False,
     ) -> tuple[int, bool]:
         """Append ``new`` after ``offset`` journaled messages, store ``state`` and write the
-        ``events`` batch, in one round trip; returns (journaled count, tree canceled).
+        ``events`` batch, in one round trip; returns (journaled count, tree canceled). The run's
+        ``stop`` reason (fail-fast) comes back in the same answer, into :attr:`record`.
 
         ``rewrite``: the chat was rewritten in place (an effect compacted or trimmed it), so
         ``new`` is the whole chat and replaces the journaled messages, in the same atomic step

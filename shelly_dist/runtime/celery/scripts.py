@@ -16,7 +16,9 @@ can therefore write nothing, however late its writes arrive.
 * ``CLAIM`` takes the run's lease (one task advances a run at a time; also when the tree is
   canceled, so the claimer can finish the run as canceled), counts attempts without
   progress, leaves a run of another config generation untouched (``foreign``) and returns the record, or why
-  not. The lease's deadline goes into the tree's deadline index for the reaper.
+  not. The lease's deadline goes into the tree's deadline index for the reaper. Given the session's
+  instance counter (an optional last key, on a single Redis only: it lives in the session's slot), a
+  fresh run also draws its instance number in the same step, once.
 * ``RENEW`` is the heartbeat: it extends the lease and its deadline only while the caller still
   holds it.
 * ``EXPECT`` registers a parent's children *before* any is enqueued, so a child that finishes at
@@ -26,7 +28,8 @@ can therefore write nothing, however late its writes arrive.
 * ``CHECKPOINT`` appends messages to the journal and stores the state together, and refuses when
   the journal is not at the offset the writer expects, so a crash can never leave messages without
   their state or the reverse. The step's buffered events ride along (one batch entry on the session
-  stream, when it is passed), and the answer carries the tree's cancel flag. With ``rewrite`` the
+  stream, when it is passed), and the answer carries the tree's cancel flag and the run's ``stop``
+  reason (fail-fast), so neither costs a read of its own. With ``rewrite`` the
   messages sent are the whole chat and replace the journaled ones in the same step (an effect
   compacted or trimmed the chat in place), so the journal never holds a mix of the old chat and
   the new.
@@ -113,11 +116,11 @@ redis.call('HSET', record, 'state', state, 'status', status, 'msg_count', count,
 redis.call('EXPIRE', record, retention)
 if count > 0 then redis.call('EXPIRE', msgs, retention) end
 add_events(stream, events, retention)
-return {count, redis.call('HGET', root, 'canceled') or '0'}
+return {count, redis.call('HGET', root, 'canceled') or '0', redis.call('HGET', record, 'stop') or ''}
 """
 
 CLAIM = """
-local record, lease, root, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local record, lease, root, deadlines, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, ttl, max_attempts, worker, now, retention, fingerprint, now_ms, run_id =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9]
 if redis.call('EXISTS', record) == 0 then return {'missing'} end
@@ -132,6 +135,10 @@ if redis.call('HGET', root, 'canceled') == '1' then return {'canceled'} end
 local attempts = redis.call('HINCRBY', record, 'attempts', 1)
 if attempts > max_attempts then return {'exhausted', tostring(attempts - 1)} end
 redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now, 'requeues', 0)
+if counter and redis.call('HEXISTS', record, 'state') == 0 and redis.call('HEXISTS', record, 'instance_n') == 0 then
+  redis.call('HSET', record, 'instance_n', redis.call('INCR', counter))
+  redis.call('EXPIRE', counter, retention)
+end
 local out = redis.call('HGETALL', record)
 table.insert(out, 1, 'ok')
 return out
