@@ -196,3 +196,27 @@ async def test_the_claim_and_every_checkpoint_bring_back_the_runs_stop_reason(jo
     assert child.record.stop == "canceled: sibling failed"
     await child.drop()
     assert (await claimed(journal, ids[0], "tok-2")).record.stop == "canceled: sibling failed"
+
+
+async def test_a_finish_writes_the_held_last_checkpoint_in_the_same_step(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0)], 1, "fp")
+    child = await claimed(journal, ids[0])
+    state = RunState(run_id=ids[0], config_name="w", instance_name="w-1")
+    child.hold(0, state, [Message.text("user", Role.USER, "task"), Message.text("w", Role.ASSISTANT, "answer")])
+    assert await child.finish("done", DelegateEntry(agent="w", result="answer").to_json()) == (0, "worker")
+    record = await journal.record(ids[0])
+    assert record is not None and (record.status, record.msg_count) == ("done", 2)
+    assert [m.text_content() for m in await journal.messages(ids[0], 2)] == ["task", "answer"]
+
+
+async def test_a_finish_refuses_a_held_checkpoint_when_the_journal_is_not_at_its_offset(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0)], 1, "fp")
+    child = await claimed(journal, ids[0])
+    state = RunState(run_id=ids[0], config_name="w", instance_name="w-1")
+    await child.checkpoint(0, state, [Message.text("user", Role.USER, "one")], "running")
+    child.hold(0, state, [Message.text("w", Role.ASSISTANT, "stale")])
+    with pytest.raises(StoreError, match="expected 0 messages, found 1"):
+        await child.finish("done", DelegateEntry(agent="w", result="stale").to_json())
+    assert (await journal.record(ids[0])).status == "running"  # type: ignore[union-attr]

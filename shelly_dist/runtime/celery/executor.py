@@ -168,8 +168,11 @@ class Executor:
             logger.warning("run %s: lease lost mid-step; abandoned (another worker carries it on)", run_id)
             return Progress("abandoned", "lease lost")
         except StoreError:
-            # Redis failed under us: the journal holds everything up to the last checkpoint. Give
-            # the lease back (when Redis answers) so the retry need not wait it out.
+            # Redis failed under us: the journal holds everything up to the last checkpoint. Journal
+            # a held final reply if Redis answers again (so the retry does not ask the model twice),
+            # and give the lease back so the retry need not wait it out.
+            with contextlib.suppress(Exception):
+                await lease.write_held()
             with contextlib.suppress(Exception):
                 await lease.drop()
             raise
@@ -206,6 +209,11 @@ class Executor:
                 r.emit(events.RUN_WAITING, waiting_on=len(r.missing()) + len(r.state.awaiting))
             rewrite = r.agent.chat.rewrites != rewrites
             new = list(r.agent.chat.view(0 if rewrite else offset))
+            if reason == "reply" and r.state.phase == Phase.DONE and not rewrite:
+                # The final reply, no tool ran: written with the finish (a crash before it redoes
+                # only the model call, as a crash during the call would). The step's events wait too.
+                lease.hold(offset, r.state, new)
+                return
             offset, canceled = await lease.checkpoint(offset, r.state, new, "running", sink.drain(), rewrite=rewrite)
             rewrites = r.agent.chat.rewrites
 
@@ -311,6 +319,7 @@ class Executor:
     async def _hand_off(self, lease: Lease, sink: StreamSink, run: Run, peer: ChildRequest) -> Progress:
         """The child handed its delegation off: end its run and start the peer's on the same entry."""
         record = lease.record
+        await lease.write_held()  # the reply that handed off: journaled before the run ends
         result = {"agent": peer.agent, "handoff": peer.spawned()}
         sink(Event(kind=events.RUN_FINISHED, agent=run.agent.name, run_id=record.id, session_id=record.session,
                    data={"status": "done", "worker": self.hostname, "entry": result,

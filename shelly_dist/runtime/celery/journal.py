@@ -23,7 +23,7 @@ from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message
 from shelly_dist.runtime.celery import scripts
 from shelly_dist.runtime.celery.events import STREAM_MAXLEN
-from shelly_dist.runtime.celery.lease import Lease, LeaseLost
+from shelly_dist.runtime.celery.lease import Held, Lease, LeaseLost
 from shelly_dist.runtime.celery.record import TERMINAL, RunRecord
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import is_cluster, redis_errors
@@ -276,10 +276,18 @@ class Journal:
         self, lease: Lease, offset: int, state: RunState, new: list[Message], status: str, events: str,
         rewrite: bool = False,
     ) -> tuple[int, bool]:
+        return await self._write_checkpoint(lease, Held.of(offset, state, new), status, events, rewrite)
+
+    async def _write_held(self, lease: Lease, held: Held, events: str) -> None:
+        await self._write_checkpoint(lease, held, "running", events)
+
+    async def _write_checkpoint(
+        self, lease: Lease, held: Held, status: str, events: str, rewrite: bool = False
+    ) -> tuple[int, bool]:
         r = lease.record
-        args: list[Any] = [lease.token, offset, state.model_dump_json(exclude={"messages"}), status,
+        args: list[Any] = [lease.token, held.offset, held.state, status,
                            self.settings.retention, str(time.time()), events, "1" if rewrite else "0"]
-        args += [m.model_dump_json() for m in new]
+        args += held.messages
         keys = [self.keys.run(r.id), self.keys.run_msgs(r.id), self.keys.run(r.root), self.keys.run_lease(r.id),
                 *self._stream(r.session)]
         count, canceled, r.stop = await self._run_script(self._checkpoint, keys, args)
@@ -301,11 +309,16 @@ class Journal:
         r = lease.record
         parent = r.parent or r.id
         keys = [self.keys.run(r.id), self.keys.run_lease(r.id), self.keys.run(parent), self.keys.run_children(parent),
-                self.keys.tree_deadlines(r.root), *self._stream(r.session)]
+                self.keys.tree_deadlines(r.root), self.keys.run_msgs(r.id), *self._stream(r.session)]
         now = time.time()
+        held, lease.held = lease.held, None
         args: list[Any] = [lease.token, status, json.dumps(result), str(now), self.settings.retention,
                            r.parent_key if r.parent else "", events, r.id, r.parent,
                            _ms(now + self.settings.requeue_after)]
+        if held is None:
+            args += ["", "", 0]
+        else:
+            args += [held.offset, held.state, len(held.messages), *held.messages]
         for k, v in fields.items():
             args += [k, v]
         left, mode = await self._run_script(self._finish, keys, args)

@@ -40,7 +40,9 @@ can therefore write nothing, however late its writes arrive.
   parent record that has expired. The caller that brings the count to zero enqueues the parent's
   resume (no chords); the same step puts the parent in the deadline index, so the reaper resumes
   it if that caller dies first. A finish of a run that is already terminal is a no-op (answered
-  ``{-1, 'terminal'}``, so the caller appends no events either).
+  ``{-1, 'terminal'}``, so the caller appends no events either). It may carry the run's last
+  checkpoint (the final reply and state, held back by the worker), written first with the same
+  offset check as ``CHECKPOINT``: a run whose last step only called the model ends in one round trip.
 * ``REAP`` decides, for one run whose deadline passed, whether to re-enqueue it. It moves the
   deadline forward in the same step, so of several reapers racing only one re-enqueues; each
   re-send of the same run doubles the wait before the next (up to 64 × ``requeue_after``), so a
@@ -173,15 +175,26 @@ return 0
 """
 
 FINISH = _FENCE + _EVENTS + """
-local record, lease, parent, children, deadlines, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local record, lease, parent, children, deadlines, msgs, stream =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local token, status, result, now, retention, key, events, run_id, parent_id, resume_at =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+local offset, state, m = ARGV[11], ARGV[12], tonumber(ARGV[13])
 local was = redis.call('HGET', record, 'status')
 if was == 'done' or was == 'failed' or was == 'canceled' then return {-1, 'terminal'} end
 if not holds(record, lease, token) then return lost(record) end
+if offset ~= '' then  -- the run's last checkpoint, held back to ride with its finish
+  local len = redis.call('LLEN', msgs)
+  if len ~= tonumber(offset) then
+    return redis.error_reply('journal: expected ' .. offset .. ' messages, found ' .. len)
+  end
+  for i = 14, 13 + m do redis.call('RPUSH', msgs, ARGV[i]) end
+  redis.call('HSET', record, 'state', state, 'msg_count', len + m)
+  if len + m > 0 then redis.call('EXPIRE', msgs, retention) end
+end
 add_events(stream, events, retention)
 redis.call('HSET', record, 'status', status, 'result', result, 'updated', now, 'ended', now)
-for i = 11, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
+for i = 14 + m, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
 redis.call('EXPIRE', record, retention)
 redis.call('DEL', lease)
 redis.call('ZREM', deadlines, run_id)

@@ -69,6 +69,27 @@ async def waiting_parent(journal: Journal) -> str:
     return ids[0]
 
 
+async def test_a_child_whose_last_step_only_called_the_model_ends_in_one_write(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+):
+    child = await waiting_parent(journal)
+    executor = Executor(Context(["the answer"]), journal, Sent(), CancelWatch(journal.client, journal.keys),
+                        hostname="w1")
+    checkpoints: list[int] = []
+    write = Journal._write_checkpoint
+
+    async def counted(self: Journal, *args: Any, **kwargs: Any) -> tuple[int, bool]:
+        checkpoints.append(1)
+        return await write(self, *args, **kwargs)
+
+    monkeypatch.setattr(Journal, "_write_checkpoint", counted)
+    assert (await executor.advance(child, "root")).outcome == "done"
+    assert checkpoints == [], "the final reply rides with the finish"
+    record = await journal.record(child)
+    assert record is not None and record.status == "done"
+    assert [m.text_content() for m in await journal.messages(child, record.msg_count)][-2:] == ["answer", "the answer"]
+
+
 async def test_retried_finish_after_the_final_checkpoint_joins_the_journaled_reply(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ):
