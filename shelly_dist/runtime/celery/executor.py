@@ -57,6 +57,11 @@ logger = logging.getLogger(__name__)
 RUN_AGENT = "shelly.run_agent"
 RESUME_AGENT = "shelly.resume_agent"
 
+STARTED_EVENTS_DELAY = 0.1
+"""Seconds a fresh run's first events (``run_started``) wait for its first journal write to carry
+them before they are written on their own: a quick step costs no extra write, and the live view,
+which reads ten times a second, shows a slow step's start as soon as before."""
+
 GENERATION_GRACE = 60.0
 """Seconds after a config generation's last live worker was seen during which its runs are left
 for it (re-queued with a delay) rather than failed by a worker of another config."""
@@ -195,8 +200,8 @@ class Executor:
             agent.options.request_input = auto_answer(request.context)
         offset = record.msg_count
         canceled = False
-        if offset == 0:
-            await sink.flush(expire=False)  # "started on <worker>" shows at once, not after the first model call
+        if offset == 0:  # "started on <worker>" shows within a moment, or with the first write if that is sooner
+            sink.flush_soon(STARTED_EVENTS_DELAY)
 
         rewrites = agent.chat.rewrites  # the rebuild's own replace_all is journaled already
 
@@ -214,6 +219,7 @@ class Executor:
                 # only the model call, as a crash during the call would). The step's events wait too.
                 lease.hold(offset, r.state, new)
                 return
+            await sink.settle()
             offset, canceled = await lease.checkpoint(offset, r.state, new, "running", sink.drain(), rewrite=rewrite)
             rewrites = r.agent.chat.rewrites
 
@@ -320,6 +326,7 @@ class Executor:
         """The child handed its delegation off: end its run and start the peer's on the same entry."""
         record = lease.record
         await lease.write_held()  # the reply that handed off: journaled before the run ends
+        await sink.settle()
         result = {"agent": peer.agent, "handoff": peer.spawned()}
         sink(Event(kind=events.RUN_FINISHED, agent=run.agent.name, run_id=record.id, session_id=record.session,
                    data={"status": "done", "worker": self.hostname, "entry": result,
@@ -375,6 +382,7 @@ class Executor:
                          "usage": run.state.usage.model_dump() if run else {}}))
         await self.policy.on_end(record.parent, record.parent_key,  # policy: fail-fast
                                  request or record.request, entry)
+        await sink.settle()
         await finish_and_join(self.journal, self.enqueue, lease, status, entry, events=sink.drain(), **fields)
         return Progress(status, entry.error or "")
 
