@@ -220,3 +220,14 @@ async def test_a_finish_refuses_a_held_checkpoint_when_the_journal_is_not_at_its
     with pytest.raises(StoreError, match="expected 0 messages, found 1"):
         await child.finish("done", DelegateEntry(agent="w", result="stale").to_json())
     assert (await journal.record(ids[0])).status == "running"  # type: ignore[union-attr]
+
+
+async def test_joined_answers_the_entries_so_far_and_the_trees_cancel_flag_together(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0), request(1)], 1, "fp")
+    await (await claimed(journal, ids[0])).finish("done", DelegateEntry(agent="w", result="r0").to_json())
+    keys = [child_key(request(0), 1), child_key(request(1), 1)]
+    got, canceled = await journal.joined("parent", "parent", keys)
+    assert ([e.result for e in got.values()], canceled) == (["r0"], False)
+    await journal.client.hset(journal.keys.run("parent"), "canceled", "1")
+    assert (await journal.joined("parent", "parent", keys))[1] is True

@@ -283,10 +283,11 @@ class _Awaiter:
         hint_at: float | None = time.monotonic() + NO_WORKER_HINT
         while True:
             seen = wakeups.generation
-            got = await read_through("coordinator", lambda: rt.journal.children(run_id, keys))
+            got, canceled = await read_through("coordinator",
+                                               lambda: rt.journal.joined(run_id, self.record.root, keys))
             if len(got) == len(keys):
                 return [got[k] for k in keys]
-            if await read_through("coordinator", lambda: rt.journal.is_canceled(self.record.root)):
+            if canceled:
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
             if hint_at is not None and time.monotonic() > hint_at:
                 hint_at = None

@@ -170,8 +170,9 @@ class Journal:
         token = f"owner:{uuid.uuid4().hex[:12]}"
         await self.create_root(run_id, agent=agent, session=session, mode="coordinator", task=task,
                                fingerprint=fingerprint, owner=token)
-        record = await self.record(run_id)
-        assert record is not None
+        # The record as just written (no read back: nobody else writes a coordinator's root).
+        record = RunRecord(id=run_id, agent=agent, root=run_id, session=session, mode="coordinator",
+                           status="running", task=task[:2000], fingerprint=fingerprint)
         return Lease(self, record, token)
 
     # -- claiming -----------------------------------------------------------------------------
@@ -362,6 +363,17 @@ class Journal:
         with redis_errors("journal"):
             raw = await self.client.hmget(self.keys.run_children(run_id), keys)
         return {k: DelegateEntry.model_validate_json(v) for k, v in zip(keys, raw, strict=True) if v}
+
+    async def joined(self, run_id: str, root: str, keys: list[str]) -> tuple[dict[str, DelegateEntry], bool]:
+        """The entries of ``keys`` joined into run ``run_id`` so far, and whether its tree (root
+        ``root``) is canceled, in one round trip (a waiting coordinator's re-read)."""
+        with redis_errors("journal"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.hmget(self.keys.run_children(run_id), keys)
+                pipe.hget(self.keys.run(root), "canceled")
+                raw, canceled = await pipe.execute()
+        entries = {k: DelegateEntry.model_validate_json(v) for k, v in zip(keys, raw, strict=True) if v}
+        return entries, canceled == "1"
 
     async def is_canceled(self, root: str) -> bool:
         with redis_errors("journal"):
