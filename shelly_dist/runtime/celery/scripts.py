@@ -175,8 +175,8 @@ return 0
 """
 
 FINISH = _FENCE + _EVENTS + """
-local record, lease, parent, children, deadlines, msgs, stream =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local record, lease, parent, children, deadlines, msgs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local stream = KEYS[7]
 local token, status, result, now, retention, key, events, run_id, parent_id, resume_at =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local offset, state, m = ARGV[11], ARGV[12], tonumber(ARGV[13])
