@@ -99,12 +99,18 @@ def prior_reflections(task: str, notes: Sequence[str]) -> str:
 async def search(store: ReflectionStore, task: str) -> str:
     """The ``<prior_reflections>`` message for a child about to get ``task`` ("" if none; a store
     that fails is logged and gives none)."""
+    return (await search_all(store, [task]))[0]
+
+
+async def search_all(store: ReflectionStore, tasks: Sequence[str]) -> list[str]:
+    """:func:`search` for each of the children of one ``delegate`` call, reading the store once
+    (a 500-way fan-out costs one read, not 500)."""
     try:
         notes = await store.newest(SCANNED)
     except Exception as exc:
         logger.warning("reflections: search failed, delegating without: %s", exc)
-        return ""
-    return prior_reflections(task, notes)
+        return ["" for _ in tasks]
+    return [prior_reflections(task, notes) for task in tasks]
 
 
 async def write(store: ReflectionStore, agent: str, task: str, completion: CompletionResult | None) -> None:

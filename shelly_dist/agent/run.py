@@ -537,8 +537,9 @@ class Run:
         for request in requests:  # the chain limit of their handoffs is this agent's
             request.max_handoffs = agent.options.max_handoffs
         if agent.options.reflections is not None:  # searched once: journaled with the requests
-            for request in requests:
-                request.reflections = await reflections.search(agent.options.reflections, request.task)
+            found = await reflections.search_all(agent.options.reflections, [r.task for r in requests])
+            for request, text in zip(requests, found, strict=True):
+                request.reflections = text
         pending = PendingDelegation(tool_call_id=call.id, entries=entries, requests=requests)
         state.pending.append(pending)
         self._running -= 1  # a delegation is journaled with the suspension (or its results) instead

@@ -10,10 +10,14 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from typing import TYPE_CHECKING
 
 import click
 
 from shelly_dist.cli.errors import fail
+
+if TYPE_CHECKING:
+    from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 DEFAULT_THREADS = 100
 STARTUP_RETRIES = 3
@@ -111,16 +115,24 @@ def worker_command(
     heartbeat = Heartbeat(heartbeat_file, interval=heartbeat_interval, probe=_loop_alive)
     worker_ready.connect(lambda **_: heartbeat.start(), weak=False)
     worker_shutdown.connect(lambda **_: heartbeat.stop(), weak=False)
-    settings = app.shelly_settings
+    app.worker_main(celery_argv(app.shelly_settings, pool=pool, loglevel=loglevel, queues=queues, node=node,
+                                concurrency=concurrency))
+
+
+def celery_argv(
+    settings: RuntimeSettings, *, pool: str, loglevel: str, queues: str | None, node: str, concurrency: int | None
+) -> list[str]:
+    """The ``celery worker`` arguments of ``shelly worker``: task events (for Flower) unless
+    ``distributed.task_events`` is false."""
     argv = [
         "worker",
         f"--pool={pool}",
         f"--loglevel={loglevel}",
         f"--queues={queues or settings.queue}",
         f"--hostname={node}",
-        "--task-events",
+        *(["--task-events"] if settings.task_events else []),
         "--without-mingle",
     ]
     if concurrency or pool == "threads":
         argv.append(f"--concurrency={concurrency or DEFAULT_THREADS}")
-    app.worker_main(argv)
+    return argv

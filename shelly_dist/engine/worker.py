@@ -88,6 +88,7 @@ def runtime_settings(config: Config) -> RuntimeSettings:
         key_prefix=d.key_prefix,
         max_attempts=d.max_deliveries or 3,
         lease=d.lease,
+        task_events=d.task_events,
     )
 
 

@@ -170,3 +170,64 @@ async def test_renewal_is_refused_once_another_worker_holds_the_run(journal: Jou
     await journal.client.delete(journal.keys.run_lease("parent"))
     await claimed(journal, "parent", "new")
     assert not await stale.renew()
+
+
+async def test_claim_numbers_a_fresh_run_once_and_a_redelivery_keeps_the_number(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0), request(1)], 1, "fp")
+    first = await journal.claim(ids[0], "parent", "tok-a", "w1", session="0123456789abcdef", agent="w")
+    second = await journal.claim(ids[1], "parent", "tok-b", "w1", session="0123456789abcdef", agent="w")
+    assert first.lease is not None and second.lease is not None
+    assert (first.lease.record.instance_n, second.lease.record.instance_n) == (1, 2)
+    await first.lease.drop()  # the task is redelivered: the run is claimed again, still fresh
+    again = await journal.claim(ids[0], "parent", "tok-c", "w2", session="0123456789abcdef", agent="w")
+    assert again.lease is not None and again.lease.record.instance_n == 1
+    assert await journal.next_instance("0123456789abcdef", "w") == 3
+
+
+async def test_the_claim_and_every_checkpoint_bring_back_the_runs_stop_reason(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0)], 1, "fp")
+    child = await claimed(journal, ids[0])
+    assert child.record.stop == ""
+    await journal.client.hset(journal.keys.run(ids[0]), "stop", "canceled: sibling failed")  # a sibling failed
+    state = RunState(run_id=ids[0], config_name="w", instance_name="w-1")
+    await child.checkpoint(0, state, [Message.text("user", Role.USER, "one")], "running")
+    assert child.record.stop == "canceled: sibling failed"
+    await child.drop()
+    assert (await claimed(journal, ids[0], "tok-2")).record.stop == "canceled: sibling failed"
+
+
+async def test_a_finish_writes_the_held_last_checkpoint_in_the_same_step(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0)], 1, "fp")
+    child = await claimed(journal, ids[0])
+    state = RunState(run_id=ids[0], config_name="w", instance_name="w-1")
+    child.hold(0, state, [Message.text("user", Role.USER, "task"), Message.text("w", Role.ASSISTANT, "answer")])
+    assert await child.finish("done", DelegateEntry(agent="w", result="answer").to_json()) == (0, "worker")
+    record = await journal.record(ids[0])
+    assert record is not None and (record.status, record.msg_count) == ("done", 2)
+    assert [m.text_content() for m in await journal.messages(ids[0], 2)] == ["task", "answer"]
+
+
+async def test_a_finish_refuses_a_held_checkpoint_when_the_journal_is_not_at_its_offset(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0)], 1, "fp")
+    child = await claimed(journal, ids[0])
+    state = RunState(run_id=ids[0], config_name="w", instance_name="w-1")
+    await child.checkpoint(0, state, [Message.text("user", Role.USER, "one")], "running")
+    child.hold(0, state, [Message.text("w", Role.ASSISTANT, "stale")])
+    with pytest.raises(StoreError, match="expected 0 messages, found 1"):
+        await child.finish("done", DelegateEntry(agent="w", result="stale").to_json())
+    assert (await journal.record(ids[0])).status == "running"  # type: ignore[union-attr]
+
+
+async def test_joined_answers_the_entries_so_far_and_the_trees_cancel_flag_together(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0), request(1)], 1, "fp")
+    await (await claimed(journal, ids[0])).finish("done", DelegateEntry(agent="w", result="r0").to_json())
+    keys = [child_key(request(0), 1), child_key(request(1), 1)]
+    got, canceled = await journal.joined("parent", "parent", keys)
+    assert ([e.result for e in got.values()], canceled) == (["r0"], False)
+    await journal.client.hset(journal.keys.run("parent"), "canceled", "1")
+    assert (await journal.joined("parent", "parent", keys))[1] is True

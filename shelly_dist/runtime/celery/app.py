@@ -55,7 +55,7 @@ def create_app(settings: RuntimeSettings) -> Celery:
         task_ignore_result=True,
         task_default_queue=settings.queue,
         task_send_sent_event=False,  # Flower learns tasks from task-received; one PUBLISH less each
-        worker_send_task_events=True,
+        worker_send_task_events=settings.task_events,  # Flower's task list; `distributed.task_events`
         task_track_started=True,
         broker_transport_options={"visibility_timeout": settings.visibility_timeout},
         broker_connection_retry_on_startup=True,

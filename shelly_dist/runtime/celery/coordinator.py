@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from shelly_dist.agent import Agent, ChildRequest, DelegateEntry, Run
@@ -306,10 +307,11 @@ class _Awaiter:
         hint_at: float | None = time.monotonic() + NO_WORKER_HINT
         while True:
             seen = wakeups.generation
-            got = await read_through("coordinator", lambda: rt.journal.children(run_id, keys))
+            got, canceled = await read_through("coordinator",
+                                               lambda: rt.journal.joined(run_id, self.record.root, keys))
             if len(got) == len(keys):
                 return [got[k] for k in keys]
-            if await read_through("coordinator", lambda: rt.journal.is_canceled(self.record.root)):
+            if canceled:
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
             if hint_at is not None and time.monotonic() > hint_at:
                 hint_at = None
@@ -353,12 +355,19 @@ class _Tail:
 
     async def _forward(self) -> None:
         rt = self._runtime
-        async for entry_id, batch in read_entries(rt.client, rt.journal.keys, self._session, after=self._last,
-                                                  follow=True, block_ms=500, batch_interval=LIVE_INTERVAL):
+        await self._pass(read_entries(rt.client, rt.journal.keys, self._session, after=self._last,
+                                      follow=True, block_ms=500, batch_interval=LIVE_INTERVAL))
+
+    async def _pass(self, entries: AsyncIterator[tuple[str, list[Event]]], until: str | None = None) -> None:
+        """Forward the events of other runs from ``entries``, moving :attr:`_last` past each entry
+        once forwarded; stop after the entry at or past ``until`` (when given)."""
+        async for entry_id, batch in entries:
             for event in batch:
                 if event.run_id != self._run_id:
                     self._sink(event)
             self._last = entry_id
+            if until is not None and not_before(entry_id, until):
+                return
 
     async def close(self, *, drain: bool) -> None:
         """Stop forwarding; with ``drain``, after forwarding everything written so far."""
@@ -382,14 +391,7 @@ class _Tail:
                 target = await last_id(rt.client, rt.journal.keys, self._session)
                 if target is None or not_before(self._last, target):
                     return
-                async for entry_id, batch in read_entries(rt.client, rt.journal.keys, self._session,
-                                                          after=self._last):
-                    for event in batch:
-                        if event.run_id != self._run_id:
-                            self._sink(event)
-                    self._last = entry_id
-                    if not_before(entry_id, target):
-                        return
+                await self._pass(read_entries(rt.client, rt.journal.keys, self._session, after=self._last), target)
         except TimeoutError:
             logger.warning("coordinator: the event stream was not read to its end within %.0fs", DRAIN_LIMIT)
         except Exception as exc:

@@ -34,6 +34,8 @@ class StreamSink:
         self._session = session
         self._retention = retention
         self._buffer: list[Event] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._inflight: asyncio.Future[None] | None = None
 
     def __call__(self, event: Event) -> None:
         if not event.session_id:
@@ -48,11 +50,34 @@ class StreamSink:
         batch, self._buffer = self._buffer, []
         return json.dumps([e.model_dump(mode="json") for e in batch])
 
+    def flush_soon(self, delay: float) -> None:
+        """Write the buffered events after ``delay`` seconds unless a journal write takes them
+        first: a quick step's events ride with its checkpoint (no write of their own), a slow one's
+        show within ``delay``. Call :meth:`settle` before draining for a journal write, so a timed
+        write already under way lands first and the stream keeps the events in order."""
+        self._timer = asyncio.get_running_loop().call_later(delay, self._flush_now)
+
+    def _flush_now(self) -> None:
+        self._timer = None
+        self._inflight = asyncio.ensure_future(self._write(self.drain(), expire=False))
+
+    async def settle(self) -> None:
+        """Cancel a pending :meth:`flush_soon`, and wait for its write if it has started."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            await inflight
+
     async def flush(self, *, expire: bool = True) -> None:
         """Write the buffered events now. ``expire=False`` skips refreshing the stream's TTL when a
         journal script (which refreshes it) is about to follow; a stream this write creates still
         gets one at once (``EXPIRE NX``), so a crash before that script leaves no key forever."""
-        payload = self.drain()
+        await self.settle()
+        await self._write(self.drain(), expire=expire)
+
+    async def _write(self, payload: str, *, expire: bool) -> None:
         if not payload:
             return
         with redis_errors("events"):

@@ -38,7 +38,7 @@ from shelly_dist.agent.handoff import next_peer
 from shelly_dist.agent.interaction import auto_answer
 from shelly_dist.agent.interactive import suspend_question
 from shelly_dist.agent.records import LiveDelegation
-from shelly_dist.agent.stops import BoardCancelScope
+from shelly_dist.agent.stops import BoardCancelScope, SiblingFailed
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
@@ -58,6 +58,11 @@ logger = logging.getLogger(__name__)
 
 RUN_AGENT = "shelly.run_agent"
 RESUME_AGENT = "shelly.resume_agent"
+
+STARTED_EVENTS_DELAY = 0.1
+"""Seconds a fresh run's first events (``run_started``) wait for its first journal write to carry
+them before they are written on their own: a quick step costs no extra write, and the live view,
+which reads ten times a second, shows a slow step's start as soon as before."""
 
 GENERATION_GRACE = 60.0
 """Seconds after a config generation's last live worker was seen during which its runs are left
@@ -150,7 +155,7 @@ class Executor:
             error = (f"run {run_id}: failed after {claim.detail} attempts without progress "
                      f"(its step keeps killing workers)")
             return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=error))
-        if not record.state and (stop := await self.policy.stop_reason(run_id)):  # stopped before it started
+        if not record.state and (stop := record.stop):  # stopped before it started (read with the claim)
             return await self._end(lease, sink, "canceled", DelegateEntry(agent=record.agent, error=stop))
         task = asyncio.current_task()
         assert task is not None
@@ -170,8 +175,11 @@ class Executor:
             logger.warning("run %s: lease lost mid-step; abandoned (another worker carries it on)", run_id)
             return Progress("abandoned", "lease lost")
         except StoreError:
-            # Redis failed under us: the journal holds everything up to the last checkpoint. Give
-            # the lease back (when Redis answers) so the retry need not wait it out.
+            # Redis failed under us: the journal holds everything up to the last checkpoint. Journal
+            # a held final reply if Redis answers again (so the retry does not ask the model twice),
+            # and give the lease back so the retry need not wait it out.
+            with contextlib.suppress(Exception):
+                await lease.write_held()
             with contextlib.suppress(Exception):
                 await lease.drop()
             raise
@@ -194,8 +202,8 @@ class Executor:
             agent.options.request_input = suspend_question if request.asks_parent() else auto_answer(request.context)
         offset = record.msg_count
         canceled = False
-        if offset == 0:
-            await sink.flush(expire=False)  # "started on <worker>" shows at once, not after the first model call
+        if offset == 0:  # "started on <worker>" shows within a moment, or with the first write if that is sooner
+            sink.flush_soon(STARTED_EVENTS_DELAY)
 
         rewrites = agent.chat.rewrites  # the rebuild's own replace_all is journaled already
 
@@ -208,16 +216,22 @@ class Executor:
                 r.emit(events.RUN_WAITING, waiting_on=len(r.missing()) + len(r.state.awaiting))
             rewrite = r.agent.chat.rewrites != rewrites
             new = list(r.agent.chat.view(0 if rewrite else offset))
+            if reason == "reply" and r.state.phase == Phase.DONE and not rewrite:
+                # The final reply, no tool ran: written with the finish (a crash before it redoes
+                # only the model call, as a crash during the call would). The step's events wait too.
+                lease.hold(offset, r.state, new)
+                return
+            await sink.settle()
             offset, canceled = await lease.checkpoint(offset, r.state, new, "running", sink.drain(), rewrite=rewrite)
             rewrites = r.agent.chat.rewrites
 
         async def before_model(r: Run) -> None:
-            # The flag comes with every checkpoint; a cancel that lands in between reaches the
-            # in-flight step through CancelWatch.
+            # Both flags come with the claim and every checkpoint; a cancel or a sibling's stop that
+            # lands in between reaches the in-flight step through CancelWatch.
             if canceled:
                 raise RunCancelled(f"run {record.id}: canceled", run_id=record.id)
-            if request is not None:  # policy: a failed sibling (fail-fast) stops this run and its subtree
-                await self.policy.check_stop(record.id)
+            if request is not None and record.stop:  # policy: a failed sibling (fail-fast) stops this run
+                raise SiblingFailed(record.stop, run_id=record.id)
 
         run.checkpoint = checkpoint
         run.before_model = before_model
@@ -230,7 +244,7 @@ class Executor:
                 entry = DelegateEntry(agent=request.agent, error=f'failed to claim task "{request.task_id}": {exc}')
                 return await self._end(lease, sink, "failed", entry)
         ending = {"run": run, "board": board, "request": request}
-        if request is not None and (stop := await self.policy.stop_reason(record.id)):
+        if request is not None and (stop := record.stop):  # read with the claim
             # stopped while it waited (a failed sibling; its interactive delegation closed): it ends
             # here as if stopped mid-step, its task settled on the board and its own children closed
             entry = DelegateEntry(agent=record.agent, error=stop)
@@ -321,6 +335,8 @@ class Executor:
     async def _hand_off(self, lease: Lease, sink: StreamSink, run: Run, peer: ChildRequest) -> Progress:
         """The child handed its delegation off: end its run and start the peer's on the same entry."""
         record = lease.record
+        await lease.write_held()  # the reply that handed off: journaled before the run ends
+        await sink.settle()
         result = {"agent": peer.agent, "handoff": peer.spawned()}
         sink(Event(kind=events.RUN_FINISHED, agent=run.agent.name, run_id=record.id, session_id=record.session,
                    data={"status": "done", "worker": self.hostname, "entry": result,
@@ -378,6 +394,7 @@ class Executor:
                          "usage": run.state.usage.model_dump() if run else {}}))
         await self.policy.on_end(record.parent, record.parent_key,  # policy: fail-fast
                                  request or record.request, entry)
+        await sink.settle()
         await finish_and_join(self.journal, self.enqueue, lease, status, entry, events=sink.drain(), **fields)
         return Progress(status, entry.error or "")
 

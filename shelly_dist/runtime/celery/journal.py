@@ -23,7 +23,7 @@ from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message
 from shelly_dist.runtime.celery import scripts
 from shelly_dist.runtime.celery.events import STREAM_MAXLEN
-from shelly_dist.runtime.celery.lease import Lease, LeaseLost
+from shelly_dist.runtime.celery.lease import Held, Lease, LeaseLost
 from shelly_dist.runtime.celery.record import TERMINAL, RunRecord
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import is_cluster, redis_errors
@@ -170,8 +170,9 @@ class Journal:
         token = f"owner:{uuid.uuid4().hex[:12]}"
         await self.create_root(run_id, agent=agent, session=session, mode="coordinator", task=task,
                                fingerprint=fingerprint, owner=token)
-        record = await self.record(run_id)
-        assert record is not None
+        # The record as just written (no read back: nobody else writes a coordinator's root).
+        record = RunRecord(id=run_id, agent=agent, root=run_id, session=session, mode="coordinator",
+                           status="running", task=task[:2000], fingerprint=fingerprint)
         return Lease(self, record, token)
 
     # -- claiming -----------------------------------------------------------------------------
@@ -181,10 +182,14 @@ class Journal:
         fingerprint: str = "",
     ) -> Claim:
         """Take the run's lease; with ``session`` and ``agent`` (the task's kwargs) a fresh run also
-        gets its instance number (``instance_n``), once. With ``fingerprint``, a run of another
-        config generation is left alone (``foreign``, its fingerprint as detail)."""
+        gets its instance number (``instance_n``), once: inside the claim on a single Redis, right
+        after it on a cluster (the session's counter is in another slot). With ``fingerprint``, a
+        run of another config generation is left alone (``foreign``, its fingerprint as detail)."""
         root = root or run_id
         keys = [self.keys.run(run_id), self.keys.run_lease(run_id), self.keys.run(root), self.keys.tree_deadlines(root)]
+        numbered = bool(session and agent) and not self.clustered  # the counter is another slot: not on a cluster
+        if numbered:
+            keys.append(self.keys.instance_counter(session, agent))
         now = time.time()
         args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(now),
                 self.settings.retention, fingerprint, _ms(now), run_id]
@@ -194,7 +199,7 @@ class Journal:
             if outcome == "ok":
                 flat = out[1:]
                 fields = dict(zip(flat[::2], flat[1::2], strict=True))
-                if session and agent and "state" not in fields and "instance_n" not in fields:
+                if session and agent and not numbered and "state" not in fields and "instance_n" not in fields:
                     fields["instance_n"] = await self._number_instance(run_id, session, agent)
                 record: RunRecord | None = RunRecord.parse({"id": run_id, **fields})
             else:
@@ -272,13 +277,21 @@ class Journal:
         self, lease: Lease, offset: int, state: RunState, new: list[Message], status: str, events: str,
         rewrite: bool = False,
     ) -> tuple[int, bool]:
+        return await self._write_checkpoint(lease, Held.of(offset, state, new), status, events, rewrite)
+
+    async def _write_held(self, lease: Lease, held: Held, events: str) -> None:
+        await self._write_checkpoint(lease, held, "running", events)
+
+    async def _write_checkpoint(
+        self, lease: Lease, held: Held, status: str, events: str, rewrite: bool = False
+    ) -> tuple[int, bool]:
         r = lease.record
-        args: list[Any] = [lease.token, offset, state.model_dump_json(exclude={"messages"}), status,
+        args: list[Any] = [lease.token, held.offset, held.state, status,
                            self.settings.retention, str(time.time()), events, "1" if rewrite else "0"]
-        args += [m.model_dump_json() for m in new]
+        args += held.messages
         keys = [self.keys.run(r.id), self.keys.run_msgs(r.id), self.keys.run(r.root), self.keys.run_lease(r.id),
                 *self._stream(r.session)]
-        count, canceled = await self._run_script(self._checkpoint, keys, args)
+        count, canceled, r.stop = await self._run_script(self._checkpoint, keys, args)
         if self.clustered:
             await self._append_events(r.session, events)
         return int(count), canceled == "1"
@@ -297,11 +310,16 @@ class Journal:
         r = lease.record
         parent = r.parent or r.id
         keys = [self.keys.run(r.id), self.keys.run_lease(r.id), self.keys.run(parent), self.keys.run_children(parent),
-                self.keys.tree_deadlines(r.root), *self._stream(r.session)]
+                self.keys.tree_deadlines(r.root), self.keys.run_msgs(r.id), *self._stream(r.session)]
         now = time.time()
+        held, lease.held = lease.held, None
         args: list[Any] = [lease.token, status, json.dumps(result), str(now), self.settings.retention,
                            r.parent_key if r.parent else "", events, r.id, r.parent,
                            _ms(now + self.settings.requeue_after)]
+        if held is None:
+            args += ["", "", 0]
+        else:
+            args += [held.offset, held.state, len(held.messages), *held.messages]
         for k, v in fields.items():
             args += [k, v]
         left, mode = await self._run_script(self._finish, keys, args)
@@ -345,6 +363,17 @@ class Journal:
         with redis_errors("journal"):
             raw = await self.client.hmget(self.keys.run_children(run_id), keys)
         return {k: DelegateEntry.model_validate_json(v) for k, v in zip(keys, raw, strict=True) if v}
+
+    async def joined(self, run_id: str, root: str, keys: list[str]) -> tuple[dict[str, DelegateEntry], bool]:
+        """The entries of ``keys`` joined into run ``run_id`` so far, and whether its tree (root
+        ``root``) is canceled, in one round trip (a waiting coordinator's re-read)."""
+        with redis_errors("journal"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.hmget(self.keys.run_children(run_id), keys)
+                pipe.hget(self.keys.run(root), "canceled")
+                raw, canceled = await pipe.execute()
+        entries = {k: DelegateEntry.model_validate_json(v) for k, v in zip(keys, raw, strict=True) if v}
+        return entries, canceled == "1"
 
     async def is_canceled(self, root: str) -> bool:
         with redis_errors("journal"):

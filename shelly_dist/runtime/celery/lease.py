@@ -39,6 +39,21 @@ class LeaseLost(RunError):
 
 
 @dataclass
+class Held:
+    """A checkpoint serialized but not written yet: the run's last one, held back by
+    :meth:`Lease.hold` so it rides with the finish (one round trip for the run's end, not two)."""
+
+    offset: int
+    state: str
+    """The :class:`RunState` JSON without its messages."""
+    messages: list[str]
+
+    @classmethod
+    def of(cls, offset: int, state: RunState, new: list[Message]) -> Held:
+        return cls(offset, state.model_dump_json(exclude={"messages"}), [m.model_dump_json() for m in new])
+
+
+@dataclass
 class Lease:
     journal: Journal
     record: RunRecord
@@ -46,6 +61,8 @@ class Lease:
     deadline: float = 0.0
     """Wall-clock time (``time.time()``) at which the lease lapses unless renewed; 0 for an owner."""
     lost: bool = False
+    held: Held | None = None
+    """The last checkpoint, held back to be written by :meth:`finish` (see :meth:`hold`)."""
 
     @property
     def run_id(self) -> str:
@@ -58,12 +75,27 @@ class Lease:
         rewrite: bool = False,
     ) -> tuple[int, bool]:
         """Append ``new`` after ``offset`` journaled messages, store ``state`` and write the
-        ``events`` batch, in one round trip; returns (journaled count, tree canceled).
+        ``events`` batch, in one round trip; returns (journaled count, tree canceled). The run's
+        ``stop`` reason (fail-fast) comes back in the same answer, into :attr:`record`.
 
         ``rewrite``: the chat was rewritten in place (an effect compacted or trimmed it), so
         ``new`` is the whole chat and replaces the journaled messages, in the same atomic step
         (still refused unless the journal holds exactly ``offset`` messages)."""
         return await self.journal._checkpoint_run(self, offset, state, new, status, events, rewrite)
+
+    def hold(self, offset: int, state: RunState, new: list[Message]) -> None:
+        """Keep the run's last checkpoint (``new`` after ``offset``, ``state`` as it is now) for
+        :meth:`finish` to write first, atomically, in its own round trip. Only for a step whose
+        redo is harmless — a crash before the finish loses the held write, so the run continues
+        from its previous checkpoint, as after a crash in the step itself. :meth:`write_held`
+        writes it on its own when the run does not finish after all."""
+        self.held = Held.of(offset, state, new)
+
+    async def write_held(self, events: str = "") -> None:
+        """Write the held checkpoint now (a run that ends some other way than :meth:`finish`)."""
+        held, self.held = self.held, None
+        if held is not None:
+            await self.journal._write_held(self, held, events)
 
     async def expect(
         self, requests: list[ChildRequest], iteration: int, fingerprint: str
@@ -78,7 +110,8 @@ class Lease:
     async def finish(self, status: str, result: dict[str, Any], *, events: str = "", **fields: str) -> tuple[int, str]:
         """End the run (writing its last ``events``) and join its result into its parent; returns
         (children left, parent mode). ``left == 0``: this call completed the join and the caller
-        enqueues the parent's resume. Finishing a run already terminal is a no-op (``-1``)."""
+        enqueues the parent's resume. Finishing a run already terminal is a no-op (``-1``). A
+        checkpoint :meth:`hold` kept is written first, in the same atomic step."""
         return await self.journal._finish_run(self, status, result, events, fields)
 
     async def drop(self) -> None:

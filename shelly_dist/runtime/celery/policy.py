@@ -13,8 +13,9 @@ state in Redis, where every worker sees it.
   announce it. The cost is up to one countdown of latency after a slot frees.
 * ``delegate_fail_fast``: a child that fails stops its siblings of the same ``delegate`` call: a
   ``stop`` field on each sibling's run record and on those of its unfinished descendants (the
-  flag, read when a task claims the run and before every model call of a child run) and its run
-  id on the cancel channel (the wake-up that aborts the in-flight step, as the tree cancel does).
+  flag, read with the claim and with every checkpoint, and checked before every model call of a
+  child run) and its run id on the cancel channel (the wake-up that aborts the in-flight step, as
+  the tree cancel does).
   A stopped run ends with ``canceled: sibling failed`` and joins its parent like any child.
 """
 
@@ -29,7 +30,7 @@ import redis.asyncio as aioredis
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, Registry
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, SlotLease
-from shelly_dist.agent.stops import SIBLING_FAILED, SiblingFailed, stops_siblings
+from shelly_dist.agent.stops import SIBLING_FAILED, stops_siblings
 from shelly_dist.errors import ShellyError
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
@@ -100,13 +101,6 @@ class PoolPolicy:
         return SlotLease(self.slots, session, agent, run_id, got, self.slot_lease)
 
     # -- delegate_fail_fast ----------------------------------------------------------------------
-
-    async def check_stop(self, run_id: str) -> None:
-        """Raise ``SiblingFailed`` when a sibling has failed (before a model call)."""
-        with redis_errors("journal"):
-            reason = await self._client.hget(self._keys.run(run_id), STOP_FIELD)
-        if reason:
-            raise SiblingFailed(reason, run_id=run_id)
 
     async def stop_reason(self, run_id: str) -> str:
         with redis_errors("journal"):

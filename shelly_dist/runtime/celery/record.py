@@ -37,6 +37,8 @@ class RunRecord:
     instance_n: int = 0
     pending: int = 0
     attempts: int = 0
+    stop: str = ""
+    """Why the run must stop (a failed sibling, under ``delegate_fail_fast``), as read with the record."""
 
     @classmethod
     def parse(cls, raw: dict[str, str]) -> RunRecord:
@@ -50,7 +52,7 @@ class RunRecord:
             parent_key=raw.get("parent_key", ""), mode=raw.get("mode", "worker"), status=raw.get("status", ""),
             task=raw.get("task", ""), fingerprint=raw.get("fingerprint", ""), request=raw.get("request", ""),
             input=raw.get("input", ""), state=raw.get("state", ""), msg_count=num("msg_count"),
-            instance_n=num("instance_n"), pending=num("pending"), attempts=num("attempts"),
+            instance_n=num("instance_n"), pending=num("pending"), attempts=num("attempts"), stop=raw.get("stop", ""),
         )
 
     def task_kwargs(self) -> dict[str, Any]:

@@ -16,7 +16,9 @@ can therefore write nothing, however late its writes arrive.
 * ``CLAIM`` takes the run's lease (one task advances a run at a time; also when the tree is
   canceled, so the claimer can finish the run as canceled), counts attempts without
   progress, leaves a run of another config generation untouched (``foreign``) and returns the record, or why
-  not. The lease's deadline goes into the tree's deadline index for the reaper.
+  not. The lease's deadline goes into the tree's deadline index for the reaper. Given the session's
+  instance counter (an optional last key, on a single Redis only: it lives in the session's slot), a
+  fresh run also draws its instance number in the same step, once.
 * ``RENEW`` is the heartbeat: it extends the lease and its deadline only while the caller still
   holds it.
 * ``EXPECT`` registers a parent's children *before* any is enqueued, so a child that finishes at
@@ -26,7 +28,8 @@ can therefore write nothing, however late its writes arrive.
 * ``CHECKPOINT`` appends messages to the journal and stores the state together, and refuses when
   the journal is not at the offset the writer expects, so a crash can never leave messages without
   their state or the reverse. The step's buffered events ride along (one batch entry on the session
-  stream, when it is passed), and the answer carries the tree's cancel flag. With ``rewrite`` the
+  stream, when it is passed), and the answer carries the tree's cancel flag and the run's ``stop``
+  reason (fail-fast), so neither costs a read of its own. With ``rewrite`` the
   messages sent are the whole chat and replace the journaled ones in the same step (an effect
   compacted or trimmed the chat in place), so the journal never holds a mix of the old chat and
   the new.
@@ -37,7 +40,9 @@ can therefore write nothing, however late its writes arrive.
   parent record that has expired. The caller that brings the count to zero enqueues the parent's
   resume (no chords); the same step puts the parent in the deadline index, so the reaper resumes
   it if that caller dies first. A finish of a run that is already terminal is a no-op (answered
-  ``{-1, 'terminal'}``, so the caller appends no events either).
+  ``{-1, 'terminal'}``, so the caller appends no events either). It may carry the run's last
+  checkpoint (the final reply and state, held back by the worker), written first with the same
+  offset check as ``CHECKPOINT``: a run whose last step only called the model ends in one round trip.
 * ``REAP`` decides, for one run whose deadline passed, whether to re-enqueue it. It moves the
   deadline forward in the same step, so of several reapers racing only one re-enqueues; each
   re-send of the same run doubles the wait before the next (up to 64 × ``requeue_after``), so a
@@ -113,11 +118,11 @@ redis.call('HSET', record, 'state', state, 'status', status, 'msg_count', count,
 redis.call('EXPIRE', record, retention)
 if count > 0 then redis.call('EXPIRE', msgs, retention) end
 add_events(stream, events, retention)
-return {count, redis.call('HGET', root, 'canceled') or '0'}
+return {count, redis.call('HGET', root, 'canceled') or '0', redis.call('HGET', record, 'stop') or ''}
 """
 
 CLAIM = """
-local record, lease, root, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local record, lease, root, deadlines, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, ttl, max_attempts, worker, now, retention, fingerprint, now_ms, run_id =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9]
 if redis.call('EXISTS', record) == 0 then return {'missing'} end
@@ -132,6 +137,10 @@ if redis.call('HGET', root, 'canceled') == '1' then return {'canceled'} end
 local attempts = redis.call('HINCRBY', record, 'attempts', 1)
 if attempts > max_attempts then return {'exhausted', tostring(attempts - 1)} end
 redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now, 'requeues', 0)
+if counter and redis.call('HEXISTS', record, 'state') == 0 and redis.call('HEXISTS', record, 'instance_n') == 0 then
+  redis.call('HSET', record, 'instance_n', redis.call('INCR', counter))
+  redis.call('EXPIRE', counter, retention)
+end
 local out = redis.call('HGETALL', record)
 table.insert(out, 1, 'ok')
 return out
@@ -166,15 +175,26 @@ return 0
 """
 
 FINISH = _FENCE + _EVENTS + """
-local record, lease, parent, children, deadlines, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local record, lease, parent, children, deadlines, msgs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local stream = KEYS[7]
 local token, status, result, now, retention, key, events, run_id, parent_id, resume_at =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+local offset, state, m = ARGV[11], ARGV[12], tonumber(ARGV[13])
 local was = redis.call('HGET', record, 'status')
 if was == 'done' or was == 'failed' or was == 'canceled' then return {-1, 'terminal'} end
 if not holds(record, lease, token) then return lost(record) end
+if offset ~= '' then  -- the run's last checkpoint, held back to ride with its finish
+  local len = redis.call('LLEN', msgs)
+  if len ~= tonumber(offset) then
+    return redis.error_reply('journal: expected ' .. offset .. ' messages, found ' .. len)
+  end
+  for i = 14, 13 + m do redis.call('RPUSH', msgs, ARGV[i]) end
+  redis.call('HSET', record, 'state', state, 'msg_count', len + m)
+  if len + m > 0 then redis.call('EXPIRE', msgs, retention) end
+end
 add_events(stream, events, retention)
 redis.call('HSET', record, 'status', status, 'result', result, 'updated', now, 'ended', now)
-for i = 11, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
+for i = 14 + m, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
 redis.call('EXPIRE', record, retention)
 redis.call('DEL', lease)
 redis.call('ZREM', deadlines, run_id)

@@ -59,6 +59,23 @@ async def test_the_next_child_with_a_similar_task_gets_the_prior_reflections_bef
     assert "timed out on the middleware" in users[-2] and users[-2].endswith("\n---\n</prior_reflections>")
 
 
+async def test_the_children_of_one_delegate_call_are_searched_with_one_read_of_the_store():
+    class Counting(MemoryReflectionStore):
+        reads = 0
+
+        async def newest(self, limit: int) -> list[str]:
+            Counting.reads += 1
+            return await super().newest(limit)
+
+    store = Counting()
+    team = Team()
+    team.add("lead", [delegate(*({"agent": "worker", "task": f"{TASK} {i}"} for i in range(3))), "ok"],
+             max_delegation_depth=1, reflections=store)
+    team.add("worker", [complete("done")] * 3)
+    await team.spawn("lead").run("go")
+    assert Counting.reads == 1
+
+
 def test_a_note_is_relevant_when_two_words_of_four_characters_of_the_task_appear_in_it():
     assert relevant("fix the Auth middleware", "AUTH broke the MIDDLEWARE")
     assert not relevant("fix the auth middleware", "middleware only; fix the bug")  # "fix", "the" are short

@@ -4,6 +4,8 @@ reply is never requested again, and a step whose lease is lost writes nothing.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -69,6 +71,27 @@ async def waiting_parent(journal: Journal) -> str:
     return ids[0]
 
 
+async def test_a_child_whose_last_step_only_called_the_model_ends_in_one_write(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+):
+    child = await waiting_parent(journal)
+    executor = Executor(Context(["the answer"]), journal, Sent(), CancelWatch(journal.client, journal.keys),
+                        hostname="w1")
+    checkpoints: list[int] = []
+    write = Journal._write_checkpoint
+
+    async def counted(self: Journal, *args: Any, **kwargs: Any) -> tuple[int, bool]:
+        checkpoints.append(1)
+        return await write(self, *args, **kwargs)
+
+    monkeypatch.setattr(Journal, "_write_checkpoint", counted)
+    assert (await executor.advance(child, "root")).outcome == "done"
+    assert checkpoints == [], "the final reply rides with the finish"
+    record = await journal.record(child)
+    assert record is not None and record.status == "done"
+    assert [m.text_content() for m in await journal.messages(child, record.msg_count)][-2:] == ["answer", "the answer"]
+
+
 async def test_retried_finish_after_the_final_checkpoint_joins_the_journaled_reply(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ):
@@ -112,3 +135,35 @@ async def test_step_whose_lease_is_taken_over_is_abandoned_without_writing(journ
     record = await journal.fields(child)
     assert record["status"] == "running" and "result" not in record
     assert sent.tasks == []
+
+
+async def _stream_kinds(journal: Journal) -> list[list[str]]:
+    """The kinds of the events of each entry of session ``s``'s stream."""
+    entries = await journal.client.xrange(journal.keys.events("s"))
+    return [[e["kind"] for e in json.loads(fields["events"])] for _, fields in entries]
+
+
+async def test_a_quick_child_writes_its_started_event_with_its_finish(journal: Journal):
+    child = await waiting_parent(journal)
+    executor = Executor(Context(["the answer"]), journal, Sent(), CancelWatch(journal.client, journal.keys),
+                        hostname="w1")
+    assert (await executor.advance(child, "root")).outcome == "done"
+    kinds = await _stream_kinds(journal)
+    assert len(kinds) == 1, kinds
+    assert kinds[0][0] == "run_started" and kinds[0][-1] == "run_finished"
+
+
+async def test_a_slow_childs_started_event_shows_while_its_step_is_in_flight(journal: Journal):
+    child = await waiting_parent(journal)
+    executor = Executor(Context([{"text": "slow", "delay": 30}]), journal, Sent(),
+                        CancelWatch(journal.client, journal.keys), hostname="w1")
+    step = asyncio.create_task(executor.advance(child, "root"))
+    try:
+        async with asyncio.timeout(10):
+            while not any("run_started" in kinds for kinds in await _stream_kinds(journal)):  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        assert not step.done()
+    finally:
+        step.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await step

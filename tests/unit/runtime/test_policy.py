@@ -56,17 +56,6 @@ async def test_a_failed_child_stops_its_unfinished_siblings_of_the_same_call_onl
         assert await client.hget(keys.run(kids[other]["id"]), "stop") is None
 
 
-async def test_a_stopped_run_says_why_before_its_next_model_call(pool):
-    from shelly_dist.agent.stops import SiblingFailed
-
-    policy, client, keys = pool
-    kids = await _children(client, keys, {"1:call_1:0": "failed", "1:call_1:1": "running"})
-    await policy.check_stop(kids["1:call_1:1"]["id"])  # not stopped yet: goes ahead
-    await policy.stop_siblings("p", "1:call_1:0")
-    with pytest.raises(SiblingFailed, match="canceled: sibling failed"):
-        await policy.check_stop(kids["1:call_1:1"]["id"])
-
-
 async def test_a_stopped_sibling_waiting_on_its_own_children_takes_them_with_it(pool):
     policy, client, keys = pool
     kids = await _children(client, keys, {"1:call_1:0": "failed", "1:call_1:1": "waiting"})

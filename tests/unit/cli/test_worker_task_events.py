@@ -1,0 +1,36 @@
+"""``distributed.task_events``: workers send Celery's task events (Flower's task list) by default,
+and none when it is false."""
+
+from __future__ import annotations
+
+from shelly_dist.cli.worker import celery_argv
+from shelly_dist.engine.config import parse_config
+from shelly_dist.engine.worker import runtime_settings
+from shelly_dist.runtime.celery.app import create_app
+from shelly_dist.runtime.celery.settings import RuntimeSettings
+
+CONFIG = """
+agents: [{name: a, provider: p}]
+providers: [{name: p, kind: scripted, model: m, script: {a: ["hi"]}}]
+distributed: {broker_url: "redis://127.0.0.1:6379/5"%s}
+"""
+
+
+def _settings(extra: str = "") -> RuntimeSettings:
+    return runtime_settings(parse_config(CONFIG % extra))
+
+
+def _argv(settings: RuntimeSettings) -> list[str]:
+    return celery_argv(settings, pool="threads", loglevel="INFO", queues=None, node="w@h", concurrency=None)
+
+
+def test_workers_send_task_events_for_flower_by_default():
+    settings = _settings()
+    assert "--task-events" in _argv(settings)
+    assert create_app(settings).conf.worker_send_task_events is True
+
+
+def test_task_events_false_leaves_them_off():
+    settings = _settings(", task_events: false")
+    assert "--task-events" not in _argv(settings)
+    assert create_app(settings).conf.worker_send_task_events is False
