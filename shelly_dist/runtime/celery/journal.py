@@ -25,6 +25,7 @@ from shelly_dist.runtime.celery import scripts
 from shelly_dist.runtime.celery.events import STREAM_MAXLEN
 from shelly_dist.runtime.celery.lease import Held, Lease, LeaseLost
 from shelly_dist.runtime.celery.record import TERMINAL, RunRecord
+from shelly_dist.runtime.celery.renewer import Renewer, renew_request
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import is_cluster, redis_errors
 from shelly_dist.state.keys import Keys
@@ -81,6 +82,8 @@ class Journal:
         self._drop = client.register_script(scripts.DROP)
         self._finish = client.register_script(scripts.FINISH)
         self._reap = client.register_script(scripts.REAP)
+        self.renewer = Renewer(settings, self.keys, clustered=self.clustered)
+        """Keeps this process's leases from a thread of its own (started by the first lease held)."""
 
     async def _run_script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """Run a journal script; a fencing refusal becomes :class:`LeaseLost`, other Redis errors
@@ -242,10 +245,9 @@ class Journal:
     # -- the lease's writes (call them through :class:`Lease`) -----------------------------------
 
     async def _renew(self, lease: Lease) -> bool:
-        rid = lease.run_id
-        keys = [self.keys.run_lease(rid), self.keys.tree_deadlines(lease.record.root)]
-        return bool(await self._run_script(self._renew_script, keys,
-                                           [lease.token, self.settings.lease_ms, _ms(time.time()), rid]))
+        keys, args = renew_request(self.keys, self.settings, [lease], time.time())
+        kept = await self._run_script(self._renew_script, keys, args)
+        return bool(int(kept[0]))
 
     async def _expect_children(
         self, lease: Lease, requests: list[ChildRequest], iteration: int, fingerprint: str

@@ -3,10 +3,11 @@
 DESIGN §3 rule 3: the journal, not the broker, decides who advances a run. A claim returns a
 :class:`Lease` (the parsed record, the holder's token, the deadline); checkpoint, expect, release
 and finish are its methods, and each is fenced inside its Lua script by the token, so fencing
-cannot be forgotten. While a step is in flight :meth:`Lease.heartbeat` renews the lease every
-quarter of its length; a renewal that is refused (someone else holds the run now) or that cannot
-reach Redis before the lease lapses marks the lease lost and cancels the step, which then writes
-nothing (every write would be refused anyway) and is abandoned.
+cannot be forgotten. While a step is in flight :meth:`Lease.heartbeat` has the process's renewer
+(:mod:`.renewer`, a thread of its own, so a busy or blocked event loop cannot delay it) renew the
+lease every quarter of its length; a renewal that is refused (someone else holds the run now) or
+that cannot reach Redis before the lease lapses marks the lease lost and cancels the step, which
+then writes nothing (every write would be refused anyway) and is abandoned.
 
 A coordinator's root run has no lease key: the coordinator process is its only writer, and its
 token is stored as the record's ``owner`` (see :meth:`Journal.open_root`); it is never heartbeaten
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,13 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from shelly_dist.agent import ChildRequest, RunState
 from shelly_dist.chats import Message
-from shelly_dist.errors import RunError, StoreError
+from shelly_dist.errors import RunError
 from shelly_dist.runtime.celery.record import RunRecord
 
 if TYPE_CHECKING:
     from shelly_dist.runtime.celery.journal import Journal
-
-logger = logging.getLogger(__name__)
 
 
 class LeaseLost(RunError):
@@ -129,29 +127,11 @@ class Lease:
 
     @contextlib.asynccontextmanager
     async def heartbeat(self, step: asyncio.Task[Any]) -> AsyncIterator[None]:
-        """Renew the lease while the body runs; if it is lost, mark it and cancel ``step``."""
-        beat = asyncio.create_task(self._beat(step), name=f"lease:{self.run_id}")
+        """Keep the lease while the body runs (the process's :class:`~.renewer.Renewer` renews it
+        from its own thread); if it is lost, it is marked and ``step`` cancelled."""
+        renewer = self.journal.renewer
+        renewer.hold(self, step)
         try:
             yield
         finally:
-            beat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beat
-
-    async def _beat(self, step: asyncio.Task[Any]) -> None:
-        interval = self.journal.settings.heartbeat_interval
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                if await self.renew():
-                    continue
-                reason = "held by another worker"
-            except StoreError as exc:
-                if time.time() + interval < self.deadline:
-                    logger.warning("run %s: lease renewal failed (%s); retrying", self.run_id, exc)
-                    continue
-                reason = f"not renewed before it lapsed ({exc})"
-            logger.warning("run %s: lease lost (%s); abandoning the step", self.run_id, reason)
-            self.lost = True
-            step.cancel()
-            return
+            renewer.release(self)

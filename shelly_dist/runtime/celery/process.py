@@ -113,6 +113,8 @@ class WorkerProcess:
         return await asyncio.ensure_future(coro)
 
     def close(self) -> None:
+        self.executor.journal.renewer.close()
+
         async def _close() -> None:
             await self._reaper.aclose()
             await self._cancel.aclose()

@@ -19,8 +19,9 @@ can therefore write nothing, however late its writes arrive.
   not. The lease's deadline goes into the tree's deadline index for the reaper. Given the session's
   instance counter (an optional last key, on a single Redis only: it lives in the session's slot), a
   fresh run also draws its instance number in the same step, once.
-* ``RENEW`` is the heartbeat: it extends the lease and its deadline only while the caller still
-  holds it.
+* ``RENEW`` keeps leases: for each (lease, deadlines) pair of keys it extends the lease and its
+  deadline only while the caller still holds it, and answers 1 (kept) or 0 (lost) per lease, so one
+  call renews every lease a process holds (:mod:`.renewer`).
 * ``EXPECT`` registers a parent's children *before* any is enqueued, so a child that finishes at
   once cannot bring the pending count to zero early; it returns the children not started yet (still
   ``queued``), so a redelivered parent re-enqueues only what may have been lost. A new child's
@@ -147,12 +148,20 @@ return out
 """
 
 RENEW = """
-local lease, deadlines = KEYS[1], KEYS[2]
-local token, ttl, now_ms, run_id = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-if redis.call('GET', lease) ~= token then return 0 end
-redis.call('PEXPIRE', lease, ttl)
-redis.call('ZADD', deadlines, now_ms + ttl, run_id)
-return 1
+local ttl, now_ms = tonumber(ARGV[1]), tonumber(ARGV[2])
+local kept = {}
+for i = 1, #KEYS / 2 do
+  local lease, deadlines = KEYS[2 * i - 1], KEYS[2 * i]
+  local token, run_id = ARGV[2 * i + 1], ARGV[2 * i + 2]
+  if redis.call('GET', lease) == token then
+    redis.call('PEXPIRE', lease, ttl)
+    redis.call('ZADD', deadlines, now_ms + ttl, run_id)
+    kept[i] = 1
+  else
+    kept[i] = 0
+  end
+end
+return kept
 """
 
 RELEASE = _FENCE + """

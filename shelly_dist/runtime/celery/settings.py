@@ -4,11 +4,14 @@ The runtime never reads the config file itself (the engine sits above it); it re
 
 How the durations relate (DESIGN §3 rule 3):
 
-* ``lease`` (seconds, default 10) is how long a run stays with a worker that stops answering. A
-  heartbeat renews it every quarter of its length while a step is in flight, so it is independent
-  of ``step_time_limit``: a step may run for many leases. When a worker dies, a reaper on any live
-  worker re-enqueues its run within about ``lease + reap_interval`` — the recovery time.
+* ``lease`` (seconds, default 10) is how long a run stays with a worker that stops answering. The
+  worker's renewer thread renews it every quarter of its length while a step is in flight, so it
+  is independent of ``step_time_limit`` (a step may run for many leases) and of how busy the event
+  loop is. When a worker dies, a reaper on any live worker re-enqueues its run within about
+  ``lease + reap_interval`` — the recovery time.
 * ``step_time_limit`` bounds one step (a model call and its tools); a step over it fails the run.
+  It also bounds how long a worker's event loop may go without running before the renewer takes
+  it for hung and lets its leases lapse (see ``renewer.py``).
 * ``visibility_timeout`` is only the Redis broker's backstop for a message whose worker died: no
   correctness depends on it. A redelivered message whose run is leased by a live worker is dropped
   (the lease holder, or the reaper if it dies, carries the run on), so a step longer than the
@@ -39,7 +42,7 @@ class RuntimeSettings:
     poll_interval: float = 1.0
     """Seconds a waiter re-reads Redis when no wake-up arrives (lost pub/sub costs at most this)."""
     lease: float = 10.0
-    """Seconds a run stays with a worker that stopped renewing its lease (heartbeat every lease/4)."""
+    """Seconds a run stays with a worker that stopped renewing its lease (renewed every lease/4)."""
     reap_interval: float = 2.0
     """Seconds between two scans of the deadline indexes by each worker's reaper."""
     requeue_after: float = 30.0

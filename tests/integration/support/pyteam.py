@@ -1,25 +1,42 @@
 """A worker bootstrap for runtime tests that need no config file: a team of scripted agents.
 
 The team comes from ``$SHELLY_TEST_TEAM`` (JSON: ``{agent: {"replies": [...], "max_delegation_depth": n,
-"max_iterations": n}}``) and the runtime settings from ``$SHELLY_TEST_*`` variables, so a test can
-start real workers with ``SHELLY_WORKER_BOOTSTRAP=tests.integration.support.pyteam:worker_spec``.
+"max_iterations": n, "block_loop": true}}``) and the runtime settings from ``$SHELLY_TEST_*`` variables, so a
+test can start real workers with ``SHELLY_WORKER_BOOTSTRAP=tests.integration.support.pyteam:worker_spec``.
+
+``block_loop`` gives the agent a tool of that name that blocks its event loop (a synchronous sleep of
+``seconds``, as a CPU-heavy or sync tool would) and appends a line to ``$SHELLY_TEST_TOOL_LOG`` per run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
-from shelly_dist import Agent, AgentOptions, Registry, ScriptedCompleter
+from shelly_dist import Agent, AgentOptions, Registry, ScriptedCompleter, Tool, ToolBox
 from shelly_dist.runtime.celery import RuntimeSettings, WorkerSpec
+
+
+async def block_loop(arguments: str) -> str:
+    """Hold the event loop for ``seconds`` (no await), logging each start in ``$SHELLY_TEST_TOOL_LOG``."""
+    seconds = float(json.loads(arguments or "{}").get("seconds", 1))
+    with open(os.environ["SHELLY_TEST_TOOL_LOG"], "a") as log:  # noqa: ASYNC230 (blocking is the point)
+        log.write(f"{os.getpid()}\n")
+    time.sleep(seconds)  # noqa: ASYNC251 (blocking is the point)
+    return f"blocked the loop for {seconds:g}s"
+
+
+BLOCK_LOOP = Tool("block_loop", "block the event loop",
+                  {"type": "object", "properties": {"seconds": {"type": "number"}}}, block_loop)
 
 
 def build_registry(team: dict[str, Any]) -> Registry:
     registry = Registry()
     for name, spec in team.items():
         def factory(name: str = name, spec: dict[str, Any] = spec) -> Agent:
-            return Agent(
+            agent = Agent(
                 name,
                 spec.get("description", f"the {name}"),
                 completer=ScriptedCompleter(spec["replies"], name=name, repeat_last=spec.get("repeat_last", False)),
@@ -28,6 +45,9 @@ def build_registry(team: dict[str, Any]) -> Registry:
                     max_iterations=spec.get("max_iterations", 0),
                 ),
             )
+            if spec.get("block_loop"):
+                agent.add_toolboxes(ToolBox([BLOCK_LOOP], name="blocking"))
+            return agent
 
         registry.register(name, spec.get("description", f"the {name}"), factory)
     return registry
@@ -41,6 +61,7 @@ def settings_from_env() -> RuntimeSettings:
         key_prefix=os.environ["SHELLY_TEST_PREFIX"],
         step_time_limit=float(os.environ.get("SHELLY_TEST_STEP_LIMIT", "20")),
         visibility_timeout=float(os.environ.get("SHELLY_TEST_VISIBILITY", "30")),
+        lease=float(os.environ.get("SHELLY_TEST_LEASE", "10")),
         poll_interval=0.5,
     )
 

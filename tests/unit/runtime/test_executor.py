@@ -20,6 +20,7 @@ from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, Executor
 from shelly_dist.runtime.celery.journal import Journal, child_key
 from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 
@@ -51,9 +52,15 @@ class Sent:
 
 @pytest.fixture
 async def journal() -> AsyncIterator[Journal]:
-    client = fakeredis.FakeAsyncRedis(decode_responses=True)
+    server = fakeredis.FakeServer()
+    client = fakeredis.FakeAsyncRedis(server=server, decode_responses=True)
     settings = RuntimeSettings(broker_url="redis://", redis_url="redis://", key_prefix=f"t:{uuid.uuid4().hex[:6]}:")
-    yield Journal(client, settings)
+    journal = Journal(client, settings)
+    # The renewer's thread talks to the same fake server through a client of its own.
+    journal.renewer = Renewer(settings, journal.keys,
+                              connect=lambda: fakeredis.FakeRedis(server=server, decode_responses=True))
+    yield journal
+    journal.renewer.close()
     await client.aclose()
 
 

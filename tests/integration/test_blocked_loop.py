@@ -1,0 +1,65 @@
+"""A step that blocks its worker's event loop keeps its run (issue 12/16): the lease is renewed
+from the worker's renewer thread, not from the loop — real Redis, real ``shelly worker``
+subprocesses, the lease shortened to 2 s (the subject of the test)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from shelly_dist import Message, Role
+from shelly_dist.runtime.celery import CeleryRuntime, RuntimeSettings
+from shelly_dist.state.keys import Keys
+
+from .cluster import Cluster, wait_until
+from .support.pyteam import build_registry
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+REPO = Path(__file__).resolve().parents[2]
+LEASE = 2.0
+BLOCK = 6.0
+"""Seconds the tool holds the loop: three leases, so a loop-driven heartbeat would lose the run."""
+
+
+def _delegate(agent: str) -> dict[str, object]:
+    task = {"agent": agent, "task": "t", "context": ""}
+    return {"tool_calls": [{"name": "delegate", "arguments": {"tasks": [task]}}]}
+
+
+async def test_a_step_blocking_its_event_loop_for_three_leases_runs_once_on_its_worker(
+    cluster: Cluster, tmp_path: Path
+):
+    log = tmp_path / "block_loop.log"
+    team = {
+        "lead": {"replies": [_delegate("blocker"), "lead done"], "max_delegation_depth": 1},
+        "blocker": {"replies": [{"tool_calls": [{"name": "block_loop", "arguments": {"seconds": BLOCK}}]}, "unblocked"],
+                    "block_loop": True},
+    }
+    env = {"SHELLY_WORKER_BOOTSTRAP": "tests.integration.support.pyteam:worker_spec", "PYTHONPATH": str(REPO),
+           "SHELLY_TEST_TEAM": json.dumps(team), "SHELLY_TEST_BROKER": cluster.broker_url,
+           "SHELLY_TEST_REDIS": cluster.redis_url, "SHELLY_TEST_QUEUE": cluster.queue,
+           "SHELLY_TEST_PREFIX": cluster.prefix, "SHELLY_TEST_LEASE": str(LEASE), "SHELLY_TEST_TOOL_LOG": str(log)}
+    cluster.start_worker("wa", env=env)
+    cluster.start_worker("wb", env=env)  # whose reaper would take the run over if its lease lapsed
+    settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url, queue=cluster.queue,
+                               key_prefix=cluster.prefix, lease=LEASE, poll_interval=0.2)
+    runtime = CeleryRuntime(settings, "test-team")
+    try:
+        outcome = await asyncio.wait_for(
+            runtime.execute(build_registry(team).spawn("lead"), [Message.text("user", Role.USER, "go")],
+                            session=uuid.uuid4().hex[:16]), 120)
+    finally:
+        await runtime.aclose()
+    assert outcome.reply.text_content() == "lead done", f"{outcome.reply}\n{cluster.worker_log()}"
+    assert len(log.read_text().split()) == 1, f"the tool ran more than once\n{cluster.worker_log()}"
+    child = wait_until(lambda: next((k for k in cluster.redis.scan_iter(match=cluster.prefix + "run:*")
+                                     if k.count(":") == 3 and cluster.redis.hget(k, "agent") == "blocker"), None),
+                       10, "the blocker's run record")
+    journal = cluster.redis.lrange(Keys(cluster.prefix).run_msgs(cluster.redis.hget(child, "id")), 0, -1)
+    assert any(f"blocked the loop for {BLOCK:g}s" in m for m in journal), \
+        f"the step was redone elsewhere: {journal}\n{cluster.worker_log()}"

@@ -1,0 +1,143 @@
+"""The process's lease renewer on fakeredis (Lua): one round trip renews every lease, a blocked
+event loop keeps its leases, a hung one lets them lapse."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import fakeredis
+import pytest
+
+from shelly_dist.runtime.celery.journal import Journal
+from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.renewer import Renewer
+from shelly_dist.runtime.celery.settings import RuntimeSettings
+
+
+class Counting(fakeredis.FakeRedis):
+    """A synchronous fake client that remembers the name of every command it sends."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sent: list[str] = []
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.sent.append(str(args[0]).upper())
+        return super().execute_command(*args, **options)
+
+
+class World:
+    """A journal on a fake server, and a sync view of that server for the test's own reads."""
+
+    def __init__(self, lease: float) -> None:
+        self.server = fakeredis.FakeServer()
+        self.settings = RuntimeSettings(broker_url="redis://", redis_url="redis://", lease=lease,
+                                        key_prefix=f"t:{uuid.uuid4().hex[:6]}:")
+        self.journal = Journal(fakeredis.FakeAsyncRedis(server=self.server, decode_responses=True), self.settings)
+        self.redis = fakeredis.FakeRedis(server=self.server, decode_responses=True)
+        self.renewers: list[Renewer] = []
+
+    def renewer(self, *, clustered: bool = False, hang_limit: float | None = None) -> tuple[Renewer, Counting]:
+        client = Counting(server=self.server, decode_responses=True)
+        renewer = Renewer(self.settings, self.journal.keys, clustered=clustered, connect=lambda: client,
+                          hang_limit=hang_limit)
+        self.renewers.append(renewer)
+        return renewer, client
+
+    async def lease(self, run_id: str, root: str | None = None) -> Lease:
+        """A claimed run: a root of its own tree, or a child of ``root``."""
+        if root is None:
+            await self.journal.create_root(run_id, agent="w", session="s", mode="worker", task="t", fingerprint="fp")
+        else:
+            await self.journal.client.hset(self.journal.keys.run(run_id),
+                                           mapping={"id": run_id, "root": root, "status": "queued", "agent": "w"})
+        claim = await self.journal.claim(run_id, root or run_id, f"tok-{run_id}", "w1")
+        assert claim.lease is not None, claim.outcome
+        return claim.lease
+
+    def deadline_ms(self, lease: Lease) -> float:
+        return self.redis.zscore(self.journal.keys.tree_deadlines(lease.record.root), lease.run_id) or 0.0
+
+    def holder(self, lease: Lease) -> str | None:
+        return self.redis.get(self.journal.keys.run_lease(lease.run_id))
+
+    async def aclose(self) -> None:
+        for r in self.renewers:
+            r.close()
+        self.redis.close()
+        await self.journal.client.aclose()
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    w = World(lease=600)  # ticks by hand: the thread's first tick is 150 s away
+    yield w
+    await w.aclose()
+
+
+@pytest.fixture
+async def fast() -> AsyncIterator[World]:
+    w = World(lease=0.4)  # the thread ticks every 0.1 s
+    yield w
+    await w.aclose()
+
+
+def block_loop_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    """Hold the calling event loop (a synchronous wait on its thread) until ``condition``."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
+        time.sleep(0.02)
+
+
+async def test_one_round_trip_renews_every_lease_the_process_holds(world: World):
+    leases = [await world.lease(f"root{i}") for i in range(5)]  # five trees
+    renewer, client = world.renewer()
+    step = asyncio.current_task()
+    assert step is not None
+    for lease in leases:
+        renewer.hold(lease, step)  # type: ignore[arg-type]
+        world.redis.pexpire(world.journal.keys.run_lease(lease.run_id), 1000)
+    await asyncio.to_thread(renewer.tick)  # loads the script
+    client.sent.clear()
+    await asyncio.to_thread(renewer.tick)
+    assert client.sent == ["EVALSHA"]
+    for lease in leases:
+        assert world.redis.pttl(world.journal.keys.run_lease(lease.run_id)) > 1000
+        assert world.holder(lease) == lease.token
+
+
+async def test_on_a_cluster_one_round_trip_renews_each_trees_leases(world: World):
+    leases = [await world.lease("rootA"), await world.lease("rootA-c1", "rootA"), await world.lease("rootB")]
+    renewer, client = world.renewer(clustered=True)
+    step = asyncio.current_task()
+    for lease in leases:
+        renewer.hold(lease, step)  # type: ignore[arg-type]
+    await asyncio.to_thread(renewer.tick)
+    client.sent.clear()
+    await asyncio.to_thread(renewer.tick)
+    assert client.sent == ["EVALSHA", "EVALSHA"]  # a script may touch one slot: one call per tree
+
+
+async def test_an_event_loop_blocked_for_several_leases_keeps_its_lease(fast: World):
+    lease = await fast.lease("root")
+    renewer, _ = fast.renewer()
+    renewer.hold(lease, asyncio.current_task())  # type: ignore[arg-type]
+    claimed_ms = fast.deadline_ms(lease)
+    # A step doing sync work on the loop for three leases' time: the renewer's thread renews anyway.
+    block_loop_until(lambda: fast.deadline_ms(lease) > claimed_ms + 3 * fast.settings.lease_ms, 10,
+                     "a renewal while the loop is blocked")
+    assert fast.holder(lease) == lease.token
+    assert not lease.lost
+
+
+async def test_a_hung_event_loop_lets_its_lease_lapse(fast: World):
+    lease = await fast.lease("root")
+    renewer, _ = fast.renewer(hang_limit=0.3)
+    renewer.hold(lease, asyncio.current_task())  # type: ignore[arg-type]
+    # The loop does not run for longer than the hang limit: its leases are no longer renewed.
+    block_loop_until(lambda: fast.holder(lease) is None, 10, "the hung loop's lease to lapse")
