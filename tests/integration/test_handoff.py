@@ -32,6 +32,23 @@ def run_json(cluster: Cluster, task: str) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
+def board_task_in_a_second_turn(cluster: Cluster, first_turn: str) -> tuple[str, str, dict[str, Any]]:
+    """Turn one opens a session, a task is created on its board, turn two's prompt is the task id
+    (the lead's script delegates on it with ``task_id: "{task}"``); the session, task id and the
+    second turn's output."""
+    session = run_json(cluster, first_turn)["session"]
+    made = cluster.shelly("tasks", "create", "the job", "--session", session)
+    assert made.returncode == 0, made.stderr
+    task_id = json.loads(made.stdout)["id"]
+    out = cluster.shelly("run", task_id, "--session", session, "--json", "--quiet", timeout=120)
+    assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
+    return session, task_id, json.loads(out.stdout)
+
+
+def board_status(cluster: Cluster, session: str, task_id: str) -> str:
+    return json.loads(cluster.shelly("tasks", "get", task_id, "--session", session).stdout)["status"]
+
+
 def entries(cluster: Cluster, session: str) -> list[dict[str, Any]]:
     """The delegate entries joined into the session's root run, in input order."""
     root = next(r for r in cluster.runs(session) if r["depth"] == "0")
@@ -84,3 +101,4 @@ def test_refused_handoffs_on_the_pool_are_entry_errors_with_shellys_texts(cluste
         'self-handoff is not allowed: "selfish" cannot hand off to itself',
         'handoff: agent "ghost" not found',
     ]
+

@@ -15,7 +15,7 @@ from shelly_dist.state import Keys
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
 
 from .cluster import Cluster, complete, scripted, wait_until
-from .test_handoff import delegate_all, run_json
+from .test_handoff import board_status, board_task_in_a_second_turn, delegate_all, run_json
 
 pytestmark = pytest.mark.integration
 
@@ -143,23 +143,6 @@ def test_a_child_that_neither_asks_nor_ends_within_question_timeout_is_an_entry_
         [{"agent": "slowpoke", "error": "question timeout (1s) exceeded for delegation d-1"}]]
 
 
-def _board_task_in_a_second_turn(cluster: Cluster, first_turn: str) -> tuple[str, str, dict[str, Any]]:
-    """Turn one opens a session, a task is created on its board, turn two's prompt is the task id
-    (the lead's script delegates on it with ``task_id: "{task}"``); the session, task id and the
-    second turn's output."""
-    session = run_json(cluster, first_turn)["session"]
-    made = cluster.shelly("tasks", "create", "the job", "--session", session)
-    assert made.returncode == 0, made.stderr
-    task_id = json.loads(made.stdout)["id"]
-    out = cluster.shelly("run", task_id, "--session", session, "--json", "--quiet", timeout=120)
-    assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
-    return session, task_id, json.loads(out.stdout)
-
-
-def board_status(cluster: Cluster, session: str, task_id: str) -> str:
-    return json.loads(cluster.shelly("tasks", "get", task_id, "--session", session).stdout)["status"]
-
-
 def on_board(agent: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "delegate", "arguments": {"tasks": [
         {"agent": agent, "task": f"{agent} task", "context": "ctx", "mode": "interactive", "task_id": "{task}"}]}}]}
@@ -175,7 +158,7 @@ def test_a_waiting_child_cancelled_by_its_parents_end_moves_its_board_task_to_fa
          {"name": "asker", "toolboxes": ["tasks"]}],
     )
     cluster.start_worker("solo", concurrency=1)
-    session, task_id, out = _board_task_in_a_second_turn(cluster, "hello")
+    session, task_id, out = board_task_in_a_second_turn(cluster, "hello")
     assert out["reply"] == "not answering"
     wait_until(lambda: board_status(cluster, session, task_id) == "failed", 60, "the task failed")
     asker = run_of(cluster, session, "asker")
@@ -195,7 +178,7 @@ def test_a_suspended_child_past_question_timeout_ends_and_moves_its_board_task_t
          {"name": "slowpoke", "toolboxes": ["tasks"]}],
     )
     cluster.start_worker("solo", concurrency=1)
-    session, task_id, out = _board_task_in_a_second_turn(cluster, "hello")
+    session, task_id, out = board_task_in_a_second_turn(cluster, "hello")
     assert out["reply"] == "lead done"
     wait_until(lambda: board_status(cluster, session, task_id) == "failed", 60, "the task failed")
     assert run_of(cluster, session, "slowpoke")["status"] == "canceled"
@@ -291,3 +274,31 @@ def test_a_failed_interactive_child_does_not_stop_its_siblings_under_fail_fast(c
     assert asked[0]["delegation_id"] == "d-1" and "simulated outage" in asked[1]["error"]
     assert answered == [{"agent": "asker", "result": "used REST",
                          "completion": {"status": "completed", "summary": "used REST"}}]
+
+
+def test_a_child_stopped_by_question_timeout_takes_its_own_delegated_children_with_it(cluster: Cluster):
+    # lead -> mid (interactive) -> dig (blocking, its model call held for minutes). mid is still
+    # waiting on dig when lead's question_timeout stops it: as embedded, where the cancel of mid's
+    # task cancels dig's, dig ends canceled too instead of running on.
+    with ModelServer(format="openai", default=Reply(text="dug", delay=120)) as server:
+        cluster.write_config(
+            [scripted(lead=[interactive("mid"), "lead done"], mid=[delegate_all(("dig", "dig deep")), "mid done"]),
+             {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+              "rate_limit": {"max_retries": 1, "base_delay": "10ms"}}],
+            [{"name": "lead", "options": {"max_delegation_depth": 2, "question_timeout": "5s", **INTERACTIVE}},
+             {"name": "mid", "options": {"max_delegation_depth": 2}},
+             {"name": "dig", "provider": "mock"}],
+            distributed={"step_time_limit": 600},
+        )
+        cluster.start_worker("w1", concurrency=2)
+        out = run_json(cluster, "go")
+        assert out["reply"] == "lead done"
+        assert server.requests, "dig's model call never started before the timeout"
+        session = out["session"]
+        ended = ("done", "failed", "canceled")
+        mid = wait_until(lambda: (r := run_of(cluster, session, "mid"))["status"] in ended and r, 60, "mid ended")
+        dig = wait_until(lambda: (r := run_of(cluster, session, "dig"))["status"] in ended and r, 60, "dig ended")
+    assert mid["status"] == "canceled"
+    assert dig["status"] == "canceled"
+    assert json.loads(cluster.redis.hget(Keys(cluster.prefix).run(dig["id"]), "result"))["error"] == \
+        "context canceled"

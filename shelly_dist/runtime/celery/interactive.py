@@ -18,7 +18,8 @@ unchanged: a join that completed without its resume sent is in the tree's deadli
 
 When the parent's run ends, :func:`close` answers each child still waiting with an error result
 and flags it stopped, so it ends at its next claim (Shelly cancels them) with
-:data:`~shelly_dist.agent.stops.DELEGATION_CLOSED`, its task on the board ``failed``.
+:data:`~shelly_dist.agent.stops.DELEGATION_CLOSED`, its task on the board ``failed``, and its own
+descendants with it (:func:`~.policy.stop_below`).
 
 Keys: the child's answers in ``…:run:{child}:children`` under ``ask:<iteration>:<call id>``, the
 question in the parent's ``…:run:{parent}:children``; all of one tree (one hash tag).
@@ -37,6 +38,7 @@ from shelly_dist.agent.stops import DELEGATION_CLOSED
 from shelly_dist.runtime.celery import round_timeout
 from shelly_dist.runtime.celery.journal import child_key
 from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.policy import stop_below
 from shelly_dist.runtime.celery.questions import answer_field, result_of
 from shelly_dist.runtime.celery.scripts import _FENCE
 from shelly_dist.state.connection import redis_errors
@@ -159,6 +161,8 @@ async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers:
         )
         if str(out[0]) == "ok" and int(out[1]) == 0:
             due.append(child)
+        if stop and str(out[0]) != "gone":
+            await stop_below(journal.client, keys, [child], stop)
     if not stop:
         await round_timeout.watch(lease, [d.request for d in delegations],
                                   [d.reply_to.get("run", "") for d in delegations], iteration, limit)

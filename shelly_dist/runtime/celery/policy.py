@@ -17,6 +17,10 @@ state in Redis, where every worker sees it.
   child run) and its run id on the cancel channel (the wake-up that aborts the in-flight step, as
   the tree cancel does).
   A stopped run ends with ``canceled: sibling failed`` and joins its parent like any child.
+
+:func:`stop_runs` is that stop, one mechanism for every stop of a subtree: an interactive child
+stopped by its delegation (:mod:`.round_timeout`, :func:`.interactive.close`) takes its own
+descendants with it through :func:`stop_below`, each ending ``canceled`` with ``context canceled``.
 """
 
 from __future__ import annotations
@@ -66,7 +70,6 @@ class PoolPolicy:
         self._keys = keys
         self.slots = RedisSlots(client, keys)
         self.slot_lease = slot_lease
-        self._stop_script = client.register_script(STOP)
 
     # -- max_concurrency -----------------------------------------------------------------------
 
@@ -129,23 +132,42 @@ class PoolPolicy:
         group = key.rsplit(":", 1)[0] + ":"
         with redis_errors("journal"):
             members = await self._client.smembers(self._keys.run_expected(parent))
-        return await self._stop([sibling_run_id(parent, m) for m in sorted(members)
-                                 if m.startswith(group) and m != key])
+        return await stop_runs(self._client, self._keys, [sibling_run_id(parent, m) for m in sorted(members)
+                                                          if m.startswith(group) and m != key], SIBLING_FAILED)
 
-    async def _stop(self, ids: list[str]) -> list[str]:
-        """Flag ``ids`` and their unfinished descendants, then wake the workers running them."""
-        stopped: list[str] = []
-        with redis_errors("journal"):
-            while ids:
-                hit = await self._stop_script(keys=[self._keys.run(i) for i in ids], args=[SIBLING_FAILED])
-                level = [ids[int(i) - 1] for i in hit]
-                stopped += level
-                async with self._client.pipeline(transaction=False) as pipe:
-                    for rid in level:
-                        pipe.smembers(self._keys.run_expected(rid))
-                    below = await pipe.execute()
-                ids = [sibling_run_id(rid, m) for rid, members in zip(level, below, strict=True)
-                       for m in sorted(members)]
-            for rid in stopped:  # one by one: a cluster client pipelines keyed commands only
-                await self._client.publish(self._keys.cancel_channel(), rid)
-        return stopped
+
+async def stop_runs(client: aioredis.Redis, keys: Keys, ids: list[str], reason: str) -> list[str]:
+    """Flag ``ids`` and their unfinished descendants stopped with ``reason``, then wake the workers
+    running them; returns the run ids flagged. A run already flagged (or ended) is skipped with its
+    subtree: whoever flagged it flagged that too."""
+    stopped: list[str] = []
+    script = client.register_script(STOP)
+    with redis_errors("journal"):
+        while ids:
+            hit = await script(keys=[keys.run(i) for i in ids], args=[reason])
+            level = [ids[int(i) - 1] for i in hit]
+            stopped += level
+            ids = await _children(client, keys, level)
+        for rid in stopped:  # one by one: a cluster client pipelines keyed commands only
+            await client.publish(keys.cancel_channel(), rid)
+    return stopped
+
+
+async def stop_below(client: aioredis.Redis, keys: Keys, parents: list[str], reason: str) -> list[str]:
+    """Stop the subtrees of ``parents``, runs their caller has just flagged stopped itself (an
+    interactive child whose delegation closed): as a cancelled in-process child takes its own
+    children with it; returns the run ids flagged."""
+    with redis_errors("journal"):
+        below = await _children(client, keys, parents)
+    return await stop_runs(client, keys, below, reason)
+
+
+async def _children(client: aioredis.Redis, keys: Keys, parents: list[str]) -> list[str]:
+    """The run ids of every child each of ``parents`` has dispatched."""
+    if not parents:
+        return []
+    async with client.pipeline(transaction=False) as pipe:
+        for rid in parents:
+            pipe.smembers(keys.run_expected(rid))
+        below = await pipe.execute()
+    return [sibling_run_id(rid, m) for rid, members in zip(parents, below, strict=True) for m in sorted(members)]

@@ -7,9 +7,10 @@ deadline), and every reaper scan (:func:`expire_due`) joins the timeout error (S
 entry of each child that has neither asked nor ended by then — stored only if absent, the parent's
 pending count decremented once, its resume due when that was the last (:data:`EXPIRE`) — and
 flags the child stopped, so it ends ``canceled`` with Shelly's ``context canceled``, its task on the
-board ``failed`` (a child that joins later changes nothing: its entry is refused). A child in a
-step is woken on the cancel channel; one suspended (on its own children, or on the user) is
-resumed to end. The deadline holds late by at most ``reap_interval``.
+board ``failed`` (a child that joins later changes nothing: its entry is refused), and its own
+descendants with it (:func:`~.policy.stop_below`). A child in a step is woken on the cancel
+channel; one suspended (on its own children, or on the user) is resumed to end. The deadline
+holds late by at most ``reap_interval``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.agent.stops import DELEGATION_CLOSED
 from shelly_dist.runtime.celery.journal import child_key
 from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.policy import stop_below
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 
@@ -102,8 +104,10 @@ async def expire_due(client: aioredis.Redis, keys: Keys, *, retention: int, requ
                       int((time.time() + requeue_after) * 1000), m["parent"]],
             )
             await client.zrem(due_key(keys), member)
-            if int(left) >= 0:
-                n += 1
+        if int(left) >= 0:
+            n += 1
+            await stop_below(client, keys, [m["child"]], DELEGATION_CLOSED)
+            with redis_errors("journal"):
                 await client.publish(keys.cancel_channel(), m["child"])
         if int(left) >= 0 and int(waiting):
             await resume(m["child"])
