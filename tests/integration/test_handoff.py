@@ -1,6 +1,6 @@
 """``handoff`` on the pool (behaviours 48–49 on real workers): the peer runs as the same delegation
 entry on any worker, its chat opened by ``<handoff_context>``; refused handoffs are entry errors
-with Shelly's texts."""
+with Shelly's texts; the peer re-claims the delegation's board task."""
 
 from __future__ import annotations
 
@@ -102,3 +102,20 @@ def test_refused_handoffs_on_the_pool_are_entry_errors_with_shellys_texts(cluste
         'handoff: agent "ghost" not found',
     ]
 
+
+def test_the_peer_of_a_handoff_on_the_pool_re_claims_the_board_task(cluster: Cluster):
+    cluster.write_config(
+        [scripted(lead=["ready", {"tool_calls": [{"name": "delegate", "arguments": {"tasks": [
+                            {"agent": "planner", "task": "code it", "context": "ctx", "task_id": "{task}"}]}}]},
+                        "lead done"],
+                  planner=[handoff("coder")], coder=[complete("coded it")])],
+        [{"name": "lead", "toolboxes": ["tasks"], "options": {"max_delegation_depth": 1}},
+         {"name": "planner", "toolboxes": ["tasks"], "options": {"max_handoffs": 3}},
+         {"name": "coder", "toolboxes": ["tasks"]}],
+    )
+    cluster.start_worker("solo", concurrency=1)
+    session, task_id, out = board_task_in_a_second_turn(cluster, "hello")
+    assert out["reply"] == "lead done"
+    task = json.loads(cluster.shelly("tasks", "get", task_id, "--session", session).stdout)
+    coder = next(r for r in cluster.runs(session) if r["agent"] == "coder")
+    assert (task["status"], task["assignee"]) == ("completed", coder["instance"])
