@@ -276,29 +276,54 @@ def test_a_failed_interactive_child_does_not_stop_its_siblings_under_fail_fast(c
                          "completion": {"status": "completed", "summary": "used REST"}}]
 
 
+def run_lead_mid_dig(cluster: Cluster, server: ModelServer, *, lead: list[Any], mid: list[Any],
+                     **lead_options: Any) -> dict[str, Any]:
+    """Run lead -> mid (interactive) -> dig, whose model is ``server``, on a worker of two slots;
+    ``run``'s JSON."""
+    cluster.write_config(
+        [scripted(lead=lead, mid=mid),
+         {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+          "rate_limit": {"max_retries": 1, "base_delay": "10ms"}}],
+        [{"name": "lead", "options": {"max_delegation_depth": 2, **lead_options, **INTERACTIVE}},
+         {"name": "mid", "options": {"max_delegation_depth": 2}},
+         {"name": "dig", "provider": "mock"}],
+        distributed={"step_time_limit": 600},
+    )
+    cluster.start_worker("w1", concurrency=2)
+    return run_json(cluster, "go")
+
+
+def ended(cluster: Cluster, session: str, agent: str) -> dict[str, str]:
+    """``agent``'s run once it has ended (a generous deadline)."""
+    return wait_until(lambda: (r := run_of(cluster, session, agent))["status"] in ("done", "failed", "canceled")
+                      and r, 60, f"{agent} ended")
+
+
 def test_a_child_stopped_by_question_timeout_takes_its_own_delegated_children_with_it(cluster: Cluster):
     # lead -> mid (interactive) -> dig (blocking, its model call held for minutes). mid is still
     # waiting on dig when lead's question_timeout stops it: as embedded, where the cancel of mid's
     # task cancels dig's, dig ends canceled too instead of running on.
     with ModelServer(format="openai", default=Reply(text="dug", delay=120)) as server:
-        cluster.write_config(
-            [scripted(lead=[interactive("mid"), "lead done"], mid=[delegate_all(("dig", "dig deep")), "mid done"]),
-             {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
-              "rate_limit": {"max_retries": 1, "base_delay": "10ms"}}],
-            [{"name": "lead", "options": {"max_delegation_depth": 2, "question_timeout": "5s", **INTERACTIVE}},
-             {"name": "mid", "options": {"max_delegation_depth": 2}},
-             {"name": "dig", "provider": "mock"}],
-            distributed={"step_time_limit": 600},
-        )
-        cluster.start_worker("w1", concurrency=2)
-        out = run_json(cluster, "go")
+        out = run_lead_mid_dig(cluster, server, lead=[interactive("mid"), "lead done"],
+                               mid=[delegate_all(("dig", "dig deep")), "mid done"], question_timeout="5s")
         assert out["reply"] == "lead done"
         assert server.requests, "dig's model call never started before the timeout"
-        session = out["session"]
-        ended = ("done", "failed", "canceled")
-        mid = wait_until(lambda: (r := run_of(cluster, session, "mid"))["status"] in ended and r, 60, "mid ended")
-        dig = wait_until(lambda: (r := run_of(cluster, session, "dig"))["status"] in ended and r, 60, "dig ended")
+        mid, dig = ended(cluster, out["session"], "mid"), ended(cluster, out["session"], "dig")
     assert mid["status"] == "canceled"
+    assert dig["status"] == "canceled"
+    assert json.loads(cluster.redis.hget(Keys(cluster.prefix).run(dig["id"]), "result"))["error"] == \
+        "context canceled"
+
+
+def test_a_waiting_child_cancelled_by_its_parents_end_takes_its_own_delegated_children_with_it(cluster: Cluster):
+    # mid delegates to dig (its model call held for minutes) and asks lead in the same reply; lead
+    # ends without answering: mid is cancelled, and dig with it.
+    both = {"tool_calls": [delegate_all(("dig", "dig deep"))["tool_calls"][0],
+                           ask_parent("Which colour?")["tool_calls"][0]]}
+    with ModelServer(format="openai", default=Reply(text="dug", delay=120)) as server:
+        out = run_lead_mid_dig(cluster, server, lead=[interactive("mid"), "not answering"], mid=[both, "mid done"])
+        assert out["reply"] == "not answering"
+        dig = ended(cluster, out["session"], "dig")
     assert dig["status"] == "canceled"
     assert json.loads(cluster.redis.hget(Keys(cluster.prefix).run(dig["id"]), "result"))["error"] == \
         "context canceled"
