@@ -305,7 +305,7 @@ def test_a_child_stopped_by_question_timeout_takes_its_own_delegated_children_wi
     # task cancels dig's, dig ends canceled too instead of running on.
     with ModelServer(format="openai", default=Reply(text="dug", delay=120)) as server:
         out = run_lead_mid_dig(cluster, server, lead=[interactive("mid"), "lead done"],
-                               mid=[delegate_all(("dig", "dig deep")), "mid done"], question_timeout="5s")
+                               mid=[delegate_all(("dig", "dig deep")), "mid done"], question_timeout="10s")
         assert out["reply"] == "lead done"
         assert server.requests, "dig's model call never started before the timeout"
         mid, dig = ended(cluster, out["session"], "mid"), ended(cluster, out["session"], "dig")
