@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chaos.faults import RedisServer
 from tests.chaos.workload import Workload
 from tests.integration.cluster import Cluster, wait_until
+from tests.integration.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
 
