@@ -17,6 +17,8 @@ import time
 import uuid
 from typing import Any
 
+from kombu.exceptions import OperationalError
+
 from shelly_dist.agent import Agent, ChildRequest, DelegateEntry, Run
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import RunCancelled, RunError
@@ -40,6 +42,9 @@ logger = logging.getLogger(__name__)
 
 NO_WORKER_HINT = 30.0
 """Seconds after which a coordinator whose children have not started says why it may be waiting."""
+
+SUBMIT_OUTAGE = 60.0
+"""Seconds a submission waits out a Redis that does not answer before it fails."""
 
 DRAIN_LIMIT = 30.0
 """Seconds the live view's tail may take, once the run has ended, to read the rest of the stream
@@ -76,7 +81,14 @@ class CeleryRuntime:
         Redis (the engine uses it when no terminal answers)."""
 
     async def _send(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        await asyncio.to_thread(self.app.send_task, name, args=args, kwargs=kwargs, queue=self.settings.queue)
+        """Send a task of a run already in the journal with its deadline (a queued root, a child
+        registered by ``EXPECT``, a completed join): a broker that does not take it now (cut,
+        restarting) is logged, not raised — a worker's reaper sends it when the deadline passes."""
+        try:
+            await asyncio.to_thread(self.app.send_task, name, args=args, kwargs=kwargs, queue=self.settings.queue)
+        except (OperationalError, OSError) as exc:
+            logger.warning("coordinator: the broker did not take %s of run %s (%s); a worker's reaper sends it "
+                           "within about %gs", name, args[0] if args else "?", exc, self.settings.requeue_after)
 
     # -- top-level runs in this process --------------------------------------------------------
 
@@ -144,9 +156,12 @@ class CeleryRuntime:
         run_id = run_id or uuid.uuid4().hex[:12]
         messages = [Message.text("user", Role.USER, task)] if isinstance(task, str) else task
         task = messages[-1].text_content() if messages else ""
-        created = await self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
-                                                 fingerprint=self.fingerprint, messages=messages,
-                                                 if_absent=explicit)
+        # Safe to repeat (the same record, indexed with NX), so a Redis outage is waited out.
+        created = await read_through(
+            "submit", lambda: self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
+                                                       fingerprint=self.fingerprint, messages=messages,
+                                                       if_absent=explicit),
+            until=time.monotonic() + SUBMIT_OUTAGE)
         if not created:
             record = await self.journal.record(run_id)
             if record is None or record.status != "queued":
