@@ -17,15 +17,13 @@ import time
 import uuid
 from typing import Any
 
-from kombu.exceptions import OperationalError
-
 from shelly_dist.agent import Agent, ChildRequest, DelegateEntry, Run
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import RunCancelled, RunError
 from shelly_dist.events import Event, EventSink
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome
-from shelly_dist.runtime.celery.app import create_app
+from shelly_dist.runtime.celery.app import create_app, send_run_task
 from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.events import StreamSink, last_id, not_before, read_entries
 from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children, enqueue_resume
@@ -81,14 +79,8 @@ class CeleryRuntime:
         Redis (the engine uses it when no terminal answers)."""
 
     async def _send(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        """Send a task of a run already in the journal with its deadline (a queued root, a child
-        registered by ``EXPECT``, a completed join): a broker that does not take it now (cut,
-        restarting) is logged, not raised — a worker's reaper sends it when the deadline passes."""
-        try:
-            await asyncio.to_thread(self.app.send_task, name, args=args, kwargs=kwargs, queue=self.settings.queue)
-        except (OperationalError, OSError) as exc:
-            logger.warning("coordinator: the broker did not take %s of run %s (%s); a worker's reaper sends it "
-                           "within about %gs", name, args[0] if args else "?", exc, self.settings.requeue_after)
+        await asyncio.to_thread(send_run_task, self.app, name, args, kwargs, queue=self.settings.queue,
+                                requeue_after=self.settings.requeue_after)
 
     # -- top-level runs in this process --------------------------------------------------------
 
