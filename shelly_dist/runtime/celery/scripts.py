@@ -14,9 +14,10 @@ otherwise. A worker whose lease lapsed (it stalled, or was presumed dead and its
 can therefore write nothing, however late its writes arrive.
 
 * ``CLAIM`` takes the run's lease (one task advances a run at a time; also when the tree is
-  canceled, so the claimer can finish the run as canceled), counts attempts without
-  progress, leaves a run of another config generation untouched (``foreign``) and returns the record, or why
-  not. The lease's deadline goes into the tree's deadline index for the reaper.
+  canceled, so the claimer can finish the run as canceled), counts attempts without progress
+  (not the claims of a run still waiting on its children: those run no step), leaves a run of
+  another config generation untouched (``foreign``) and returns the record, or why not. The
+  lease's deadline goes into the tree's deadline index for the reaper.
 * ``RENEW`` is the heartbeat: it extends the lease and its deadline only while the caller still
   holds it.
 * ``EXPECT`` registers a parent's children *before* any is enqueued, so a child that finishes at
@@ -129,8 +130,12 @@ if not redis.call('SET', lease, token, 'NX', 'PX', ttl) then return {'busy'} end
 redis.call('ZADD', deadlines, now_ms + ttl, run_id)
 redis.call('EXPIRE', deadlines, retention)
 if redis.call('HGET', root, 'canceled') == '1' then return {'canceled'} end
-local attempts = redis.call('HINCRBY', record, 'attempts', 1)
-if attempts > max_attempts then return {'exhausted', tostring(attempts - 1)} end
+-- A run still waiting on its children runs no step when claimed (its claimer releases it again):
+-- a redelivered or re-sent task of it is no attempt that could have killed a worker.
+if not (status == 'waiting' and tonumber(redis.call('HGET', record, 'pending') or '0') > 0) then
+  local attempts = redis.call('HINCRBY', record, 'attempts', 1)
+  if attempts > max_attempts then return {'exhausted', tostring(attempts - 1)} end
+end
 redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now, 'requeues', 0)
 local out = redis.call('HGETALL', record)
 table.insert(out, 1, 'ok')
