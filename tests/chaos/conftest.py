@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chaos.faults import RedisServer
 from tests.chaos.workload import Workload
 from tests.integration.cluster import Cluster, wait_until
+from tests.integration.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -55,11 +55,13 @@ class WorkerPool:
         self.rng = rng
         self.started = 0
         self.killed: list[str] = []
-        self.live = [self._start() for _ in range(size)]
+        self.live = self._start(size)
 
-    def _start(self) -> str:
-        self.started += 1
-        return self.cluster.start_worker(f"w{self.started}")
+    def _start(self, n: int = 1) -> list[str]:
+        """Start ``n`` workers at once and wait until each is ready."""
+        names = [f"w{self.started + i + 1}" for i in range(n)]
+        self.started += n
+        return self.cluster.start_workers(*names)
 
     def exited(self) -> list[str]:
         """The workers that exited on their own (nothing here restarts them)."""
@@ -70,7 +72,7 @@ class WorkerPool:
         self.cluster.kill_worker(victim)
         self.live.remove(victim)
         self.killed.append(victim)
-        self.live.append(self._start())
+        self.live += self._start()
         return victim
 
 

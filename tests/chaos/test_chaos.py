@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.conftest import ChaosCluster, Faults, WorkerPool
-from tests.chaos.faults import RedisServer, TcpProxy
 from tests.chaos.invariants import (
     assert_all_keys_have_ttl,
     assert_no_journaled_reply_requested_again,
@@ -26,6 +25,8 @@ from tests.chaos.invariants import (
     journal_text,
 )
 from tests.chaos.workload import Workload
+from tests.integration.support.proxy import TcpProxy
+from tests.integration.support.redis_server import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -120,19 +120,31 @@ class Cluster:
         """Start ``shelly worker`` as ``name@<cluster>`` (``env`` added to its environment); returns
         the hostname once it is ready. ``may_die``: the test expects the worker to die (a task that
         kills it may arrive before its first heartbeat), so an exit is not a failure here."""
-        hostname = f"{name}@{self.id}"
-        beat = self.root / f"{name}.heartbeat"
-        log = self.root / f"{name}.log"
-        self.logs[hostname] = log
-        self.workers[hostname] = subprocess.Popen(
-            [*self.wrapper, sys.executable, "-m", "shelly_dist.cli.main", "worker", "--concurrency", str(concurrency),
-             "--pool", pool, "--hostname", hostname, "--heartbeat-file", str(beat), "--loglevel", "INFO"],
-            cwd=self.root, env={**self.env(), **(env or {})}, stdout=log.open("wb"), stderr=subprocess.STDOUT,
-        )
-        wait_until(lambda: beat.exists() or self.workers[hostname].poll() is not None, 60, f"worker {hostname}")
-        if self.workers[hostname].poll() is not None and not may_die:
-            raise AssertionError(f"worker {hostname} exited:\n{log.read_text()[-3000:]}")
-        return hostname
+        return self.start_workers(name, concurrency=concurrency, pool=pool, env=env, may_die=may_die)[0]
+
+    def start_workers(
+        self, *names: str, concurrency: int = 8, pool: str = "threads", env: dict[str, str] | None = None,
+        may_die: bool = False,
+    ) -> list[str]:
+        """Start several workers at once (as :meth:`start_worker`), then wait until each is ready."""
+        started = []
+        for name in names:
+            hostname = f"{name}@{self.id}"
+            log = self.root / f"{name}.log"
+            self.logs[hostname] = log
+            self.workers[hostname] = subprocess.Popen(
+                [*self.wrapper, sys.executable, "-m", "shelly_dist.cli.main", "worker", "--concurrency",
+                 str(concurrency), "--pool", pool, "--hostname", hostname, "--heartbeat-file",
+                 str(self.root / f"{name}.heartbeat"), "--loglevel", "INFO"],
+                cwd=self.root, env={**self.env(), **(env or {})}, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+            )
+            started.append((name, hostname))
+        for name, hostname in started:
+            beat, proc = self.root / f"{name}.heartbeat", self.workers[hostname]
+            wait_until(lambda b=beat, p=proc: b.exists() or p.poll() is not None, 60, f"worker {hostname}")
+            if proc.poll() is not None and not may_die:
+                raise AssertionError(f"worker {hostname} exited:\n{self.logs[hostname].read_text()[-3000:]}")
+        return [hostname for _, hostname in started]
 
     def kill_worker(self, hostname: str) -> None:
         """``kill -9`` the worker: no warm shutdown, no acknowledgement of what it held."""

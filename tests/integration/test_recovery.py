@@ -24,10 +24,6 @@ pytestmark = pytest.mark.timeout(300)
 LEAF_DELAY = 8.0
 """Seconds the leaf's model call takes: time for the test to cut its worker off the broker."""
 
-PROXY_PORT = 6381
-"""This branch's port range (6381-6389): the proxy between a worker and the shared broker."""
-
-
 def _turns(req: RecordedRequest) -> int:
     return sum(1 for m in req.body.get("messages", []) if m.get("role") == "assistant")
 
@@ -160,9 +156,9 @@ def test_parent_whose_last_child_finished_but_whose_resume_was_never_sent_is_res
              {"name": "leaf", "provider": "mock"}],
             distributed=DEFAULTS,
         )
-        proxy = TcpProxy(PROXY_PORT, ("127.0.0.1", int(cluster.broker_url.rsplit(":", 1)[1].split("/")[0])))
+        proxy = TcpProxy(("127.0.0.1", int(cluster.broker_url.rsplit(":", 1)[1].split("/")[0]))).start()
         try:
-            w1 = cluster.start_worker("w1", env={"SHELLY_BROKER_URL": f"redis://127.0.0.1:{PROXY_PORT}/{BROKER_DB}"})
+            w1 = cluster.start_worker("w1", env={"SHELLY_BROKER_URL": f"redis://127.0.0.1:{proxy.port}/{BROKER_DB}"})
             coordinator = cluster.popen("run", "three levels", "--json")
             try:
                 server.wait_for_requests(1, timeout=60)  # the leaf's model call is in flight on w1
@@ -177,7 +173,7 @@ def test_parent_whose_last_child_finished_but_whose_resume_was_never_sent_is_res
                 if coordinator.poll() is None:
                     coordinator.kill()
         finally:
-            proxy.cut()
+            proxy.stop()
     assert coordinator.returncode == 0, f"{stderr}\n{cluster.worker_log()}"
     assert json.loads(stdout)["reply"] == "lead done"
     assert cluster.redis.hget(mid, "status") == "done"

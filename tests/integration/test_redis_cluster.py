@@ -36,6 +36,7 @@ from shelly_dist.tasks.redis import RedisBoard
 from shelly_dist.testing.model_server import ModelServer, Reply
 
 from .cluster import BROKER_DB, Cluster, complete, delegate, scripted, wait_until
+from .test_questions import finished, open_questions, tool_results
 
 pytestmark = pytest.mark.integration
 
@@ -327,27 +328,19 @@ def test_ask_user_on_the_pool_is_answered_with_shelly_answer_on_a_cluster(on_clu
     run = on_cluster.popen("run", "colour job", "--agent", "lead", "--json", "--quiet")
     try:
         session = on_cluster.session_ids()[0]
-
-        def listed() -> list[dict[str, Any]]:
-            out = on_cluster.shelly("questions", "--session", session, "--json")
-            assert out.returncode == 0, f"{out.stderr}\n{on_cluster.worker_log()}"
-            return json.loads(out.stdout)
-
-        (question,) = wait_until(listed, 90, "the asker's question")
+        (question,) = wait_until(lambda: open_questions(on_cluster, session), 90, "the asker's question")
         assert (question["id"], question["text"]) == ("q-1", "Which colour?")
         answered = on_cluster.shelly("answer", "--session", session, "q-1", "blue")
         assert answered.returncode == 0, answered.stderr
-        stdout, stderr = run.communicate(timeout=120)
+        out = finished(run, on_cluster)
     finally:
         if run.poll() is None:
             run.kill()
             run.communicate()
-    assert run.returncode == 0, f"{stderr}\n{on_cluster.worker_log()}"
-    assert json.loads(stdout)["reply"] == "lead done"
+    assert out["reply"] == "lead done"
     asker = next(r for r in on_cluster.runs(session) if r["agent"] == "asker")
-    msgs = [json.loads(m) for m in on_cluster.redis.lrange(Keys(on_cluster.prefix).run_msgs(asker["id"]), 0, -1)]
-    assert any(p.get("content") == "blue" for m in msgs if m["role"] == "tool" for p in m["parts"])
-    assert listed() == []
+    assert any(p.get("content") == "blue" for p in tool_results(on_cluster, asker["id"]))
+    assert open_questions(on_cluster, session) == []
 
 
 def test_a_question_past_its_timeout_is_answered_by_the_reaper_on_a_cluster(on_cluster: Cluster) -> None:
@@ -357,8 +350,7 @@ def test_a_question_past_its_timeout_is_answered_by_the_reaper_on_a_cluster(on_c
     assert out.returncode == 0, f"{out.stderr}\n{on_cluster.worker_log()}"
     session = json.loads(out.stdout)["session"]
     asker = next(r for r in on_cluster.runs(session) if r["agent"] == "asker")
-    msgs = [json.loads(m) for m in on_cluster.redis.lrange(Keys(on_cluster.prefix).run_msgs(asker["id"]), 0, -1)]
-    errors = [p for m in msgs if m["role"] == "tool" for p in m["parts"] if p.get("is_error")]
+    errors = [p for p in tool_results(on_cluster, asker["id"]) if p.get("is_error")]
     assert errors and errors[0]["content"] == "ask_user: no answer to q-1 within 1s (options.question_timeout)"
 
 

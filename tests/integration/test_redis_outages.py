@@ -24,7 +24,7 @@ import pytest
 from shelly_dist.state.keys import Keys
 
 from .cluster import DEFAULT_TIMING, Cluster, complete, delegate, scripted, wait_until
-from .redis_faults import FaultyRedis
+from .support.redis_server import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -37,10 +37,10 @@ before it answers, so the coordinator is waiting on it throughout."""
 
 
 @pytest.fixture
-def own(tmp_path: Path) -> Iterator[tuple[FaultyRedis, Cluster]]:
-    server = FaultyRedis(tmp_path)
+def own(tmp_path: Path) -> Iterator[tuple[RedisServer, Cluster]]:
+    server = RedisServer(tmp_path / "redis-data")
     server.start()
-    cluster = Cluster(tmp_path / "project", redis_url=server.url)
+    cluster = Cluster(tmp_path / "project", redis_url=server.url())
     try:
         yield server, cluster
     finally:
@@ -49,7 +49,7 @@ def own(tmp_path: Path) -> Iterator[tuple[FaultyRedis, Cluster]]:
         if not server.answers():
             server.start()
         cluster.stop()
-        server.close()
+        server.stop()
 
 
 class Lines:
@@ -80,32 +80,32 @@ def shelly(cluster: Cluster, *args: str) -> subprocess.Popen[str]:
                             env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def pause(server: FaultyRedis) -> float:
+def pause(server: RedisServer) -> float:
     server.pause()
     time.sleep(OUTAGE)  # the fault itself: Redis stays stopped this long
     server.resume()
     return time.monotonic()
 
 
-def restart(server: FaultyRedis) -> float:
+def restart(server: RedisServer) -> float:
     server.kill()
     server.start()
     return time.monotonic()
 
 
-def refuse(server: FaultyRedis) -> float:
+def refuse(server: RedisServer) -> float:
     server.stop()
     time.sleep(OUTAGE)  # the fault itself: connections are refused this long
     server.start()
     return time.monotonic()
 
 
-FAULTS: dict[str, Callable[[FaultyRedis], float]] = {"paused": pause, "restarted": restart, "refusing": refuse}
+FAULTS: dict[str, Callable[[RedisServer], float]] = {"paused": pause, "restarted": restart, "refusing": refuse}
 
 
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
-    own: tuple[FaultyRedis, Cluster], fault: str
+    own: tuple[RedisServer, Cluster], fault: str
 ) -> None:
     server, cluster = own
     cluster.write_config(
@@ -149,7 +149,7 @@ def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
                 proc.wait(10)
 
 
-def test_the_cli_watches_outlast_redis_refusing_connections(own: tuple[FaultyRedis, Cluster]) -> None:
+def test_the_cli_watches_outlast_redis_refusing_connections(own: tuple[RedisServer, Cluster]) -> None:
     server, cluster = own
     cluster.write_config([scripted(solo=["x"])], [{"name": "solo"}], distributed=DEFAULT_TIMING)
     session = uuid.uuid4().hex[:16]

@@ -15,6 +15,7 @@ from typing import Any
 
 from celery import Celery, Task
 from celery.signals import worker_shutdown
+from kombu.exceptions import OperationalError
 
 from shelly_dist.errors import ConfigError, MCPError, StoreError
 from shelly_dist.runtime.celery import (
@@ -67,6 +68,20 @@ def create_app(settings: RuntimeSettings) -> Celery:
     return app
 
 
+def send_run_task(
+    app: Celery, name: str, args: list[Any], kwargs: dict[str, Any], *, queue: str, requeue_after: float
+) -> None:
+    """Send the task of a run the journal already holds with its deadline (a queued root, children
+    registered by ``EXPECT``, a parent whose join completed, a re-enqueue by a reaper). A broker that
+    does not take it now (cut, restarting) is logged, not raised: failing the run for it would lose
+    work the journal keeps, and a worker's reaper sends the task once its deadline passes."""
+    try:
+        app.send_task(name, args=args, kwargs=kwargs, queue=queue)
+    except (OperationalError, OSError) as exc:
+        logger.warning("broker: did not take %s of run %s (%s); a worker's reaper sends it within about %gs",
+                       name, args[0] if args else "?", exc, requeue_after)
+
+
 def worker_process(app: Celery, hostname: str) -> WorkerProcess:
     """This process's :class:`WorkerProcess` for ``app``, opened (engine, MCP sessions) on first use.
 
@@ -80,7 +95,7 @@ def worker_process(app: Celery, hostname: str) -> WorkerProcess:
     queue = spec.settings.queue
 
     def send(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        app.send_task(name, args=args, kwargs=kwargs, queue=queue)
+        send_run_task(app, name, args, kwargs, queue=queue, requeue_after=spec.settings.requeue_after)
 
     return WorkerProcess.get(spec, send, hostname)
 

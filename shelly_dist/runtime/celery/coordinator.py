@@ -26,7 +26,7 @@ from shelly_dist.events import Event, EventSink
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome
 from shelly_dist.runtime.celery import interactive
-from shelly_dist.runtime.celery.app import create_app
+from shelly_dist.runtime.celery.app import create_app, send_run_task
 from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.events import StreamSink, last_id, not_before, read_entries
 from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children, enqueue_resume, resume_each
@@ -43,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 NO_WORKER_HINT = 30.0
 """Seconds after which a coordinator whose children have not started says why it may be waiting."""
+
+SUBMIT_OUTAGE = 60.0
+"""Seconds a submission waits out a Redis that does not answer before it fails."""
 
 DRAIN_LIMIT = 30.0
 """Seconds the live view's tail may take, once the run has ended, to read the rest of the stream
@@ -79,7 +82,8 @@ class CeleryRuntime:
         Redis (the engine uses it when no terminal answers)."""
 
     async def _send(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        await asyncio.to_thread(self.app.send_task, name, args=args, kwargs=kwargs, queue=self.settings.queue)
+        await asyncio.to_thread(send_run_task, self.app, name, args, kwargs, queue=self.settings.queue,
+                                requeue_after=self.settings.requeue_after)
 
     # -- top-level runs in this process --------------------------------------------------------
 
@@ -147,9 +151,12 @@ class CeleryRuntime:
         run_id = run_id or uuid.uuid4().hex[:12]
         messages = [Message.text("user", Role.USER, task)] if isinstance(task, str) else task
         task = messages[-1].text_content() if messages else ""
-        created = await self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
-                                                 fingerprint=self.fingerprint, messages=messages,
-                                                 if_absent=explicit)
+        # Safe to repeat (the same record, indexed with NX), so a Redis outage is waited out.
+        created = await read_through(
+            "submit", lambda: self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
+                                                       fingerprint=self.fingerprint, messages=messages,
+                                                       if_absent=explicit),
+            until=time.monotonic() + SUBMIT_OUTAGE)
         if not created:
             record = await self.journal.record(run_id)
             if record is None or record.status != "queued":

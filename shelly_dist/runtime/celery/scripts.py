@@ -14,11 +14,12 @@ otherwise. A worker whose lease lapsed (it stalled, or was presumed dead and its
 can therefore write nothing, however late its writes arrive.
 
 * ``CLAIM`` takes the run's lease (one task advances a run at a time; also when the tree is
-  canceled, so the claimer can finish the run as canceled), counts attempts without
-  progress, leaves a run of another config generation untouched (``foreign``) and returns the record, or why
-  not. The lease's deadline goes into the tree's deadline index for the reaper. Given the session's
-  instance counter (an optional last key, on a single Redis only: it lives in the session's slot), a
-  fresh run also draws its instance number in the same step, once.
+  canceled, so the claimer can finish the run as canceled), counts attempts without progress
+  (not the claims of a run still waiting on its children: those run no step), leaves a run of
+  another config generation untouched (``foreign``) and returns the record, or why not. The
+  lease's deadline goes into the tree's deadline index for the reaper. Given the session's
+  instance counter (an optional last key, on a single Redis only: it lives in the session's slot),
+  a fresh run also draws its instance number in the same step, once.
 * ``RENEW`` keeps leases: for each (lease, deadlines) pair of keys it extends the lease and its
   deadline only while the caller still holds it, and answers 1 (kept) or 0 (lost) per lease, so one
   call renews every lease a process holds (:mod:`.renewer`).
@@ -135,8 +136,12 @@ if not redis.call('SET', lease, token, 'NX', 'PX', ttl) then return {'busy'} end
 redis.call('ZADD', deadlines, now_ms + ttl, run_id)
 redis.call('EXPIRE', deadlines, retention)
 if redis.call('HGET', root, 'canceled') == '1' then return {'canceled'} end
-local attempts = redis.call('HINCRBY', record, 'attempts', 1)
-if attempts > max_attempts then return {'exhausted', tostring(attempts - 1)} end
+-- A run still waiting on its children runs no step when claimed (its claimer releases it again):
+-- a redelivered or re-sent task of it is no attempt that could have killed a worker.
+if not (status == 'waiting' and tonumber(redis.call('HGET', record, 'pending') or '0') > 0) then
+  local attempts = redis.call('HINCRBY', record, 'attempts', 1)
+  if attempts > max_attempts then return {'exhausted', tostring(attempts - 1)} end
+end
 redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now, 'requeues', 0)
 if counter and redis.call('HEXISTS', record, 'state') == 0 and redis.call('HEXISTS', record, 'instance_n') == 0 then
   redis.call('HSET', record, 'instance_n', redis.call('INCR', counter))

@@ -145,3 +145,14 @@ async def test_run_of_another_config_generation_is_left_unclaimed(journal: Journ
     assert (claim.outcome, claim.detail, claim.lease) == ("foreign", "old", None)
     assert (await journal.fields("root"))["attempts"] == "0"
     assert not await journal.client.exists(journal.keys.run_lease("root"))
+
+
+async def test_redelivered_tasks_of_a_parent_waiting_on_its_children_never_exhaust_its_attempts(journal: Journal):
+    parent = await root(journal)
+    await parent.expect([request(0)], 1, "fp")
+    await parent.release()
+    for i in range(journal.settings.max_attempts + 2):  # duplicates (broker redeliveries, reaper re-sends)
+        claim = await journal.claim("root", "root", f"dup-{i}", "w1")
+        assert claim.outcome == "ok" and claim.lease is not None, claim.outcome
+        assert await claim.lease.release() == 1  # still waiting: let go again, no step run
+    assert (await journal.record("root")).status == "waiting"
