@@ -20,9 +20,6 @@ if TYPE_CHECKING:
     from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 DEFAULT_THREADS = 100
-STARTUP_RETRIES = 3
-"""Broker connection attempts at start (about 12 s with kombu's back-off) before the worker gives
-up with one line; a supervisor (compose ``restart``, Kubernetes) starts it again."""
 LOOP_PROBE_TIMEOUT = 5.0
 """Seconds the event loop has to answer the heartbeat's probe before a beat is skipped."""
 
@@ -42,10 +39,10 @@ def _loop_alive() -> bool:
 def check_reachable(app: object) -> None:
     """Fail fast when the broker or Redis cannot be reached at start, instead of Celery retrying for
     many minutes: the error becomes one line naming the setting to fix (``cli.explain``)."""
+    from shelly_dist.runtime.celery.app import ensure_broker
     from shelly_dist.state.connection import sync_client
 
-    with app.connection_for_write() as conn:  # type: ignore[attr-defined]
-        conn.ensure_connection(max_retries=STARTUP_RETRIES)
+    ensure_broker(app)  # type: ignore[arg-type]  # a supervisor (compose, Kubernetes) restarts the worker
     client = sync_client(app.shelly_settings.redis_url, socket_connect_timeout=10)  # type: ignore[attr-defined]
     try:
         client.ping()

@@ -68,6 +68,20 @@ def create_app(settings: RuntimeSettings) -> Celery:
     return app
 
 
+BROKER_CHECK_RETRIES = 3
+"""Broker connection attempts (about 12 s with kombu's back-off) before a process that is about to
+use the broker for the first time gives up with the broker's error."""
+
+
+def ensure_broker(app: Celery, retries: int = BROKER_CHECK_RETRIES) -> None:
+    """Connect to ``app``'s broker once, raising kombu's ``OperationalError`` when it cannot be
+    reached. Called where a process starts using the broker (``shelly worker``'s start, a
+    coordinator's first run): a broker that is wrong or down fails there with one line
+    (``cli.explain``), while a broker that goes away later is waited out (:func:`send_run_task`)."""
+    with app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=retries)
+
+
 def send_run_task(
     app: Celery, name: str, args: list[Any], kwargs: dict[str, Any], *, queue: str, requeue_after: float
 ) -> None:

@@ -26,7 +26,7 @@ from shelly_dist.events import Event, EventSink
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome
 from shelly_dist.runtime.celery import interactive
-from shelly_dist.runtime.celery.app import create_app, send_run_task
+from shelly_dist.runtime.celery.app import create_app, ensure_broker, send_run_task
 from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.events import StreamSink, last_id, not_before, read_entries
 from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children, enqueue_resume, resume_each
@@ -36,7 +36,7 @@ from shelly_dist.runtime.celery.questions import Answered, answer, open_question
 from shelly_dist.runtime.celery.root_answerer import RootAnswerer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.blocking import read_through
-from shelly_dist.state.connection import connect
+from shelly_dist.state.connection import connect, redis_errors
 from shelly_dist.state.subscription import Subscription
 
 logger = logging.getLogger(__name__)
@@ -77,9 +77,24 @@ class CeleryRuntime:
         self.app = create_app(settings)
         self.client = connect(settings.redis_url, client_name="shelly-coordinator")
         self.journal = Journal(self.client, settings)
+        self._broker_checked: asyncio.Task[None] | None = None
         self.answerer = RootAnswerer(settings.poll_interval)
         """Answers the ``ask_user`` questions of the top-level runs this process drives, through
         Redis (the engine uses it when no terminal answers)."""
+
+    async def _check_broker(self) -> None:
+        """Before this process's first run: a Redis or a broker that cannot be reached fails that
+        run at once with its error (one line at the CLI), before anything is written; later sends
+        outlast a broker that goes away (:func:`send_run_task`). Checked once per process."""
+        if self._broker_checked is None or (self._broker_checked.done() and self._broker_checked.exception()):
+            self._broker_checked = asyncio.ensure_future(self._reachable())
+        await asyncio.shield(self._broker_checked)
+
+    async def _reachable(self) -> None:
+        # Redis first: with one Redis as both broker and store, its error names the store setting.
+        with redis_errors("coordinator"):
+            await self.client.ping()
+        await asyncio.to_thread(ensure_broker, self.app)
 
     async def _send(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
         await asyncio.to_thread(send_run_task, self.app, name, args, kwargs, queue=self.settings.queue,
@@ -90,6 +105,7 @@ class CeleryRuntime:
     async def execute(
         self, agent: Agent, messages: list[Message], *, session: str, run_id: str | None = None
     ) -> RunOutcome:
+        await self._check_broker()
         run_id = run_id or uuid.uuid4().hex[:12]
         task = next((m.text_content() for m in reversed(messages) if m.role == Role.USER), "")
         lease = await self.journal.open_root(run_id, agent=agent.config_name, session=session, task=task,
@@ -147,6 +163,7 @@ class CeleryRuntime:
         A given ``run_id`` is an idempotency key: when a run is already recorded under it, nothing
         is created, and it is sent again only while still ``queued`` (the first send may have died
         with the process that made it; a duplicate delivery is harmless, one claim starts it)."""
+        await self._check_broker()
         explicit = run_id is not None
         run_id = run_id or uuid.uuid4().hex[:12]
         messages = [Message.text("user", Role.USER, task)] if isinstance(task, str) else task

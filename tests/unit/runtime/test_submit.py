@@ -14,13 +14,17 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from shelly_dist.errors import StoreError
+from shelly_dist.runtime.celery import coordinator
 from shelly_dist.runtime.celery.coordinator import CeleryRuntime
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 
 @pytest.fixture
-async def runtime() -> AsyncIterator[CeleryRuntime]:
+async def runtime(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[CeleryRuntime]:
+    # The broker answered when the coordinator started using it (its first-run check); each test
+    # says what it does afterwards.
+    monkeypatch.setattr(coordinator, "ensure_broker", lambda app: None)
     settings = RuntimeSettings(broker_url="redis://127.0.0.1:1/0", redis_url="redis://127.0.0.1:1/0",
                                key_prefix=f"t:{uuid.uuid4().hex[:6]}:")
     rt = CeleryRuntime(settings, "fp")
@@ -59,3 +63,12 @@ async def test_a_submit_waits_out_a_redis_that_does_not_answer_for_a_moment(runt
     assert await runtime.submit("lead", "go", session="s", run_id="item2") == "item2"
     assert sent == ["item2"]
     assert (await runtime.journal.fields("item2"))["status"] == "queued"
+
+
+async def test_a_broker_unreachable_before_the_first_run_fails_it_writing_nothing(
+    runtime: CeleryRuntime, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(coordinator, "ensure_broker", refusing_broker)
+    with pytest.raises(OperationalError, match="Connection refused"):
+        await runtime.submit("lead", "go", session="s", run_id="item1")
+    assert await runtime.journal.fields("item1") == {}
