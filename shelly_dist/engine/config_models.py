@@ -153,6 +153,8 @@ class ScriptStep(OursSection):
     tool_calls: list[ScriptToolCall] = Field(default_factory=list)
     delay: float = Field(0.0, ge=0)
     error: str = ""
+    until: str = ""
+    """A file path: the reply waits until that file exists (tests and demos)."""
 
 
 def _str_or_obj(value: Any) -> str:

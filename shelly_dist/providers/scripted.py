@@ -8,7 +8,11 @@ and every instance of an agent replays its script from the start.
 A reply is a string (text), a :class:`Message`, or a mapping::
 
     {"text": "…", "tool_calls": [{"name": "delegate", "arguments": {…}, "id"?: "…", "metadata"?: {…}}],
-     "delay": 0.5, "error": "simulated outage"}
+     "delay": 0.5, "error": "simulated outage", "until": "/path/to/file"}
+
+``until`` holds the reply until that file exists (checked every 50 ms), then ``delay`` applies: a
+test or a demo decides when a model call ends, on whichever process it runs, without guessing how
+long the rest takes.
 
 ``{task}`` in a text or in string arguments is replaced by the latest user message's text, so
 one script can answer many different tasks (batches, benchmarks).
@@ -19,9 +23,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from shelly_dist.chats import Chat, Message, Role, Text, ToolCall
@@ -58,6 +64,16 @@ def _fill(value: Any, task: str) -> Any:
     if isinstance(value, list):
         return [_fill(v, task) for v in value]
     return value
+
+
+UNTIL_POLL = 0.05
+"""Seconds between two looks for an ``until`` file."""
+
+
+async def wait_for_file(path: Path, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    """Return once ``path`` exists (a scripted reply's ``until``)."""
+    while not os.path.exists(path):  # noqa: ASYNC240 -- one stat per look, cheaper than a thread hop
+        await sleep(UNTIL_POLL)
 
 
 def build_reply(spec: ScriptedReply, *, index: int, task: str = "") -> tuple[Message, float, str]:
@@ -126,7 +142,10 @@ class ScriptedCompleter:
                     provider=self.name,
                 )
             index = len(self.replies) - 1
-        reply, delay, error = build_reply(self.replies[index], index=index, task=_last_user_text(chat))
+        spec = self.replies[index]
+        reply, delay, error = build_reply(spec, index=index, task=_last_user_text(chat))
+        if isinstance(spec, Mapping) and spec.get("until"):
+            await wait_for_file(Path(str(spec["until"])), self._sleep)
         if delay:
             await self._sleep(delay)
         if error:

@@ -31,9 +31,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 OUTAGE = 15.0
 """Seconds Redis stays away: well past redis-py's own retries (about 3 s). Refusing connections
 this long, main's coordinator lost its wake-up pump and never exited."""
-CHILD_SECONDS = 40
-"""How long the child's model call takes: the outage starts once the child runs and is over
-before it answers, so the coordinator is waiting on it throughout."""
 
 
 @pytest.fixture
@@ -108,9 +105,10 @@ def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
     own: tuple[RedisServer, Cluster], fault: str
 ) -> None:
     server, cluster = own
+    answer_now = cluster.root / "the-child-may-answer"  # the child's model call ends once this exists
     cluster.write_config(
         [scripted(lead=[delegate(("helper", "wait for it")), "lead done"],
-                  helper=[{**complete("helped with {task}"), "delay": CHILD_SECONDS}])],
+                  helper=[{**complete("helped with {task}"), "until": str(answer_now)}])],
         [{"name": "lead", "description": "delegates", "options": {"max_delegation_depth": 1}},
          {"name": "helper", "description": "helps"}],
         distributed=DEFAULT_TIMING,
@@ -125,7 +123,8 @@ def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
         followed = Lines(follower.stdout)
         wait_until(lambda: followed.first('"run_started"'), 60, "the child to start on the worker")
 
-        back = FAULTS[fault](server)
+        back = FAULTS[fault](server)  # the outage starts once the child runs and is over before it answers
+        answer_now.touch()
 
         run.wait(120)
         ended = time.monotonic()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from shelly_dist.chats import Chat, Message, Role, Text, ToolCall
+from shelly_dist.engine.config_models import ScriptStep
 from shelly_dist.errors import ModelError
 from shelly_dist.models import Usage
 from shelly_dist.providers import FunctionCompleter, ScriptedCompleter
@@ -172,6 +174,24 @@ async def test_delay_spec_awaits_the_injected_sleep() -> None:
 
     reply = await ScriptedCompleter([{"text": "late", "delay": 2.5}], sleep=sleep).complete(ask(), TOOLS)
     assert (slept, reply.text_content()) == ([2.5], "late")
+
+
+async def test_until_spec_holds_the_reply_until_its_file_exists(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    looks: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        looks.append(seconds)
+        if len(looks) == 3:
+            gate.touch()
+
+    reply = await ScriptedCompleter([{"text": "released", "until": str(gate)}], sleep=sleep).complete(ask(), TOOLS)
+    assert (len(looks), reply.text_content()) == (3, "released")
+
+
+def test_until_is_a_config_field_of_a_scripted_reply(tmp_path: Path) -> None:
+    step = ScriptStep.model_validate({"text": "x", "until": str(tmp_path / "gate")})
+    assert step.model_dump()["until"] == str(tmp_path / "gate")
 
 
 async def test_reply_carries_usage() -> None:
