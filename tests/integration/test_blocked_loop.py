@@ -5,7 +5,6 @@ subprocesses, the lease shortened to 2 s (the subject of the test)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from pathlib import Path
 
@@ -16,19 +15,13 @@ from shelly_dist.runtime.celery import CeleryRuntime, RuntimeSettings
 from shelly_dist.state.keys import Keys
 
 from .cluster import Cluster, wait_until
-from .support.pyteam import build_registry
+from .support.pyteam import build_registry, delegate_reply, worker_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-REPO = Path(__file__).resolve().parents[2]
 LEASE = 2.0
 BLOCK = 6.0
 """Seconds the tool holds the loop: three leases, so a loop-driven heartbeat would lose the run."""
-
-
-def _delegate(agent: str) -> dict[str, object]:
-    task = {"agent": agent, "task": "t", "context": ""}
-    return {"tool_calls": [{"name": "delegate", "arguments": {"tasks": [task]}}]}
 
 
 async def test_a_step_blocking_its_event_loop_for_three_leases_runs_once_on_its_worker(
@@ -36,14 +29,11 @@ async def test_a_step_blocking_its_event_loop_for_three_leases_runs_once_on_its_
 ):
     log = tmp_path / "block_loop.log"
     team = {
-        "lead": {"replies": [_delegate("blocker"), "lead done"], "max_delegation_depth": 1},
+        "lead": {"replies": [delegate_reply("blocker"), "lead done"], "max_delegation_depth": 1},
         "blocker": {"replies": [{"tool_calls": [{"name": "block_loop", "arguments": {"seconds": BLOCK}}]}, "unblocked"],
                     "block_loop": True},
     }
-    env = {"SHELLY_WORKER_BOOTSTRAP": "tests.integration.support.pyteam:worker_spec", "PYTHONPATH": str(REPO),
-           "SHELLY_TEST_TEAM": json.dumps(team), "SHELLY_TEST_BROKER": cluster.broker_url,
-           "SHELLY_TEST_REDIS": cluster.redis_url, "SHELLY_TEST_QUEUE": cluster.queue,
-           "SHELLY_TEST_PREFIX": cluster.prefix, "SHELLY_TEST_LEASE": str(LEASE), "SHELLY_TEST_TOOL_LOG": str(log)}
+    env = worker_env(cluster, team, lease=str(LEASE), tool_log=str(log))
     cluster.start_worker("wa", env=env)
     cluster.start_worker("wb", env=env)  # whose reaper would take the run over if its lease lapsed
     settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url, queue=cluster.queue,
