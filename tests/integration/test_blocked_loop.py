@@ -1,11 +1,10 @@
 """A step that blocks its worker's event loop keeps its run (issue 12/16): the lease is renewed
 from the worker's renewer thread, not from the loop — real Redis, real ``shelly worker``
-subprocesses, the lease shortened to 2 s (the subject of the test)."""
+subprocesses, on a lease shortened to 2 s and on the shipped defaults (10 s lease, 600 s step limit)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from pathlib import Path
 
@@ -16,38 +15,33 @@ from shelly_dist.runtime.celery import CeleryRuntime, RuntimeSettings
 from shelly_dist.state.keys import Keys
 
 from .cluster import Cluster, wait_until
-from .support.pyteam import build_registry
+from .support.pyteam import build_registry, delegate_reply, worker_env
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-REPO = Path(__file__).resolve().parents[2]
-LEASE = 2.0
-BLOCK = 6.0
-"""Seconds the tool holds the loop: three leases, so a loop-driven heartbeat would lose the run."""
+DEFAULT_LEASE = RuntimeSettings(broker_url="", redis_url="").lease
 
 
-def _delegate(agent: str) -> dict[str, object]:
-    task = {"agent": agent, "task": "t", "context": ""}
-    return {"tool_calls": [{"name": "delegate", "arguments": {"tasks": [task]}}]}
-
-
-async def test_a_step_blocking_its_event_loop_for_three_leases_runs_once_on_its_worker(
-    cluster: Cluster, tmp_path: Path
+@pytest.mark.parametrize(("lease", "block"), [
+    pytest.param(2.0, 6.0, id="short-lease"),  # three leases
+    pytest.param(DEFAULT_LEASE, 2 * DEFAULT_LEASE, id="default-lease"),  # the shipped settings (and step limit)
+])
+async def test_a_step_blocking_its_event_loop_for_longer_than_its_lease_runs_once_on_its_worker(
+    cluster: Cluster, tmp_path: Path, lease: float, block: float
 ):
+    """The tool holds the loop for ``block`` seconds, long past the lease: a heartbeat driven by
+    the loop would let the lease lapse and the other worker's reaper re-run the step."""
     log = tmp_path / "block_loop.log"
     team = {
-        "lead": {"replies": [_delegate("blocker"), "lead done"], "max_delegation_depth": 1},
-        "blocker": {"replies": [{"tool_calls": [{"name": "block_loop", "arguments": {"seconds": BLOCK}}]}, "unblocked"],
+        "lead": {"replies": [delegate_reply("blocker"), "lead done"], "max_delegation_depth": 1},
+        "blocker": {"replies": [{"tool_calls": [{"name": "block_loop", "arguments": {"seconds": block}}]}, "unblocked"],
                     "block_loop": True},
     }
-    env = {"SHELLY_WORKER_BOOTSTRAP": "tests.integration.support.pyteam:worker_spec", "PYTHONPATH": str(REPO),
-           "SHELLY_TEST_TEAM": json.dumps(team), "SHELLY_TEST_BROKER": cluster.broker_url,
-           "SHELLY_TEST_REDIS": cluster.redis_url, "SHELLY_TEST_QUEUE": cluster.queue,
-           "SHELLY_TEST_PREFIX": cluster.prefix, "SHELLY_TEST_LEASE": str(LEASE), "SHELLY_TEST_TOOL_LOG": str(log)}
+    env = worker_env(cluster, team, lease=str(lease), step_limit="600", tool_log=str(log))
     cluster.start_worker("wa", env=env)
     cluster.start_worker("wb", env=env)  # whose reaper would take the run over if its lease lapsed
     settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url, queue=cluster.queue,
-                               key_prefix=cluster.prefix, lease=LEASE, poll_interval=0.2)
+                               key_prefix=cluster.prefix, lease=lease, poll_interval=0.2)
     runtime = CeleryRuntime(settings, "test-team")
     try:
         outcome = await asyncio.wait_for(
@@ -61,5 +55,5 @@ async def test_a_step_blocking_its_event_loop_for_three_leases_runs_once_on_its_
                                      if k.count(":") == 3 and cluster.redis.hget(k, "agent") == "blocker"), None),
                        10, "the blocker's run record")
     journal = cluster.redis.lrange(Keys(cluster.prefix).run_msgs(cluster.redis.hget(child, "id")), 0, -1)
-    assert any(f"blocked the loop for {BLOCK:g}s" in m for m in journal), \
+    assert any(f"blocked the loop for {block:g}s" in m for m in journal), \
         f"the step was redone elsewhere: {journal}\n{cluster.worker_log()}"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from redis.crc import key_slot
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.agent.limits import BudgetScope, Charge, Limits
@@ -26,6 +27,7 @@ from shelly_dist.runtime.celery.handoff import hand_off
 from shelly_dist.runtime.celery.journal import Journal, child_key
 from shelly_dist.runtime.celery.policy import PoolPolicy
 from shelly_dist.runtime.celery.reaper import Reaper
+from shelly_dist.runtime.celery.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
 from shelly_dist.state import Keys
@@ -119,6 +121,38 @@ async def test_a_coordinator_root_and_a_dropped_lease_work_on_a_cluster(journal:
     await first.drop()
     again = await journal.claim(ids[0], "root5", "tok-2", "w2")
     assert again.outcome == "ok", "a dropped lease frees the run at once"
+
+
+async def test_the_renewer_keeps_the_leases_of_two_trees_in_two_slots_on_a_cluster(journal: Journal) -> None:
+    """One renewer thread, two trees in two hash slots: a single ``RENEW`` for both would fail with
+    ``CROSSSLOT``, so the renewer calls it once per tree, and both leases outlive their length."""
+    roots = ["rootA", "rootB"]
+    assert len({key_slot(journal.keys.run_lease(r).encode()) for r in roots}) == 2
+    leases = []
+    for root in roots:
+        await journal.create_root(root, agent="lead", session="sess-r", mode="worker", task="go", fingerprint="fp")
+        claim = await journal.claim(root, root, f"tok-{root}", "w0")
+        assert claim.lease is not None, claim.outcome
+        leases.append(claim.lease)
+    claimed = {r: await journal.client.zscore(journal.keys.tree_deadlines(r), r) for r in roots}
+    renewer = Renewer(journal.settings, journal.keys, clustered=journal.clustered)  # a sync cluster client
+    for lease in leases:
+        renewer.hold(lease, asyncio.current_task())  # type: ignore[arg-type]
+    try:
+        async def renewed_twice() -> bool:  # a deadline two leases past the claim's: renewed, not expired
+            scores = {r: await journal.client.zscore(journal.keys.tree_deadlines(r), r) for r in roots}
+            return all((scores[r] or 0) >= claimed[r] + 2 * journal.settings.lease_ms for r in roots)
+
+        deadline = asyncio.get_running_loop().time() + 30
+        while not await renewed_twice():
+            assert asyncio.get_running_loop().time() < deadline, "the leases were not renewed"
+            await asyncio.sleep(0.1)
+        assert [await journal.client.get(journal.keys.run_lease(r)) for r in roots] == [f"tok-{r}" for r in roots]
+        assert not any(lease.lost for lease in leases)
+    finally:
+        for lease in leases:
+            renewer.release(lease)
+        renewer.close()
 
 
 async def test_fail_fast_stops_and_max_concurrency_slots_work_on_a_cluster(journal: Journal) -> None:

@@ -82,18 +82,19 @@ def ensure_broker(app: Celery, retries: int = BROKER_CHECK_RETRIES) -> None:
         conn.ensure_connection(max_retries=retries)
 
 
-def send_run_task(
-    app: Celery, name: str, args: list[Any], kwargs: dict[str, Any], *, queue: str, requeue_after: float
-) -> None:
+def send_run_task(app: Celery, name: str, args: list[Any], kwargs: dict[str, Any], *, queue: str) -> bool:
     """Send the task of a run the journal already holds with its deadline (a queued root, children
-    registered by ``EXPECT``, a parent whose join completed, a re-enqueue by a reaper). A broker that
-    does not take it now (cut, restarting) is logged, not raised: failing the run for it would lose
-    work the journal keeps, and a worker's reaper sends the task once its deadline passes."""
+    registered by ``EXPECT``, a parent whose join completed, a re-enqueue by a reaper); returns
+    whether the broker took it. A broker that does not take it now (cut, restarting) is logged, not
+    raised: failing the run for it would lose work the journal keeps. The caller then makes the run
+    due at once (:meth:`.Journal.due_now`), so a worker's reaper sends it again on its next scan."""
     try:
         app.send_task(name, args=args, kwargs=kwargs, queue=queue)
     except (OperationalError, OSError) as exc:
-        logger.warning("broker: did not take %s of run %s (%s); a worker's reaper sends it within about %gs",
-                       name, args[0] if args else "?", exc, requeue_after)
+        logger.warning("broker: did not take %s of run %s (%s); a worker's reaper sends it again",
+                       name, args[0] if args else "?", exc)
+        return False
+    return True
 
 
 def worker_process(app: Celery, hostname: str) -> WorkerProcess:
@@ -108,8 +109,8 @@ def worker_process(app: Celery, hostname: str) -> WorkerProcess:
         raise ConfigError("worker: no WorkerSpec on the app; start workers with `shelly worker`")
     queue = spec.settings.queue
 
-    def send(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        send_run_task(app, name, args, kwargs, queue=queue, requeue_after=spec.settings.requeue_after)
+    def send(name: str, args: list[Any], kwargs: dict[str, Any]) -> bool:
+        return send_run_task(app, name, args, kwargs, queue=queue)
 
     return WorkerProcess.get(spec, send, hostname)
 

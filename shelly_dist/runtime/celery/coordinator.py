@@ -97,8 +97,8 @@ class CeleryRuntime:
         await asyncio.to_thread(ensure_broker, self.app)
 
     async def _send(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        await asyncio.to_thread(send_run_task, self.app, name, args, kwargs, queue=self.settings.queue,
-                                requeue_after=self.settings.requeue_after)
+        if not await asyncio.to_thread(send_run_task, self.app, name, args, kwargs, queue=self.settings.queue):
+            await self.journal.due_now(args[1], args[0])
 
     # -- top-level runs in this process --------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from redis.exceptions import ResponseError, WatchError
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message
+from shelly_dist.errors import StoreError
 from shelly_dist.runtime.celery import scripts
 from shelly_dist.runtime.celery.events import STREAM_MAXLEN
 from shelly_dist.runtime.celery.lease import Held, Lease, LeaseLost
@@ -29,6 +31,8 @@ from shelly_dist.runtime.celery.renewer import Renewer, renew_request
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import is_cluster, redis_errors
 from shelly_dist.state.keys import Keys
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["TERMINAL", "Claim", "Journal", "child_key", "child_run_id"]
 
@@ -332,6 +336,19 @@ class Journal:
         return int(left), str(mode)
 
     # -- the reaper's step ----------------------------------------------------------------------
+
+    async def due_now(self, root: str, run_id: str) -> None:
+        """Make run ``run_id`` due now in its tree's deadline index, so the next reaper scan (any
+        worker's, within about ``reap_interval``) sends its task: the broker refused the send.
+        Only an indexed run's deadline is moved, and only earlier (``ZADD XX LT``): a run that
+        finished meanwhile is not put back, and one claimed meanwhile is found ``alive`` by the
+        reaper. Redis being away too is logged: the run then waits for its old deadline."""
+        try:
+            with redis_errors("journal"):
+                await self.client.zadd(self.keys.tree_deadlines(root), {run_id: _ms(time.time())}, xx=True, lt=True)
+        except StoreError as exc:
+            logger.warning("run %s: could not make it due for the reaper (%s); it is resent after its deadline",
+                           run_id, exc)
 
     async def reap(self, root: str, run_id: str) -> list[str]:
         """Decide for one run past its deadline (see ``scripts.REAP``); returns the script's answer."""

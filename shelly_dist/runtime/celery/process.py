@@ -50,7 +50,7 @@ class WorkerProcess:
     _instance: WorkerProcess | None = None
     _lock = threading.Lock()
 
-    def __init__(self, spec: WorkerSpec, send: Callable[[str, list[Any], dict[str, Any]], None], hostname: str) -> None:
+    def __init__(self, spec: WorkerSpec, send: Callable[[str, list[Any], dict[str, Any]], bool], hostname: str) -> None:
         self.spec = spec
         self._send = send
         self.hostname = hostname
@@ -66,7 +66,7 @@ class WorkerProcess:
 
     @classmethod
     def get(
-        cls, spec: WorkerSpec, send: Callable[[str, list[Any], dict[str, Any]], None], hostname: str
+        cls, spec: WorkerSpec, send: Callable[[str, list[Any], dict[str, Any]], bool], hostname: str
     ) -> WorkerProcess:
         with cls._lock:
             if cls._instance is None:
@@ -95,7 +95,8 @@ class WorkerProcess:
         await self._cancel.start()
 
         async def enqueue(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-            await asyncio.to_thread(self._send, name, args, kwargs)
+            if not await asyncio.to_thread(self._send, name, args, kwargs):  # refused: the reapers resend it
+                await journal.due_now(args[1], args[0])
 
         self._reaper = Reaper(journal, enqueue, self.spec.fingerprint)
         self._reaper.start()

@@ -12,9 +12,11 @@ re-enqueues a given run. What is re-enqueued:
   ``lease + reap_interval`` seconds, on either broker, without waiting for a redelivery;
 * a parent whose children have all joined (``waiting``, nothing pending) but whose resume was
   never sent — the worker died between its finish and the send;
-* a run still ``queued`` after ``requeue_after`` — its task message was lost (the send failed
-  after the run was registered), or is merely late behind a backlog: the duplicate is then
-  dropped by its claim.
+* a run still ``queued`` after ``requeue_after`` — its task message was lost (the process that
+  registered the run died before sending it), or is merely late behind a backlog: the duplicate
+  is then dropped by its claim;
+* a run whose task the broker refused (cut, restarting): the sender made it due at once
+  (:meth:`.Journal.due_now`), so it is sent again on the next scan, not after ``requeue_after``.
 
 The reaper also answers the ``ask_user`` questions past their ``options.question_timeout`` with
 the timeout error result (:func:`.questions.expire_due`), resuming their runs, and times out the

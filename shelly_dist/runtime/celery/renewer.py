@@ -164,14 +164,15 @@ class Renewer:
     def _is_hung(self, loop: asyncio.AbstractEventLoop, now: float) -> bool:
         silent = now - self._ticks.get(loop, now)
         if silent <= self.hang_limit:
-            if loop in self._hung:
+            if loop in self._hung:  # news, not trouble: its steps found their leases lost, if they lapsed
                 self._hung.discard(loop)
-                logger.warning("lease renewer: the event loop answers again; renewing its leases")
+                logger.info("lease renewer: the event loop runs again; renewing the leases it still holds")
             return False
         if loop not in self._hung:
             self._hung.add(loop)
-            logger.warning("lease renewer: the event loop has not run for %.0fs (limit %gs): hung; "
-                           "its leases are left to lapse", silent, self.hang_limit)
+            logger.warning("lease renewer: the event loop has not run for %.1fs, over the %gs hang limit "
+                           "(the step time limit); its leases are left to lapse for the reapers", silent,
+                           self.hang_limit)
         return True
 
     def _ping(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -204,9 +205,9 @@ class Renewer:
             answers = self._script(keys=names, args=args)
         except RedisError as exc:
             late = [h for h in group if time.time() + self.interval >= h.lease.deadline]
-            if len(late) < len(group):
-                logger.warning("lease renewer: renewing %d leases failed (%s); retrying",
-                               len(group) - len(late), exc)
+            if len(late) < len(group):  # no lease is at risk yet: the next tick retries
+                logger.info("lease renewer: renewing %d leases failed (%s); retrying next tick",
+                            len(group) - len(late), exc)
             for h in late:
                 self._lose(h, f"not renewed before it lapsed ({exc})")
             return

@@ -13,10 +13,16 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from shelly_dist import Agent, AgentOptions, Registry, ScriptedCompleter, Tool, ToolBox
 from shelly_dist.runtime.celery import RuntimeSettings, WorkerSpec
+
+if TYPE_CHECKING:
+    from tests.integration.cluster import Cluster
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 async def block_loop(arguments: str) -> str:
@@ -53,6 +59,22 @@ def build_registry(team: dict[str, Any]) -> Registry:
     return registry
 
 
+def delegate_reply(agent: str) -> dict[str, Any]:
+    """A scripted reply delegating one task to ``agent``."""
+    task = {"agent": agent, "task": "t", "context": ""}
+    return {"tool_calls": [{"name": "delegate", "arguments": {"tasks": [task]}}]}
+
+
+def worker_env(cluster: Cluster, team: dict[str, Any], **settings: str) -> dict[str, str]:
+    """The environment of a ``shelly worker`` of ``cluster`` running ``team`` through this bootstrap;
+    ``settings`` sets ``SHELLY_TEST_<NAME>`` (``lease="2"``, ``requeue_after="3600"``, ``tool_log=…``)."""
+    return {"SHELLY_WORKER_BOOTSTRAP": "tests.integration.support.pyteam:worker_spec", "PYTHONPATH": str(REPO),
+            "SHELLY_TEST_TEAM": json.dumps(team), "SHELLY_TEST_BROKER": cluster.broker_url,
+            "SHELLY_TEST_REDIS": cluster.redis_url, "SHELLY_TEST_QUEUE": cluster.queue,
+            "SHELLY_TEST_PREFIX": cluster.prefix,
+            **{f"SHELLY_TEST_{name.upper()}": value for name, value in settings.items()}}
+
+
 def settings_from_env() -> RuntimeSettings:
     return RuntimeSettings(
         broker_url=os.environ["SHELLY_TEST_BROKER"],
@@ -62,6 +84,7 @@ def settings_from_env() -> RuntimeSettings:
         step_time_limit=float(os.environ.get("SHELLY_TEST_STEP_LIMIT", "20")),
         visibility_timeout=float(os.environ.get("SHELLY_TEST_VISIBILITY", "30")),
         lease=float(os.environ.get("SHELLY_TEST_LEASE", "10")),
+        requeue_after=float(os.environ.get("SHELLY_TEST_REQUEUE_AFTER", "30")),
         poll_interval=0.5,
     )
 

@@ -4,6 +4,8 @@ event loop keeps its leases, a hung one lets them lapse."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -15,6 +17,7 @@ import pytest
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.renewer import Renewer
+from shelly_dist.runtime.celery.renewer import logger as renewer_logger
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 
@@ -135,9 +138,12 @@ async def test_an_event_loop_blocked_for_several_leases_keeps_its_lease(fast: Wo
     assert not lease.lost
 
 
-async def test_a_hung_event_loop_lets_its_lease_lapse(fast: World):
+async def test_a_hung_event_loop_lets_its_lease_lapse(fast: World, caplog: pytest.LogCaptureFixture):
     lease = await fast.lease("root")
     renewer, _ = fast.renewer(hang_limit=0.3)
     renewer.hold(lease, asyncio.current_task())  # type: ignore[arg-type]
     # The loop does not run for longer than the hang limit: its leases are no longer renewed.
-    block_loop_until(lambda: fast.holder(lease) is None, 10, "the hung loop's lease to lapse")
+    with caplog.at_level(logging.INFO, logger=renewer_logger.name):
+        block_loop_until(lambda: fast.holder(lease) is None, 10, "the hung loop's lease to lapse")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and re.search(r"has not run for 0\.[3-9]s|has not run for [1-9]", warnings[0]), warnings

@@ -4,6 +4,7 @@ with its deadline, for a worker's reaper to send (fakeredis; the broker is a stu
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -46,6 +47,14 @@ async def test_a_submit_the_broker_refuses_leaves_the_run_queued_for_the_reapers
     assert (await runtime.journal.fields("item1"))["status"] == "queued"
     deadlines = runtime.journal.keys.tree_deadlines("item1")
     assert await runtime.client.zscore(deadlines, "item1") is not None, "the reapers re-send it when due"
+
+
+async def test_a_submit_the_broker_refuses_is_due_for_the_reapers_next_scan(runtime: CeleryRuntime) -> None:
+    """Not after ``requeue_after`` (30 s): a broker blip costs a reaper interval."""
+    runtime.app.send_task = refusing_broker  # type: ignore[method-assign]
+    await runtime.submit("lead", "go", session="s", run_id="item3")
+    due = await runtime.client.zscore(runtime.journal.keys.tree_deadlines("item3"), "item3")
+    assert due is not None and due / 1000 <= time.time(), "due now, not after requeue_after"
 
 
 async def test_a_submit_waits_out_a_redis_that_does_not_answer_for_a_moment(runtime: CeleryRuntime) -> None:
