@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
 from shelly_dist.runtime.celery import scripts
@@ -203,7 +203,7 @@ class Renewer:
                 self._client = self._connect()
                 self._script = self._client.register_script(scripts.RENEW)
             answers = self._script(keys=names, args=args)
-        except RedisError as exc:
+        except (RedisError, RedisClusterException) as exc:  # a cluster's routing errors are not RedisErrors
             late = [h for h in group if time.time() + self.interval >= h.lease.deadline]
             if len(late) < len(group):  # no lease is at risk yet: the next tick retries
                 logger.info("lease renewer: renewing %d leases failed (%s); retrying next tick",

@@ -13,6 +13,7 @@ from typing import Any
 
 import fakeredis
 import pytest
+from redis.exceptions import RedisClusterException
 
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.lease import Lease
@@ -147,3 +148,24 @@ async def test_a_hung_event_loop_lets_its_lease_lapse(fast: World, caplog: pytes
         block_loop_until(lambda: fast.holder(lease) is None, 10, "the hung loop's lease to lapse")
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and re.search(r"has not run for 0\.[3-9]s|has not run for [1-9]", warnings[0]), warnings
+
+
+class ClusterDown(Counting):
+    """A cluster client whose every command fails with a routing error (not a ``RedisError``)."""
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        raise RedisClusterException("TTL exhausted.")
+
+
+async def test_a_cluster_routing_error_loses_the_leases_about_to_lapse(world: World):
+    lease = await world.lease("root")
+    renewer = Renewer(world.settings, world.journal.keys, clustered=True,
+                      connect=lambda: ClusterDown(server=world.server, decode_responses=True))
+    world.renewers.append(renewer)
+    step = asyncio.create_task(asyncio.Event().wait())
+    renewer.hold(lease, step)
+    lease.deadline = time.time()  # not renewed in time: it lapses before the next tick
+    await asyncio.to_thread(renewer.tick)
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(step, 10)  # the step is abandoned, as on any failed renewal
+    assert lease.lost
