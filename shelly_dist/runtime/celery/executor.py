@@ -79,8 +79,9 @@ class WorkerContext(Protocol):
     async def aclose(self) -> None: ...
 
 
-Enqueue = Callable[[str, list[Any], dict[str, Any]], Awaitable[None]]
-"""Sends a task by name with args and kwargs (the Celery app's ``send_task``, off the loop)."""
+Enqueue = Callable[[str, list[Any], dict[str, Any]], Awaitable[bool | None]]
+"""Sends a task by name with args and kwargs (the Celery app's ``send_task``, off the loop);
+``False`` when the broker refused it (the run is then due for the reapers' next scan)."""
 
 
 @dataclass

@@ -94,9 +94,11 @@ class WorkerProcess:
         self._cancel = CancelWatch(self._client, journal.keys)
         await self._cancel.start()
 
-        async def enqueue(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-            if not await asyncio.to_thread(self._send, name, args, kwargs):  # refused: the reapers resend it
-                await journal.due_now(args[1], args[0])
+        async def enqueue(name: str, args: list[Any], kwargs: dict[str, Any]) -> bool:
+            if await asyncio.to_thread(self._send, name, args, kwargs):
+                return True
+            await journal.due_now(args[1], args[0])  # refused: the reapers resend it
+            return False
 
         self._reaper = Reaper(journal, enqueue, self.spec.fingerprint)
         self._reaper.start()

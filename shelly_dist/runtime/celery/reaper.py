@@ -17,6 +17,8 @@ re-enqueues a given run. What is re-enqueued:
   is then dropped by its claim;
 * a run whose task the broker refused (cut, restarting): the sender made it due at once
   (:meth:`.Journal.due_now`), so it is sent again on the next scan, not after ``requeue_after``.
+  A scan stops sending at the first refusal: the runs it did not reach stay due for the next one,
+  so a long broker outage costs one refused send per scan, not one per due run.
 
 The reaper also answers the ``ask_user`` questions past their ``options.question_timeout`` with
 the timeout error result (:func:`.questions.expire_due`), resuming their runs, and times out the
@@ -45,6 +47,10 @@ logger = logging.getLogger(__name__)
 
 BATCH = 100
 """Runs past their deadline handled per tree per scan (the rest wait for the next scan)."""
+
+
+class BrokerRefused(Exception):
+    """The broker refused a re-enqueue: sending more in this scan would only be refused too."""
 
 
 class Reaper:
@@ -118,7 +124,10 @@ class Reaper:
                     await client.zrem(keys.live_trees(), root)
                 continue
             for run_id in due:
-                sent += await self._reap(root, run_id)
+                try:
+                    sent += await self._reap(root, run_id)
+                except BrokerRefused:
+                    return sent, roots  # the rest stay due for the next scan
         return sent, roots
 
     async def _reap(self, root: str, run_id: str) -> int:
@@ -130,5 +139,6 @@ class Reaper:
         kwargs = {"agent": agent, "depth": int(depth or 0), "session": session, "preview": preview}
         name = RESUME_AGENT if status == "waiting" else RUN_AGENT
         logger.warning("reaper: run %s (%s) is %s past its deadline; re-enqueued", run_id, agent, status)
-        await self.enqueue(name, [run_id, root_id], kwargs)
+        if await self.enqueue(name, [run_id, root_id], kwargs) is False:
+            raise BrokerRefused(run_id)
         return 1

@@ -116,6 +116,31 @@ async def test_queued_run_whose_task_message_was_lost_is_sent_again(journal: Jou
     assert (RUN_AGENT, [ids[0], "root"]) in sent.tasks
 
 
+class Refused(Sent):
+    """An enqueue whose broker refuses every task: the sender makes the run due again."""
+
+    def __init__(self, journal: Journal) -> None:
+        super().__init__()
+        self.journal = journal
+
+    async def __call__(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> bool:
+        self.tasks.append((name, args))
+        await self.journal.due_now(args[1], args[0])
+        return False
+
+
+async def test_a_scan_stops_sending_at_the_first_refusal_and_every_run_stays_due(journal: Journal):
+    parent = await root(journal)
+    ids, _ = await parent.expect([request(0), request(1), request(2)], 1, "fp")
+    await parent.release()  # three children queued whose task messages were lost
+    refused = Refused(journal)
+    assert await Reaper(journal, refused, "fp").scan() == 0
+    assert len(refused.tasks) == 1
+    sent = Sent()
+    await Reaper(journal, sent, "fp").scan()  # the broker is back
+    assert sorted(args[0] for _, args in sent.tasks) == sorted(ids)
+
+
 async def test_retried_finish_of_a_finished_run_changes_nothing(journal: Journal):
     parent = await root(journal)
     ids, _ = await parent.expect([request(0)], 1, "fp")
