@@ -115,11 +115,21 @@ class CeleryRuntime:
         agent.options.on_event = _tee(local, stream)
         tail = _Tail(self, session, run_id, local) if local else None
 
+        # The cancel flag rides on the root's checkpoints (each flush reads it in the same round
+        # trip); before a model call it is read on its own only when no checkpoint has read it
+        # since the last model call (the first call). A cancel between the two reaches the run at
+        # its next check, as one made during the model call itself does.
+        flag: list[bool | None] = [None]
+        record_key = self.journal.keys.run(run_id)
+
         async def flush(r: Run, reason: str) -> None:
-            await stream.flush()
+            flag[0] = await stream.flush_reading(record_key, "canceled") == "1"
 
         async def before_model(r: Run) -> None:
-            if await self.journal.is_canceled(run_id):
+            canceled, flag[0] = flag[0], None
+            if canceled is None:
+                canceled = await self.journal.is_canceled(run_id)
+            if canceled:
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
 
         awaiter = _Awaiter(self, lease, stream)

@@ -77,14 +77,24 @@ class StreamSink:
         await self.settle()
         await self._write(self.drain(), expire=expire)
 
-    async def _write(self, payload: str, *, expire: bool) -> None:
-        if not payload:
-            return
+    async def flush_reading(self, key: str, field: str) -> str | None:
+        """:meth:`flush`, and the hash field ``key``/``field`` read in the same round trip (the
+        coordinator's root learns its cancel flag from its own checkpoints, issue 16)."""
+        await self.settle()
+        return await self._write(self.drain(), expire=True, read=(key, field))
+
+    async def _write(self, payload: str, *, expire: bool, read: tuple[str, str] | None = None) -> str | None:
+        if not payload and read is None:
+            return None
         with redis_errors("events"):
             async with self._client.pipeline(transaction=False) as pipe:
-                pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
-                pipe.expire(self._key, self._retention, nx=not expire)
-                await pipe.execute()
+                if payload:
+                    pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
+                    pipe.expire(self._key, self._retention, nx=not expire)
+                if read is not None:
+                    pipe.hget(*read)
+                answers = await pipe.execute()
+        return answers[-1] if read is not None else None
 
 
 async def read_entries(
