@@ -78,19 +78,20 @@ class StreamSink:
         await self._write(self.drain(), expire=expire)
 
     async def flush_reading(self, key: str, field: str) -> str | None:
-        """:meth:`flush`, and the hash field ``key``/``field`` read in the same round trip (the
-        coordinator's root learns its cancel flag from its own checkpoints, issue 16)."""
+        """:meth:`flush`, and the hash field ``key``/``field`` read in the same round trip when
+        there was something to write (the coordinator's root learns its cancel flag from its own
+        checkpoints, issue 16). ``None`` when nothing was written, so nothing was read."""
         await self.settle()
-        return await self._write(self.drain(), expire=True, read=(key, field))
+        payload = self.drain()
+        return await self._write(payload, expire=True, read=(key, field)) if payload else None
 
     async def _write(self, payload: str, *, expire: bool, read: tuple[str, str] | None = None) -> str | None:
-        if not payload and read is None:
+        if not payload:
             return None
         with redis_errors("events"):
             async with self._client.pipeline(transaction=False) as pipe:
-                if payload:
-                    pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
-                    pipe.expire(self._key, self._retention, nx=not expire)
+                pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
+                pipe.expire(self._key, self._retention, nx=not expire)
                 if read is not None:
                     pipe.hget(*read)
                 answers = await pipe.execute()
