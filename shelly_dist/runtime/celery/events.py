@@ -80,7 +80,8 @@ class StreamSink:
     async def flush_reading(self, key: str, field: str) -> str | None:
         """:meth:`flush`, and the hash field ``key``/``field`` read in the same round trip when
         there was something to write (the coordinator's root learns its cancel flag from its own
-        checkpoints, issue 16). ``None`` when nothing was written, so nothing was read."""
+        checkpoints, issue 16): ``""`` for a field that is not set, ``None`` when nothing was
+        written, so nothing was read."""
         await self.settle()
         payload = self.drain()
         return await self._write(payload, expire=True, read=(key, field)) if payload else None
@@ -95,7 +96,7 @@ class StreamSink:
                 if read is not None:
                     pipe.hget(*read)
                 answers = await pipe.execute()
-        return answers[-1] if read is not None else None
+        return (answers[-1] or "") if read is not None else None
 
 
 async def read_entries(
