@@ -8,6 +8,7 @@ and its loop are alive, is what container probes read (``python -m shelly_dist.r
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import socket
 from typing import TYPE_CHECKING
@@ -34,6 +35,19 @@ def _loop_alive() -> bool:
     if process is None:
         return True
     return loop_answers(process.loop, LOOP_PROBE_TIMEOUT)
+
+
+def freeze_startup_objects(**_: object) -> None:
+    """Move every object alive once the worker has started (modules, classes, the config, the
+    engine) out of the cyclic garbage collector's reach (``gc.freeze``), in the process that runs
+    the tasks.
+
+    Runs in flight keep enough objects alive to trigger full collections, and each full collection
+    walked those startup objects again: in the embedded runtime (the same step code, 75,000 startup
+    objects) that was 80 ms per collection and a quarter of the CPU per child (0.78 → 0.56 ms with
+    the freeze). Startup objects live as long as the process, so the collector never had anything
+    to free among them."""
+    gc.freeze()
 
 
 def check_reachable(app: object) -> None:
@@ -90,7 +104,7 @@ def worker_command(
         os.environ["SHELLY_CONFIG"] = os.path.abspath(config_path)
     os.environ["SHELLY_DIR"] = os.path.abspath(shelly_dir)
     try:
-        from celery.signals import worker_ready, worker_shutdown
+        from celery.signals import worker_process_init, worker_ready, worker_shutdown
 
         from shelly_dist.runtime.celery.app import create_worker_app
         from shelly_dist.runtime.heartbeat import Heartbeat
@@ -112,6 +126,8 @@ def worker_command(
     heartbeat = Heartbeat(heartbeat_file, interval=heartbeat_interval, probe=_loop_alive)
     worker_ready.connect(lambda **_: heartbeat.start(), weak=False)
     worker_shutdown.connect(lambda **_: heartbeat.stop(), weak=False)
+    # The process that runs the tasks: this one (threads, solo) or each forked child (prefork).
+    (worker_process_init if pool == "prefork" else worker_ready).connect(freeze_startup_objects, weak=False)
     app.worker_main(celery_argv(app.shelly_settings, pool=pool, loglevel=loglevel, queues=queues, node=node,
                                 concurrency=concurrency))
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from shelly_dist.chats import Chat, Message, Role, Text, ToolCall, ToolResult
 from shelly_dist.models import Completer, Usage
@@ -89,6 +89,8 @@ class EffectChain:
 
     def __init__(self, effects: Sequence[Effect] = ()) -> None:
         self.effects = ordered(effects)
+        self._filters = [(slot, e) for slot, e in self.slots() if _implements(e, "filter_tools")]
+        self._providers = [e for e in self.effects if _implements(e, "provided_tools")]
 
     def __bool__(self) -> bool:
         return bool(self.effects)
@@ -106,13 +108,20 @@ class EffectChain:
 
     def filter_tools(self, make: Callable[[dict[str, Any]], IterationContext],
                      states: dict[str, dict[str, Any]], tools: list[Tool]) -> list[Tool]:
-        for slot, effect in self.slots():
-            if isinstance(effect, ToolFilter):
-                tools = effect.filter_tools(make(states.setdefault(slot, {})), tools)
+        for slot, effect in self._filters:
+            tools = cast(ToolFilter, effect).filter_tools(make(states.setdefault(slot, {})), tools)
         return tools
 
     def provided_toolboxes(self) -> list[ToolBox]:
-        return [e.provided_tools() for e in self.effects if isinstance(e, ToolProvider)]
+        return [cast(ToolProvider, e).provided_tools() for e in self._providers]
+
+
+def _implements(effect: Effect, method: str) -> bool:
+    """Whether ``effect`` has ``method`` — what ``isinstance(effect, ToolFilter)`` (or
+    ``ToolProvider``) decides, without the protocol check: that walks the protocol's classes on
+    every call (``typing._get_protocol_attrs``), 3 % of the embedded runtime's CPU when it ran for
+    every effect of every model call."""
+    return getattr(effect, method, None) is not None
 
 
 # -- helpers the effects share ---------------------------------------------------------------------

@@ -28,17 +28,21 @@ class TrimToolResults:
     async def evaluate(self, ic: IterationContext) -> None:
         if ic.phase != EffectPhase.AFTER_COMPLETE:
             return
-        messages = ic.chat.messages()
+        # Look at the chat's own messages and copy only those to cut: a copy of the whole chat
+        # on every reply was 7 % of the embedded runtime's CPU, and most replies cut nothing.
+        messages = list(ic.chat.view())
+        where = {id(m): i for i, m in enumerate(messages)}
         changed = False
-        for m in older_tool_messages(messages, self.preserve_recent, TRIMMED):
-            cut = False
-            limit = self.max_result_length
+        limit = self.max_result_length
+        for old in older_tool_messages(messages, self.preserve_recent, TRIMMED):
+            if not any(isinstance(p, ToolResult) and not p.is_error and len(p.content) > limit for p in old.parts):
+                continue
+            m = old.model_copy(deep=True)
             for j, part in enumerate(m.parts):
                 if isinstance(part, ToolResult) and not part.is_error and len(part.content) > limit:
                     m.parts[j] = part.model_copy(update={"content": part.content[:limit] + TRIM_SUFFIX})
-                    cut = True
-            if cut:
-                m.metadata[TRIMMED] = True
-                changed = True
+            m.metadata[TRIMMED] = True
+            messages[where[id(old)]] = m
+            changed = True
         if changed:
             ic.chat.replace_all(*messages)

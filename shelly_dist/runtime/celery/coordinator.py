@@ -37,6 +37,7 @@ from shelly_dist.runtime.celery.root_answerer import RootAnswerer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import connect, redis_errors
+from shelly_dist.state.hub import Hub, Watch
 from shelly_dist.state.subscription import Subscription
 
 logger = logging.getLogger(__name__)
@@ -78,9 +79,18 @@ class CeleryRuntime:
         self.client = connect(settings.redis_url, client_name="shelly-coordinator")
         self.journal = Journal(self.client, settings)
         self._broker_checked: asyncio.Task[None] | None = None
+        self._hub: Hub | None = None
         self.answerer = RootAnswerer(settings.poll_interval)
         """Answers the ``ask_user`` questions of the top-level runs this process drives, through
         Redis (the engine uses it when no terminal answers)."""
+
+    def hub(self) -> Hub:
+        """The process's one pub/sub connection for its runs' wake-ups (per event loop): a top-level
+        run no longer opens a connection of its own to wait for its children (issue 16)."""
+        loop = asyncio.get_running_loop()
+        if self._hub is None or self._hub.loop is not loop:
+            self._hub = Hub(self.client, self.settings.poll_interval)
+        return self._hub
 
     async def _check_broker(self) -> None:
         """Before this process's first run: a Redis or a broker that cannot be reached fails that
@@ -115,11 +125,25 @@ class CeleryRuntime:
         agent.options.on_event = _tee(local, stream)
         tail = _Tail(self, session, run_id, local) if local else None
 
+        # The cancel flag rides on the checkpoint that ends a tools step (its event flush reads it
+        # in the same round trip), the last journal write before the next model call; a model call
+        # that no such checkpoint preceded (the first, or one after a flush with nothing to write)
+        # reads it on its own, as every model call did before (issue 16).
+        flag: list[bool | None] = [None]
+        record_key = self.journal.keys.run(run_id)
+
         async def flush(r: Run, reason: str) -> None:
-            await stream.flush()
+            if reason != "tools":
+                await stream.flush()
+                return
+            read = await stream.flush_reading(record_key, "canceled")
+            flag[0] = None if read is None else read == "1"
 
         async def before_model(r: Run) -> None:
-            if await self.journal.is_canceled(run_id):
+            canceled, flag[0] = flag[0], None
+            if canceled is None:
+                canceled = await self.journal.is_canceled(run_id)
+            if canceled:
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
 
         awaiter = _Awaiter(self, lease, stream)
@@ -231,50 +255,12 @@ class CeleryRuntime:
         return await cancel_session(self.client, self.journal.keys, session)
 
     async def aclose(self) -> None:
+        if self._hub is not None:
+            with contextlib.suppress(Exception):
+                await self._hub.aclose()
         await self.client.aclose()
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.app.close)
-
-
-class _Wakeups:
-    """One subscription to a coordinator run's channel, shared by every ``delegate`` call of the
-    run (several may wait at once). Each message — or each poll interval without one — bumps a
-    generation; a waiter notes the generation *before* it reads Redis and waits for it to move,
-    so a wake-up between its read and its wait is never lost.
-
-    A Redis outage never ends the pump: the subscription's wait returns after its poll interval
-    while Redis is down (see :mod:`shelly_dist.state.subscription`), anything else is logged and
-    turned into a plain poll, and the waiters' re-reads wait the outage out."""
-
-    def __init__(self, sub: Subscription, poll: float) -> None:
-        self._sub = sub
-        self._poll = poll
-        self._cond = asyncio.Condition()
-        self.generation = 0
-        self._pump_task = asyncio.create_task(self._pump())
-
-    async def _pump(self) -> None:
-        while True:
-            try:
-                await self._sub.wait(self._poll)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # never let the pump die: waiters would wait forever (issue 12)
-                logger.exception("coordinator: wake-up subscription failed; re-reading every %.1fs", self._poll)
-                await asyncio.sleep(self._poll)
-            async with self._cond:
-                self.generation += 1
-                self._cond.notify_all()
-
-    async def moved(self, since: int) -> None:
-        """Return once the generation differs from ``since`` (at most one poll interval later)."""
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.generation != since)
-
-    async def aclose(self) -> None:
-        self._pump_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await self._pump_task
 
 
 class _Awaiter:
@@ -286,17 +272,18 @@ class _Awaiter:
         self.record = lease.record
         self.stream = stream
         self._stack = contextlib.AsyncExitStack()
-        self._wakeups: _Wakeups | None = None
+        self._wakeups: Watch | None = None
         self._opening = asyncio.Lock()
 
-    async def _subscribed(self) -> _Wakeups:
-        async with self._opening:  # subscribed before the first child can possibly join
+    async def _subscribed(self) -> Watch:
+        """The run's channel on the process's shared pub/sub connection (one watch, shared by every
+        ``delegate`` call of the run; several may wait at once): subscribed before the first child
+        can possibly join. Its generation moves on each message and each poll interval; a waiter
+        notes it *before* it reads Redis and waits for it to move, so no wake-up is lost."""
+        async with self._opening:
             if self._wakeups is None:
                 rt = self.runtime
-                sub = await self._stack.enter_async_context(
-                    Subscription(rt.client, rt.journal.keys.run_changed(self.record.id),
-                                 poll_interval=rt.settings.poll_interval))
-                self._wakeups = _Wakeups(sub, rt.settings.poll_interval)
+                self._wakeups = await rt.hub().watch(rt.journal.keys.run_changed(self.record.id))
                 self._stack.push_async_callback(self._wakeups.aclose)
             return self._wakeups
 
@@ -325,7 +312,7 @@ class _Awaiter:
         due = await interactive.close(self.lease, list(parent.state.delegations.values()))
         await resume_each(rt.journal, rt._send, due)
 
-    async def _entries(self, wakeups: _Wakeups, keys: list[str], ids: list[str]) -> list[DelegateEntry]:
+    async def _entries(self, wakeups: Watch, keys: list[str], ids: list[str]) -> list[DelegateEntry]:
         """Wait until an entry has joined under each of ``keys`` (re-read on every wake-up)."""
         rt, run_id = self.runtime, self.record.id
         hint_at: float | None = time.monotonic() + NO_WORKER_HINT

@@ -77,14 +77,26 @@ class StreamSink:
         await self.settle()
         await self._write(self.drain(), expire=expire)
 
-    async def _write(self, payload: str, *, expire: bool) -> None:
+    async def flush_reading(self, key: str, field: str) -> str | None:
+        """:meth:`flush`, and the hash field ``key``/``field`` read in the same round trip when
+        there was something to write (the coordinator's root learns its cancel flag from its own
+        checkpoints, issue 16): ``""`` for a field that is not set, ``None`` when nothing was
+        written, so nothing was read."""
+        await self.settle()
+        payload = self.drain()
+        return await self._write(payload, expire=True, read=(key, field)) if payload else None
+
+    async def _write(self, payload: str, *, expire: bool, read: tuple[str, str] | None = None) -> str | None:
         if not payload:
-            return
+            return None
         with redis_errors("events"):
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
                 pipe.expire(self._key, self._retention, nx=not expire)
-                await pipe.execute()
+                if read is not None:
+                    pipe.hget(*read)
+                answers = await pipe.execute()
+        return (answers[-1] or "") if read is not None else None
 
 
 async def read_entries(

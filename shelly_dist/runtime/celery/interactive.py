@@ -40,10 +40,10 @@ from shelly_dist.runtime.celery.journal import child_key
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.policy import stop_below
 from shelly_dist.runtime.celery.questions import answer_field, result_of
-from shelly_dist.runtime.celery.scripts import _FENCE
+from shelly_dist.runtime.celery.scripts import _FENCE, JOINED
 from shelly_dist.state.connection import redis_errors
 
-ASK_PARENT = _FENCE + round_timeout.JOINED + """
+ASK_PARENT = _FENCE + JOINED + """
 local record, lease, parent = KEYS[1], KEYS[2], KEYS[3]
 local parent_children, deadlines, children = KEYS[4], KEYS[5], KEYS[6]
 local token, field, entry, retention, resume_at, parent_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]

@@ -124,13 +124,23 @@ class Journal:
             fields["owner"] = owner
         if messages:
             fields["input"] = json.dumps([m.model_dump(mode="json") for m in messages])
-        key, retention = self.keys.run(run_id), self.settings.retention
+        key = self.keys.run(run_id)
         with redis_errors("journal"):
+            if not if_absent and not self.clustered:
+                # One Redis: the index, the tree and the live-tree entry in one transaction (one
+                # round trip instead of three; no reaper can see the entry without the record).
+                async with self.client.pipeline(transaction=True) as pipe:
+                    self._queue_index(pipe, run_id, session, now)
+                    self._queue_tree(pipe, run_id, fields, mode, now)
+                    await pipe.execute()
+                return True
             # The tree's keys in one transaction (one slot); the indexes of other slots around
             # it: the live-tree entry before (a crash after the transaction still leaves the root
             # where the reapers look) and again after (a reaper that dropped the entry meanwhile,
             # seeing no record yet, cannot hide the tree).
-            await self._index_root(run_id, session, now)
+            async with self.client.pipeline(transaction=False) as pipe:
+                self._queue_index(pipe, run_id, session, now)
+                await pipe.execute()
             async with self.client.pipeline(transaction=True) as pipe:
                 if if_absent:
                     await pipe.watch(key)
@@ -139,13 +149,7 @@ class Journal:
                     if await pipe.hlen(key):
                         return False
                     pipe.multi()
-                pipe.hset(key, mapping=fields)
-                pipe.expire(key, retention)
-                pipe.sadd(self.keys.tree_runs(run_id), run_id)
-                pipe.expire(self.keys.tree_runs(run_id), retention)
-                if mode == "worker":
-                    pipe.zadd(self.keys.tree_deadlines(run_id), {run_id: _ms(now + self.settings.requeue_after)})
-                    pipe.expire(self.keys.tree_deadlines(run_id), retention)
+                self._queue_tree(pipe, run_id, fields, mode, now)
                 try:
                     await pipe.execute()
                 except WatchError:
@@ -153,22 +157,31 @@ class Journal:
             await self.client.zadd(self.keys.live_trees(), {run_id: now}, nx=True)
         return True
 
-    async def _index_root(self, run_id: str, session: str, now: float) -> None:
-        """List a new root in its session's index and among the live trees (keys of other slots
-        than the tree, written without a transaction; an entry whose record never appears is
-        dropped by its readers, as one whose record expired)."""
+    def _queue_tree(self, pipe: Any, run_id: str, fields: dict[str, str], mode: str, now: float) -> None:
+        """Queue the root's record and its tree's keys (all in the tree's slot)."""
+        key, retention = self.keys.run(run_id), self.settings.retention
+        pipe.hset(key, mapping=fields)
+        pipe.expire(key, retention)
+        pipe.sadd(self.keys.tree_runs(run_id), run_id)
+        pipe.expire(self.keys.tree_runs(run_id), retention)
+        if mode == "worker":
+            pipe.zadd(self.keys.tree_deadlines(run_id), {run_id: _ms(now + self.settings.requeue_after)})
+            pipe.expire(self.keys.tree_deadlines(run_id), retention)
+
+    def _queue_index(self, pipe: Any, run_id: str, session: str, now: float) -> None:
+        """Queue a new root's entries in its session's index and among the live trees (keys of
+        other slots than the tree; an entry whose record never appears is dropped by its readers,
+        as one whose record expired)."""
         retention = self.settings.retention
         index = self.keys.session_runs(session)
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.zadd(index, {run_id: now}, nx=True)
-            # Trimmed on every write: roots past retention (their records are gone) and the
-            # oldest beyond SESSION_RUNS_MAX (a long-lived session must not grow without bound).
-            pipe.zremrangebyscore(index, "-inf", now - retention)
-            pipe.zremrangebyrank(index, 0, -SESSION_RUNS_MAX - 1)
-            pipe.expire(index, retention)
-            pipe.zadd(self.keys.live_trees(), {run_id: now}, nx=True)
-            pipe.expire(self.keys.live_trees(), retention)
-            await pipe.execute()
+        pipe.zadd(index, {run_id: now}, nx=True)
+        # Trimmed on every write: roots past retention (their records are gone) and the
+        # oldest beyond SESSION_RUNS_MAX (a long-lived session must not grow without bound).
+        pipe.zremrangebyscore(index, "-inf", now - retention)
+        pipe.zremrangebyrank(index, 0, -SESSION_RUNS_MAX - 1)
+        pipe.expire(index, retention)
+        pipe.zadd(self.keys.live_trees(), {run_id: now}, nx=True)
+        pipe.expire(self.keys.live_trees(), retention)
 
     async def open_root(
         self, run_id: str, *, agent: str, session: str, task: str, fingerprint: str

@@ -27,23 +27,9 @@ from shelly_dist.agent.stops import DELEGATION_CLOSED
 from shelly_dist.runtime.celery.journal import child_key
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.policy import stop_below
+from shelly_dist.runtime.celery.scripts import JOINED
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
-
-JOINED = """
-local function joined(parent, deadlines, retention, resume_at, parent_id)
-  local left = redis.call('HINCRBY', parent, 'pending', -1)
-  redis.call('PUBLISH', parent .. ':changed', 'child')
-  local mode = redis.call('HGET', parent, 'mode') or ''
-  if left == 0 and mode == 'worker' then
-    redis.call('ZADD', deadlines, resume_at, parent_id)
-    redis.call('EXPIRE', deadlines, retention)
-  end
-  return {left, mode}
-end
-"""
-"""A child's entry joined its parent: count it once, wake the parent, make its resume due when it
-was the last (the tail of the journal's ``FINISH``)."""
 
 EXPIRE = JOINED + """
 local parent, children, child, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

@@ -188,7 +188,22 @@ if redis.call('GET', lease) == token then redis.call('DEL', lease) return 1 end
 return 0
 """
 
-FINISH = _FENCE + _EVENTS + """
+JOINED = """
+local function joined(parent, deadlines, retention, resume_at, parent_id)
+  local left = redis.call('HINCRBY', parent, 'pending', -1)
+  redis.call('PUBLISH', parent .. ':changed', 'child')
+  local mode = redis.call('HGET', parent, 'mode') or ''
+  if left == 0 and mode == 'worker' then
+    redis.call('ZADD', deadlines, resume_at, parent_id)
+    redis.call('EXPIRE', deadlines, retention)
+  end
+  return {left, mode}
+end
+"""
+"""A child's entry joined its parent: count it once, wake the parent, make its resume due when it
+was the last (the tail of ``FINISH``, and of a round's timeout: ``round_timeout.EXPIRE``)."""
+
+FINISH = _FENCE + _EVENTS + JOINED + """
 local record, lease, parent, children, deadlines, msgs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local stream = KEYS[7]
 local token, status, result, now, retention, key, events, run_id, parent_id, resume_at =
@@ -219,14 +234,7 @@ end
 if redis.call('EXISTS', parent) == 0 then return {-1, ''} end  -- expired: never re-create it
 if redis.call('HSETNX', children, key, result) == 0 then return {-1, ''} end
 redis.call('EXPIRE', children, retention)
-local left = redis.call('HINCRBY', parent, 'pending', -1)
-redis.call('PUBLISH', parent .. ':changed', 'child')
-local mode = redis.call('HGET', parent, 'mode') or ''
-if left == 0 and mode == 'worker' then
-  redis.call('ZADD', deadlines, resume_at, parent_id)
-  redis.call('EXPIRE', deadlines, retention)
-end
-return {left, mode}
+return joined(parent, deadlines, retention, resume_at, parent_id)
 """
 
 REAP = """
