@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pydantic import BaseModel, Field
 
 from shelly_dist.agent.records import CompletionResult
-from shelly_dist.tools import Tool, schema_for
+from shelly_dist.tools import Tool
+from shelly_dist.tools.schema import shared_schema
 from shelly_dist.tools.tool import parse_input
 
 
@@ -34,7 +35,7 @@ def task_complete_tool(get: Callable[[], CompletionResult | None], set_: Callabl
     return Tool(
         "task_complete",
         "Report that your delegated task is finished (or failed). This ends your work.",
-        schema_for(TaskCompleteInput),
+        shared_schema(TaskCompleteInput),
         handler,
         group="agents",
         retry_on_crash=True,  # a second call is ignored

@@ -24,7 +24,8 @@ from shelly_dist.errors import (
     MaxIterationsExceeded,
     RunCancelled,
 )
-from shelly_dist.tools import Tool, schema_for
+from shelly_dist.tools import Tool
+from shelly_dist.tools.schema import shared_schema
 
 CONTEXT_LIMIT = 16_000
 RESULT_LIMIT = 2_000
@@ -59,7 +60,7 @@ def delegate_tool() -> Tool:
     async def not_called_directly(arguments: str) -> str:
         raise DelegationRejected("delegate: must be executed by an agent run")
 
-    return Tool("delegate", DELEGATE_DESCRIPTION, schema_for(DelegateInput), not_called_directly, group="agents")
+    return Tool("delegate", DELEGATE_DESCRIPTION, shared_schema(DelegateInput), not_called_directly, group="agents")
 
 
 def parse_delegate_input(arguments: str) -> DelegateInput:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 from shelly_dist.agent.records import ChildRequest, DelegateEntry, HandoffResult, RunState
 from shelly_dist.errors import ToolError
 from shelly_dist.tools import Tool
-from shelly_dist.tools.schema import schema_for
+from shelly_dist.tools.schema import shared_schema
 from shelly_dist.tools.tool import parse_input
 
 if TYPE_CHECKING:
@@ -57,8 +57,7 @@ def handoff_tool(get: Callable[[], HandoffResult | None], set_: Callable[[Handof
         set_(HandoffResult.model_validate(data.model_dump()))
         return f"Handing off to {data.target_agent}."
 
-    schema = schema_for(HandoffInput)
-    schema["required"] = ["target_agent", "reason", "context"]
+    schema = shared_schema(HandoffInput, required=("target_agent", "reason", "context"))
     return Tool("handoff", DESCRIPTION, schema, handler, group="agents", retry_on_crash=True)
 
 

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from shelly_dist.errors import ToolError
 from shelly_dist.tools import Tool
-from shelly_dist.tools.schema import schema_for
+from shelly_dist.tools.schema import shared_schema
 from shelly_dist.tools.tool import parse_input
 
 REQUEST_INPUT = "request_input"
@@ -59,8 +59,7 @@ def request_input_tool(
             raise ToolError(f"{REQUEST_INPUT}: question is required", tool=REQUEST_INPUT)
         return await answer(ChildQuestion(id=f"q-{number()}", agent=agent_name(), content=data.question))
 
-    schema = schema_for(RequestInputInput)
-    schema["required"] = ["question"]
+    schema = shared_schema(RequestInputInput, required=("question",))
     return Tool(REQUEST_INPUT, DESCRIPTION, schema, handler, group="agents", retry_on_crash=True)
 
 

@@ -78,3 +78,17 @@ def schema_for(model: type[BaseModel]) -> dict[str, Any]:
     child builds its tools); each call returns a fresh copy the caller may change.
     """
     return json.loads(_schema_text(model))
+
+
+@functools.cache
+def shared_schema(model: type[BaseModel], required: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """:func:`schema_for` ``model`` (with ``required`` in place of its required fields, when given),
+    one dict per process shared by every tool built from it: read it, never change it.
+
+    The built-in tools every run gets (``task_complete``, ``ask_user``…) are rebuilt for each run,
+    and a worker holds hundreds of runs at once: a copy each cost a few KB per run in flight.
+    """
+    schema = schema_for(model)
+    if required is not None:
+        schema["required"] = list(required)
+    return schema

@@ -25,7 +25,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from shelly_dist.errors import ToolError
-from shelly_dist.tools.schema import schema_for
+from shelly_dist.tools.schema import shared_schema
 from shelly_dist.tools.suspend import SuspendCall
 from shelly_dist.tools.tool import Tool, parse_input
 from shelly_dist.tools.toolbox import ToolBox
@@ -162,5 +162,5 @@ class Responder:
             return await self.ask(question, limit)
 
         # Asking again after a crash is harmless (the durable path dedups by call id anyway).
-        tool = Tool(ASK_USER, DESCRIPTION, schema_for(AskInput), handler, group="ask", retry_on_crash=True)
+        tool = Tool(ASK_USER, DESCRIPTION, shared_schema(AskInput), handler, group="ask", retry_on_crash=True)
         return ToolBox([tool], name="ask")
