@@ -7,7 +7,10 @@ directory; that is the whole access model, so notes need no directory approval.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
+import tempfile
 from pathlib import Path
 
 from pydantic import BaseModel, Field, field_validator
@@ -40,8 +43,19 @@ class ListNotesInput(BaseModel):
 
 
 def _write(path: Path, content: str) -> None:
+    """Replace the note whole: written to a file of its own, then renamed over the note, so agents
+    writing the same note at once (sibling children) leave one of their notes, never a mix of
+    two, and a reader never sees a half-written one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(content, encoding="utf-8")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _list(directory: Path) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -37,3 +39,12 @@ async def test_name_with_path_characters_is_rejected(tmp_path: Path) -> None:
 async def test_missing_note_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match=r'^read_note: note "nope" not found$'):
         await call(notes_toolbox(tmp_path), "read_note", name="nope")
+
+
+async def test_agents_writing_one_note_at_once_leave_one_whole_note(tmp_path: Path) -> None:
+    box = notes_toolbox(tmp_path)
+    contents = [f"found {word} part" + "." * (i * 4000) for i, word in enumerate(["first", "second", "third"])]
+    for _ in range(30):  # sibling children writing the same note at the same moment
+        await asyncio.gather(*(call(box, "write_note", name="finding", content=c) for c in contents))
+        assert (tmp_path / "finding.md").read_text(encoding="utf-8") in contents
+    assert os.listdir(tmp_path) == ["finding.md"]  # no temporary file left behind
