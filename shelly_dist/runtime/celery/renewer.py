@@ -109,6 +109,22 @@ class Renewer:
                            socket_connect_timeout=self.interval, retry=Retry(NoBackoff(), 0),
                            client_name="shelly-renewer")
 
+    def connect(self) -> None:
+        """Open the thread's connection now (``shelly worker``'s start), not at the first tick.
+
+        A first connection made while a step is in flight resolves Redis' host name then, and in a
+        container network that lookup can hang for half a minute while the network changes (a
+        container started or removed beside it: seen with podman's DNS) — longer than a lease,
+        so every lease of the process lapsed and its steps were redone elsewhere. Connected at
+        start, ticks reuse the connection; only a reconnect after an error resolves again. Redis
+        being away at start is logged: the first tick connects instead."""
+        try:
+            self._client = self._connect()
+            self._script = self._client.register_script(scripts.RENEW)
+            self._client.ping()
+        except (RedisError, RedisClusterException, OSError) as exc:
+            logger.info("lease renewer: could not connect at start (%s); the first renewal will", exc)
+
     # -- called on the event loop ---------------------------------------------------------------
 
     def hold(self, lease: Lease, step: asyncio.Task[Any]) -> None:

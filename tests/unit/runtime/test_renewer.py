@@ -169,3 +169,20 @@ async def test_a_cluster_routing_error_loses_the_leases_about_to_lapse(world: Wo
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(step, 10)  # the step is abandoned, as on any failed renewal
     assert lease.lost
+
+
+async def test_the_renewer_connects_at_start_and_its_ticks_reuse_that_connection(world: World):
+    connections: list[Counting] = []
+
+    def connect() -> Counting:
+        connections.append(Counting(server=world.server, decode_responses=True))
+        return connections[-1]
+
+    renewer = Renewer(world.settings, world.journal.keys, connect=connect)
+    world.renewers.append(renewer)
+    await asyncio.to_thread(renewer.connect)  # the worker's start, before any step
+    assert connections and connections[0].sent == ["PING"]
+    lease = await world.lease("root")
+    renewer.hold(lease, asyncio.current_task())  # type: ignore[arg-type]
+    await asyncio.to_thread(renewer.tick)
+    assert len(connections) == 1 and "EVALSHA" in connections[0].sent  # no new connection mid-step
