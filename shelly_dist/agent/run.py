@@ -14,7 +14,8 @@ checkpoints inside one (after the reply, after each tool result) — and continu
 
 The loop's contract is Shelly's: the completer never appends; tool calls run concurrently and
 their results are appended in call order, one tool message each; unknown tools and handler errors
-become ``is_error`` results; results over 32,000 characters are cut; the iteration limit is a
+become ``is_error`` results; results over 32,000 characters are cut, errors as well as successes
+(an error carrying a megabyte of output would otherwise flood the chat); the iteration limit is a
 distinct error.
 """
 
@@ -122,7 +123,7 @@ StepOutcome = Continue | Suspended | Finished
 
 
 def cap_result(content: str) -> str:
-    """Cut a success result longer than 32,000 characters and mark it."""
+    """Cut a result (success or error) longer than 32,000 characters and mark it."""
     return content if len(content) <= RESULT_CAP else content[:RESULT_CAP] + CAP_MARKER
 
 
@@ -516,7 +517,7 @@ class Run:
         except (asyncio.CancelledError, SuspendCall):
             raise
         except Exception as exc:
-            return ToolResult(tool_call_id=call.id, content=str(exc) or type(exc).__name__, is_error=True)
+            return ToolResult(tool_call_id=call.id, content=cap_result(str(exc) or type(exc).__name__), is_error=True)
         return ToolResult(tool_call_id=call.id, content=cap_result(content))
 
     async def _delegate_call(self, call: ToolCall) -> None:

@@ -151,15 +151,16 @@ async def test_long_success_result_is_capped_with_a_marker():
     assert len(content) == RESULT_CAP + len(CAP_MARKER)
 
 
-async def test_long_error_result_is_never_capped():
+async def test_long_error_result_is_capped_like_a_success():
     async def big_error(arguments: str) -> str:
         raise RuntimeError("e" * (RESULT_CAP + 10))
 
     box = ToolBox([Tool("bigerr", "", {"type": "object"}, big_error)])
     agent, _ = agent_with([call("bigerr"), "end"], toolboxes=(box,))
     await agent.run("go")
-    content = next(m for m in agent.chat.messages() if m.role == Role.TOOL).tool_results()[0].content
-    assert len(content) == RESULT_CAP + 10
+    result = next(m for m in agent.chat.messages() if m.role == Role.TOOL).tool_results()[0]
+    assert result.is_error and result.content.endswith(CAP_MARKER)
+    assert len(result.content) == RESULT_CAP + len(CAP_MARKER)
 
 
 async def test_system_prompt_is_rebuilt_on_every_run():
