@@ -5,9 +5,16 @@ sits in the network backend under the HTTP client: for every connection it resol
 itself, refuses the connection if *any* resolved address is private, loopback, link-local,
 unspecified, multicast or reserved (anything not globally routable), and then connects to the
 address it vetted, so a second DNS answer (rebinding) can never switch the target. TLS still
-verifies the original host name. Redirects are followed by hand, at most :data:`MAX_REDIRECTS`,
-and each hop is checked again: scheme, domain trust, and (at connect) the address. Proxies from
-the environment are ignored, since a proxy would connect on our behalf past the guard.
+verifies the original host name. An IPv6 address that embeds an IPv4 one (IPv4-mapped,
+-compatible or -translated, NAT64 ``64:ff9b::/96``, 6to4 ``2002::/16``) is judged by the IPv4
+address it carries, so ``64:ff9b::7f00:1`` is loopback. Redirects are followed by hand, at most
+:data:`MAX_REDIRECTS`, and each hop is checked again: scheme, domain trust, and (at connect) the
+address; a hop to another origin drops the credentials the model set (``Authorization``,
+``Proxy-Authorization``, ``Cookie``), so a trusted host cannot bounce them to a third one. Proxies
+from the environment are ignored, since a proxy would connect on our behalf past the guard.
+
+The timeout is one deadline for the whole call (every hop, connect and body), not per read: a
+server trickling a byte a second cannot hold the call past it.
 """
 
 from __future__ import annotations
@@ -43,11 +50,36 @@ async def system_resolver(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
+EMBEDDING_IPV4_IN_LOW_BITS = (
+    ipaddress.IPv6Network("::/96"),  # IPv4-compatible (deprecated), and :: and ::1
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),  # IPv4-translated (SIIT)
+    ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64 well-known prefix
+)
+"""Prefixes whose last 32 bits are an IPv4 address a gateway will connect to."""
+
+LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+"""Local-use NAT64 (RFC 8215): where the IPv4 address sits is the operator's choice, so refused."""
+
+
+def _embedded_ipv4(addr: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one carries to a translator or tunnel, if any."""
+    if addr.ipv4_mapped is not None:
+        return addr.ipv4_mapped
+    if addr.sixtofour is not None:
+        return addr.sixtofour
+    if any(addr in net for net in EMBEDDING_IPV4_IN_LOW_BITS):
+        return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
+    return None
+
+
 def is_public_address(ip: str) -> bool:
-    """Whether ``ip`` is globally routable (an IPv4-mapped IPv6 address is judged as IPv4)."""
+    """Whether ``ip`` is globally routable; an IPv6 address embedding an IPv4 one (mapped,
+    compatible, translated, NAT64, 6to4) is judged by the IPv4 address it reaches."""
     addr = ipaddress.ip_address(ip.split("%", 1)[0])
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
+    if isinstance(addr, ipaddress.IPv6Address):
+        if addr in LOCAL_NAT64:
+            return False
+        addr = _embedded_ipv4(addr) or addr
     return addr.is_global and not addr.is_multicast
 
 
@@ -128,6 +160,17 @@ class FetchInput(BaseModel):
     body: str = Field(default="", description="Request body")
 
 
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+"""Request headers that never follow a redirect to another origin."""
+
+
+def _keeps_credentials(old: httpx2.URL, new: httpx2.URL) -> bool:
+    """Same origin, or the same host upgraded from http to https on the default ports."""
+    if (old.scheme, old.host, old.port) == (new.scheme, new.host, new.port):
+        return True
+    return old.host == new.host and (old.scheme, new.scheme) == ("http", "https") and old.port is new.port is None
+
+
 async def _read_capped(response: httpx2.Response) -> str:
     data = bytearray()
     async for chunk in response.aiter_bytes():
@@ -156,7 +199,11 @@ class _Fetcher:
         async with httpx2.AsyncClient(
             transport=transport, follow_redirects=False, timeout=self.timeout, trust_env=False
         ) as client:
-            return await self._fetch(client, inp)
+            try:
+                async with asyncio.timeout(self.timeout):
+                    return await self._fetch(client, inp)
+            except TimeoutError as exc:
+                raise ToolError(f"{TOOL}: timed out after {self.timeout:g}s", tool=TOOL) from exc
 
     async def _fetch(self, client: httpx2.AsyncClient, inp: FetchInput) -> str:
         try:
@@ -164,16 +211,19 @@ class _Fetcher:
         except httpx2.InvalidURL as exc:
             raise ToolError(f"{TOOL}: invalid URL: {exc}", tool=TOOL) from exc
         method, body = inp.method, inp.body.encode() if inp.body else None
+        headers = dict(inp.headers)
         for _ in range(MAX_REDIRECTS + 1):
             await self.check_url(url)
-            request = client.build_request(method, url, headers=inp.headers, content=body)
+            request = client.build_request(method, url, headers=headers, content=body)
             try:
                 response = await client.send(request, stream=True)
             except httpx2.HTTPError as exc:
                 raise ToolError(f"{TOOL}: {type(exc).__name__}: {exc}", tool=TOOL) from exc
             try:
                 if response.is_redirect and "location" in response.headers:
-                    url = url.join(response.headers["location"])
+                    previous, url = url, url.join(response.headers["location"])
+                    if not _keeps_credentials(previous, url):
+                        headers = {k: v for k, v in headers.items() if k.lower() not in CREDENTIAL_HEADERS}
                     if response.status_code == 303 or (response.status_code in (301, 302) and method == "POST"):
                         method, body = "GET", None
                     continue

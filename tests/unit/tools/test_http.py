@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -20,6 +21,7 @@ from tests.unit.tools.conftest import call
 class Server:
     def __init__(self) -> None:
         self.paths: list[str] = []
+        self.authorizations: list[str | None] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -28,6 +30,10 @@ class Server:
 
             def _answer(self) -> None:
                 server.paths.append(self.path)
+                server.authorizations.append(self.headers.get("Authorization"))
+                if self.path == "/trickle":
+                    self._trickle()
+                    return
                 if self.path.startswith("/redirect/"):
                     self.send_response(302)
                     self.send_header("Location", "http://" + self.path.removeprefix("/redirect/"))
@@ -41,6 +47,19 @@ class Server:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def _trickle(self) -> None:
+                """40 bytes, one every 0.1 s: each read is quick, the whole body takes 4 s."""
+                self.send_response(200)
+                self.send_header("Content-Length", "40")
+                self.end_headers()
+                try:
+                    for _ in range(40):
+                        self.wfile.write(b"x")
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                except OSError:  # the client gave up
+                    pass
 
             do_GET = do_POST = _answer
 
@@ -138,6 +157,32 @@ async def test_redirect_within_trusted_domain_is_followed(project: Path, server:
     assert out["status"] == 200 and server.paths[-1] == "/ok"
 
 
+async def test_authorization_is_dropped_on_a_redirect_to_another_host(project: Path, server: Server) -> None:
+    tb = http_toolbox(
+        perms_trusting(project, "good.example", "other.example"),
+        resolver=fake_dns({"good.example": "127.0.0.1", "other.example": "127.0.0.1"}),
+        address_allowed=lambda ip: ip == "127.0.0.1",
+    )
+    url = server.url("good.example", f"/redirect/other.example:{server.port}/ok")
+    out = json.loads(await call(tb, "http_fetch", url=url, headers={"Authorization": "Bearer secret"}))
+    assert out["status"] == 200 and server.authorizations == ["Bearer secret", None]
+
+
+async def test_authorization_is_kept_on_a_redirect_within_the_origin(project: Path, server: Server) -> None:
+    tb = http_toolbox(perms_trusting(project, "127.0.0.1"), allow_private=True)
+    url = server.url("127.0.0.1", f"/redirect/127.0.0.1:{server.port}/ok")
+    await call(tb, "http_fetch", url=url, headers={"Authorization": "Bearer secret"})
+    assert server.authorizations == ["Bearer secret", "Bearer secret"]
+
+
+async def test_timeout_is_a_deadline_for_the_whole_call(project: Path, server: Server) -> None:
+    tb = http_toolbox(perms_trusting(project, "127.0.0.1"), allow_private=True, timeout=1)
+    started = time.monotonic()
+    with pytest.raises(ToolError, match=r"^http_fetch: timed out after 1s$"):
+        await call(tb, "http_fetch", url=server.url("127.0.0.1", "/trickle"))
+    assert time.monotonic() - started < 2
+
+
 async def test_untrusted_domain_is_refused_headless(project: Path, server: Server) -> None:
     tb = http_toolbox(Permissions(root=project), allow_private=True)
     with pytest.raises(ToolError, match=r"^http_fetch: permission denied for 127\.0\.0\.1$"):
@@ -173,6 +218,17 @@ async def test_unsupported_method_is_invalid_input(project: Path) -> None:
         ("::ffff:127.0.0.1", False),
         ("100.64.0.1", False),
         ("224.0.0.1", False),
+        ("::ffff:8.8.8.8", True),
+        ("::127.0.0.1", False),  # IPv4-compatible
+        ("::ffff:0:7f00:1", False),  # IPv4-translated
+        ("64:ff9b::7f00:1", False),  # NAT64 of 127.0.0.1
+        ("64:ff9b::a00:1", False),  # NAT64 of 10.0.0.1
+        ("64:ff9b::808:808", True),  # NAT64 of 8.8.8.8
+        ("64:ff9b:1::a00:1", False),  # local-use NAT64
+        ("2002:7f00:1::", False),  # 6to4 of 127.0.0.1
+        ("2002:c0a8:101::1", False),  # 6to4 of 192.168.1.1
+        ("2002:808:808::1", True),  # 6to4 of 8.8.8.8
+        ("2606:4700::1111", True),
     ],
 )
 def test_address_classification(ip: str, public: bool) -> None:
