@@ -40,6 +40,10 @@ def program_env(passthrough: Iterable[str] = (), environ: Mapping[str, str] | No
     return env
 
 
+class ProgramTimedOut(ToolError):
+    """The program ran past its time limit and was killed (so a caller can say why it was slow)."""
+
+
 @dataclass
 class Completed:
     returncode: int
@@ -103,7 +107,7 @@ async def run_program(
         stdout, stderr, rc = await asyncio.wait_for(reading, time_limit)
         finished = True
     except TimeoutError as exc:
-        raise ToolError(f"{tool}: {argv[0]} timed out after {time_limit:g}s", tool=tool) from exc
+        raise ProgramTimedOut(f"{tool}: {argv[0]} timed out after {time_limit:g}s", tool=tool) from exc
     finally:
         if not finished:
             # The program may have exited while a grandchild still holds its pipes: the group

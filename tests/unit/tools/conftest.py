@@ -1,8 +1,12 @@
-"""Helpers for the built-in tool tests: call a tool by name, build permissions on tmp_path."""
+"""Helpers for the built-in tool tests: call a tool by name, build permissions on tmp_path, watch
+the event loop while a call runs."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +20,32 @@ async def call(tb: ToolBox, tool_name: str, /, **args: Any) -> str:
     tool = tb.get(tool_name)
     assert tool is not None, f"{tool_name} not in {tb.names()}"
     return await tool.handler(json.dumps(args))
+
+
+async def longest_loop_stall(work: Awaitable[Any]) -> tuple[Any, float]:
+    """Await ``work`` while a ticker coroutine runs every 10 ms; return (its result or the
+    exception it raised, the longest gap in seconds between two ticks). A gap of seconds means
+    something ran on the event loop (or held the GIL) that long."""
+    gaps = [0.0]
+    done = asyncio.Event()
+
+    async def tick() -> None:
+        last = time.monotonic()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    try:
+        outcome: Any = await work
+    except Exception as exc:
+        outcome = exc
+    finally:
+        done.set()
+        await ticker
+    return outcome, max(gaps)
 
 
 class ScriptedApprover:

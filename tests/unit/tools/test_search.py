@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -10,9 +12,9 @@ import pytest
 from shelly_dist.errors import ToolError
 from shelly_dist.tools import ToolBox
 from shelly_dist.tools.builtin import search_toolbox
-from shelly_dist.tools.builtin.search import glob_regex
+from shelly_dist.tools.builtin.search import CONTENT_CAP, MAX_CONTEXT, glob_regex
 from shelly_dist.tools.permissions import Permissions
-from tests.unit.tools.conftest import call
+from tests.unit.tools.conftest import call, longest_loop_stall
 
 
 @pytest.fixture
@@ -74,3 +76,45 @@ async def test_symlinked_file_leaving_the_directory_is_not_searched(tb: ToolBox,
     (tmp_path / "secret.txt").write_text("TOPSECRET")
     (project / "src" / "leak.txt").symlink_to(tmp_path / "secret.txt")
     assert json.loads(await call(tb, "search_content", pattern="TOPSECRET", directory=".")) == []
+
+
+async def test_catastrophic_pattern_times_out_without_stalling_the_loop(perms: Permissions, project: Path) -> None:
+    (project / "evil.txt").write_text("a" * 28 + "b\n")  # (a+)+$ backtracks 2**28 ways: ~13 s in re
+    tb = search_toolbox(perms, root=project, timeout=1)
+    started = time.monotonic()
+    outcome, stall = await longest_loop_stall(call(tb, "search_content", pattern="(a+)+$", directory="."))
+    assert isinstance(outcome, ToolError) and str(outcome).startswith("search_content: timed out after 1s")
+    assert time.monotonic() - started < 3 and stall < 0.5
+
+
+async def test_context_lines_over_the_cap_are_invalid_input(tb: ToolBox) -> None:
+    with pytest.raises(ToolError, match=r"^search_content: invalid input: context_lines"):
+        await call(tb, "search_content", pattern="x", directory=".", context_lines=MAX_CONTEXT + 1)
+
+
+async def test_result_stops_growing_at_one_megabyte(perms: Permissions, project: Path) -> None:
+    (project / "big.txt").write_text(("m" * 99 + "\n") * 20_000)  # 2 MB, every line a match
+    tb = search_toolbox(perms, root=project)
+    out = await call(tb, "search_content", pattern="m", directory=".", max_results=100_000,
+                     context_lines=MAX_CONTEXT)
+    found = json.loads(out)
+    assert len(out) <= CONTENT_CAP + 50_000 and found[0]["context"][1] == "m" * 99
+
+
+async def test_a_long_line_is_cut_in_the_result(perms: Permissions, project: Path) -> None:
+    (project / "wide.txt").write_text("x" * 10_000 + "\n")
+    found = json.loads(await call(search_toolbox(perms, root=project), "search_content", pattern="x", directory="."))
+    assert found[0]["content"] == "x" * 2000 + "…"
+
+
+async def test_context_spans_the_lines_after_the_match(tb: ToolBox) -> None:
+    found = json.loads(await call(tb, "search_content", pattern="import", directory="src", context_lines=1))
+    assert found == [{"path": "main.py", "line": 1, "content": "import os", "context": ["import os", "def main():"]}]
+
+
+async def test_a_fifo_in_the_directory_is_skipped(perms: Permissions, project: Path) -> None:
+    os.mkfifo(project / "pipe")
+    (project / "a.txt").write_text("needle\n")
+    tb = search_toolbox(perms, root=project, timeout=5)
+    found = json.loads(await call(tb, "search_content", pattern="needle", directory="."))
+    assert [r["path"] for r in found] == ["a.txt"]

@@ -1,0 +1,157 @@
+"""The ``search_content`` walk, run as a program of its own: ``python -I -S _grep.py REQUEST``.
+
+Python's ``re`` holds the GIL for a whole match and cannot be interrupted, so a pattern that
+backtracks catastrophically (``(a+)+$`` on 28 characters: 13 s, doubling per character) would
+freeze the worker's event loop and its lease renewer if it ran in a thread. Here it runs in a
+process the caller kills at its deadline (:func:`shelly_dist.tools.builtin.search`), under an
+address-space limit (:data:`MEMORY_LIMIT`), and starts in ~25 ms because it imports only the
+standard library (importing the package would cost ~0.8 s of CPU per call). The same module
+gives the caller :func:`files`, so both sides walk alike.
+
+Files are read line by line, never whole; ``context`` lines come from a sliding window. The
+result (a JSON list of ``{path, line, content, context?}``) stops growing once its encoded size
+passes ``cap``, and every line in it is cut at :data:`MAX_LINE` characters, so its size is bounded
+whatever the files hold. Only regular files are opened, without blocking (a FIFO is skipped).
+
+The REQUEST argument is a JSON object: pattern, directory, max_results, context, cap. The
+result goes to stdout; an error goes to stderr as one line and the exit status is 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import sys
+from collections import deque
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TextIO
+
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn"})
+MAX_LINE = 2000
+"""Characters kept of one line in a result; the rest is replaced by ``…``."""
+MEMORY_LIMIT = 1 << 30
+"""Address space of the search process (1 GB): a gigantic line fails the call, not the host."""
+
+
+def _within(path: str, directory: str) -> bool:
+    """``path`` is ``directory`` or below it (both real paths); permissions.path_within's rule,
+    restated because this module may import nothing from the package."""
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def files(directory: Path) -> Iterator[tuple[Path, str]]:
+    """(path, relative path) of every file below ``directory`` that stays inside it; symlinked
+    directories are not followed and a symlink pointing outside is skipped."""
+    real_dir = os.path.realpath(directory)
+    for current, dirs, names in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        for name in sorted(names):
+            path = Path(current, name)
+            if path.is_symlink() and not _within(os.path.realpath(path), real_dir):
+                continue
+            yield path, path.relative_to(directory).as_posix()
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= MAX_LINE else line[:MAX_LINE] + "…"
+
+
+def _open_text(path: Path) -> TextIO | None:
+    """The file as text lines, or None for a non-regular file (FIFO, device, socket) or a binary
+    one (a NUL byte in its first 8 KB). Opened non-blocking so a FIFO cannot hang the open."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode) and b"\0" not in os.pread(fd, 8192, 0):
+            text = open(fd, encoding="utf-8", errors="replace")  # the caller closes it
+            fd = -1
+            return text
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+class _Collector:
+    """Results with their context, within ``max_results`` entries and ``cap`` encoded characters."""
+
+    def __init__(self, max_results: int, context: int, cap: int) -> None:
+        self.results: list[dict[str, object]] = []
+        self.max_results, self.context, self.budget = max_results, context, cap
+        self.open: list[tuple[list[str], int]] = []  # (an entry's context, lines it still lacks)
+
+    def full(self) -> bool:
+        return self.budget <= 0 or (len(self.results) >= self.max_results and not self.open)
+
+    def _spend(self, text: str) -> str:
+        self.budget -= len(json.dumps(text)) + 2
+        return text
+
+    def line(self, rel: str, number: int, text: str, before: deque[str], matched: bool) -> None:
+        """Feed one line: it extends the open entries' context, and starts an entry if matched."""
+        for ctx, _ in self.open:
+            ctx.append(self._spend(_cut(text)))
+        self.open = [(ctx, lacking - 1) for ctx, lacking in self.open if lacking > 1]
+        if not matched or len(self.results) >= self.max_results or self.budget <= 0:
+            return
+        entry: dict[str, object] = {"path": rel, "line": number, "content": self._spend(_cut(text))}
+        self.budget -= len(rel) + 40
+        if self.context:
+            ctx = [self._spend(_cut(b)) for b in (*before, text)]
+            entry["context"] = ctx
+            self.open.append((ctx, self.context))
+        self.results.append(entry)
+
+    def end_of_file(self) -> None:
+        self.open = []
+
+
+def search(pattern: str, directory: str, max_results: int, context: int, cap: int) -> list[dict[str, object]]:
+    regex = re.compile(pattern)
+    found = _Collector(max_results, context, cap)
+    for path, rel in files(Path(directory)):
+        try:
+            text = _open_text(path)
+        except OSError:
+            continue
+        if text is None:
+            continue
+        with text:
+            before: deque[str] = deque(maxlen=context)
+            try:
+                for number, raw in enumerate(text, 1):
+                    line = raw.rstrip("\r\n")
+                    found.line(rel, number, line, before, regex.search(line) is not None)
+                    if found.full():
+                        return found.results
+                    before.append(line)
+            except OSError:
+                pass
+        found.end_of_file()
+        if found.full():
+            break
+    return found.results
+
+
+def main(argv: list[str]) -> int:
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    except (ImportError, ValueError, OSError):  # no limit here; the caller's deadline still holds
+        pass
+    request = json.loads(argv[1])
+    try:
+        results = search(request["pattern"], request["directory"], request["max_results"],
+                         request["context"], request["cap"])
+    except MemoryError:
+        print(f"search_content: out of memory (over {MEMORY_LIMIT >> 20} MB): a line too long?", file=sys.stderr)
+        return 2
+    sys.stdout.write(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
