@@ -78,10 +78,31 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+async def _feed(stream: asyncio.StreamWriter | None, data: bytes | None) -> None:
+    """Write ``data`` to the program's stdin and close it; a program that exits early is no error."""
+    if stream is None or data is None:
+        return
+    try:
+        stream.write(data)
+        await stream.drain()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    finally:
+        stream.close()
+
+
 async def run_program(
-    tool: str, argv: list[str], *, cwd: Path, time_limit: float, env: Mapping[str, str], cap: int = OUTPUT_CAP
+    tool: str,
+    argv: list[str],
+    *,
+    cwd: Path,
+    time_limit: float,
+    env: Mapping[str, str],
+    cap: int = OUTPUT_CAP,
+    stdin: bytes | None = None,
 ) -> Completed:
-    """Run ``argv`` (no shell) in ``cwd`` with exactly ``env`` (see :func:`program_env`).
+    """Run ``argv`` (no shell) in ``cwd`` with exactly ``env`` (see :func:`program_env`), feeding
+    it ``stdin`` if given (else /dev/null).
 
     Raises ``ToolError`` if it cannot start or times out; on a timeout or a cancellation the
     program's whole process group is killed before this returns.
@@ -91,7 +112,7 @@ async def run_program(
             *argv,
             cwd=cwd,
             env=dict(env),
-            stdin=asyncio.subprocess.DEVNULL,
+            stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
@@ -101,10 +122,12 @@ async def run_program(
     except OSError as exc:
         raise ToolError(f"{tool}: cannot start {argv[0]}: {exc}", tool=tool) from exc
     assert proc.stdout is not None and proc.stderr is not None
-    reading = asyncio.gather(_read_capped(proc.stdout, cap), _read_capped(proc.stderr, cap), proc.wait())
+    reading = asyncio.gather(
+        _read_capped(proc.stdout, cap), _read_capped(proc.stderr, cap), proc.wait(), _feed(proc.stdin, stdin)
+    )
     finished = False
     try:
-        stdout, stderr, rc = await asyncio.wait_for(reading, time_limit)
+        stdout, stderr, rc, _ = await asyncio.wait_for(reading, time_limit)
         finished = True
     except TimeoutError as exc:
         raise ProgramTimedOut(f"{tool}: {argv[0]} timed out after {time_limit:g}s", tool=tool) from exc

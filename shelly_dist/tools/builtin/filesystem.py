@@ -1,7 +1,8 @@
 """The ``filesystem`` toolbox: Shelly's ``fs_*`` tools behind directory approval.
 
 Every path goes through :meth:`Permissions.check_path` before any I/O (so ``..`` and symlinks
-cannot leave an allowed directory), every mutation computes a unified diff and passes
+cannot leave an allowed directory), every mutation computes a unified diff (bounded, off the
+event loop: :mod:`~shelly_dist.tools.builtin._diff`) and passes
 :meth:`Permissions.confirm_change`, and every blocking call runs in a thread. Writes to one path
 are serialised by a per-path lock; ``fs_move``/``fs_copy`` take their two locks in sorted order so
 two opposite moves cannot deadlock. Existing files keep their mode; new files are created 0600.
@@ -10,7 +11,6 @@ two opposite moves cannot deadlock. Existing files keep their mode; new files ar
 from __future__ import annotations
 
 import asyncio
-import difflib
 import json
 import os
 import shutil
@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from shelly_dist.errors import ToolError
+from shelly_dist.tools.builtin._diff import bounded_diff
 from shelly_dist.tools.permissions import Permissions
 from shelly_dist.tools.tool import Tool, tool_from_model
 from shelly_dist.tools.toolbox import ToolBox
@@ -73,13 +74,6 @@ class TwoPathInput(BaseModel):
 class DiffInput(BaseModel):
     file_a: str = Field(description="Original file")
     file_b: str = Field(description="Changed file")
-
-
-def unified_diff(path: str, old: str, new: str, *, a: str | None = None, b: str | None = None) -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), a or f"a/{path}", b or f"b/{path}"
-    )
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 def replace_once(tool: str, content: str, old: str, new: str, *, where: str = "") -> str:
@@ -208,7 +202,7 @@ class _Filesystem:
         async with self.locked(path):
             old = await self.io(tool, _read_text, tool, path)
             new = change(old)
-            await self.perms.confirm_change(tool, path, unified_diff(raw, old, new))
+            await self.perms.confirm_change(tool, path, await bounded_diff(tool, old, new, a=f"a/{raw}", b=f"b/{raw}"))
             await self.io(tool, _write_text, path, new)
         return "ok"
 
@@ -236,7 +230,7 @@ class _Filesystem:
         path = await self.perms.check_path("fs_write", inp.path)
         async with self.locked(path):
             old = await self.io("fs_write", _read_or_empty, path)
-            diff = unified_diff(inp.path, old, inp.content)
+            diff = await bounded_diff("fs_write", old, inp.content, a=f"a/{inp.path}", b=f"b/{inp.path}")
             await self.perms.confirm_change("fs_write", path, diff)
             await self.io("fs_write", _write_text, path, inp.content)
         return "ok"
@@ -290,7 +284,7 @@ class _Filesystem:
         b = await self.perms.check_path("fs_diff", inp.file_b)
         old = await self.io("fs_diff", _read_text, "fs_diff", a)
         new = await self.io("fs_diff", _read_text, "fs_diff", b)
-        return unified_diff("", old, new, a=inp.file_a, b=inp.file_b) or "Files are identical."
+        return await bounded_diff("fs_diff", old, new, a=inp.file_a, b=inp.file_b) or "Files are identical."
 
     async def mkdir(self, inp: PathInput) -> str:
         path = await self.perms.check_path("fs_mkdir", inp.path)
