@@ -8,16 +8,22 @@ Two rules keep a program the model asked for from reaching what the worker holds
 
 - it sees only PATH, HOME, LANG and the names listed in ``permissions.exec_env``
   (:func:`program_env`), never the worker's provider keys or its Redis password;
-- it runs in a process group of its own (a new session), and a timeout or a cancelled call kills
-  the whole group, so ``sh -c 'sleep 1000 & wait'`` leaves no grandchild behind
-  (``test_timeout_kills_the_grandchildren_too``).
+- it runs under a launcher (:mod:`~shelly_dist.tools.builtin._reaper`) that is a child subreaper:
+  when the program exits, or at a timeout or a cancelled call, the launcher kills every process
+  the program started, even one that left the group with ``setsid``, so ``sh -c 'setsid sleep
+  1000 &'`` leaves nothing behind and the call ends when the program does
+  (``test_a_background_child_in_a_new_session_dies_with_the_call``). The launcher runs in a
+  session of its own, and its group is killed as well should it not answer within
+  :data:`REAP_GRACE`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +32,11 @@ from shelly_dist.errors import ToolError
 
 OUTPUT_CAP = 1 << 20
 """1 MB per stream, as Shelly's ``limitedBuffer``."""
+
+REAP_GRACE = 2.0
+"""Seconds the launcher has to kill the program's tree before its group is SIGKILLed."""
+
+LAUNCHER = Path(__file__).with_name("_reaper.py")
 
 BASE_ENV = ("PATH", "HOME", "LANG")
 """What every program gets from this process's environment, whatever the config lists."""
@@ -78,6 +89,34 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def _resolve(tool: str, program: str, *, cwd: Path, env: Mapping[str, str]) -> str:
+    """The file the launcher will execute: ``program`` looked up on ``env``'s PATH, or taken
+    relative to ``cwd`` when it names a path; a missing one is ``command not found``."""
+    if os.sep in program:  # the launcher runs in cwd: the path stays as given (a script's $0)
+        if not os.path.isfile(cwd / program):
+            raise ToolError(f"{tool}: command not found: {program}", tool=tool)
+        if not os.access(cwd / program, os.X_OK):
+            raise ToolError(f"{tool}: cannot start {program}: permission denied", tool=tool)
+        return program
+    found = shutil.which(program, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise ToolError(f"{tool}: command not found: {program}", tool=tool)
+    return str(cwd / found)
+
+
+async def _end_tree(proc: asyncio.subprocess.Process) -> None:
+    """Ask the launcher to kill the program's tree (SIGTERM), then SIGKILL its group anyway."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), REAP_GRACE)
+    except (ProcessLookupError, TimeoutError):
+        pass
+    finally:
+        _kill_group(proc.pid)
+        if proc.returncode is None:
+            await proc.wait()
+
+
 async def _feed(stream: asyncio.StreamWriter | None, data: bytes | None) -> None:
     """Write ``data`` to the program's stdin and close it; a program that exits early is no error."""
     if stream is None or data is None:
@@ -104,12 +143,13 @@ async def run_program(
     """Run ``argv`` (no shell) in ``cwd`` with exactly ``env`` (see :func:`program_env`), feeding
     it ``stdin`` if given (else /dev/null).
 
-    Raises ``ToolError`` if it cannot start or times out; on a timeout or a cancellation the
-    program's whole process group is killed before this returns.
+    Raises ``ToolError`` if it cannot start or times out; when it exits, times out or the call is
+    cancelled, every process it started is killed before this returns.
     """
+    path = _resolve(tool, argv[0], cwd=cwd, env=env)
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv,
+            sys.executable, "-I", "-S", str(LAUNCHER), path, *argv,
             cwd=cwd,
             env=dict(env),
             stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
@@ -133,9 +173,5 @@ async def run_program(
         raise ProgramTimedOut(f"{tool}: {argv[0]} timed out after {time_limit:g}s", tool=tool) from exc
     finally:
         if not finished:
-            # The program may have exited while a grandchild still holds its pipes: the group
-            # (its id is the program's pid, start_new_session) outlives it until killed.
-            _kill_group(proc.pid)
-            if proc.returncode is None:
-                await proc.wait()
+            await _end_tree(proc)
     return Completed(rc, stdout, stderr)

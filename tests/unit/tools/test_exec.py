@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,33 @@ async def test_timeout_kills_the_grandchildren_too(project: Path) -> None:
         await call(tb, "exec_run", command="sh", args=["-c", f"sleep 1000 & echo $! > {pidfile}; wait"])
     grandchild = int(pidfile.read_text())
     wait_until(lambda: gone(grandchild), 30, f"grandchild sleep {grandchild} to be killed")
+
+
+async def test_a_background_child_in_a_new_session_dies_with_the_call(project: Path) -> None:
+    pidfile = project / "escaped.pid"
+    tb = exec_toolbox(trusting(project, "sh"), root=project, timeout=60)
+    started = time.monotonic()
+    await call(tb, "exec_run", command="sh", args=["-c", f"setsid sleep 1000 > /dev/null 2>&1 & echo $! > {pidfile}"])
+    assert time.monotonic() - started < 10
+    escaped = int(pidfile.read_text())
+    wait_until(lambda: gone(escaped), 10, f"setsid sleep {escaped} to be killed")
+
+
+async def test_a_new_session_started_before_a_timeout_dies_with_the_call(project: Path) -> None:
+    pidfile = project / "escaped.pid"
+    tb = exec_toolbox(trusting(project, "sh"), root=project, timeout=2)
+    with pytest.raises(ToolError, match="timed out"):
+        await call(tb, "exec_run", command="sh", args=["-c", f"setsid sleep 1000 & echo $! > {pidfile}; sleep 1000"])
+    escaped = int(pidfile.read_text())
+    wait_until(lambda: gone(escaped), 10, f"setsid sleep {escaped} to be killed")
+
+
+async def test_a_relative_program_path_runs_from_the_project(project: Path) -> None:
+    script = project / "hello.sh"
+    script.write_text("#!/bin/sh\necho hello from $0\n")
+    script.chmod(0o755)
+    out = await call(exec_toolbox(trusting(project, "./hello.sh"), root=project), "exec_run", command="./hello.sh")
+    assert out == "hello from ./hello.sh\n"
 
 
 async def test_program_sees_neither_secrets_nor_unlisted_variables(project: Path, monkeypatch) -> None:
