@@ -12,9 +12,9 @@ Two rules keep a program the model asked for from reaching what the worker holds
   when the program exits, or at a timeout or a cancelled call, the launcher kills every process
   the program started, even one that left the group with ``setsid``, so ``sh -c 'setsid sleep
   1000 &'`` leaves nothing behind and the call ends when the program does
-  (``test_a_background_child_in_a_new_session_dies_with_the_call``). The launcher runs in a
-  session of its own, and its group is killed as well should it not answer within
-  :data:`REAP_GRACE`.
+  (``test_a_background_child_in_a_new_session_dies_with_the_call``,
+  ``test_timeout_kills_the_grandchildren_too``). The launcher runs in a session of its own, and
+  its group is killed as well should it not answer within :data:`REAP_GRACE`.
 """
 
 from __future__ import annotations

@@ -86,31 +86,27 @@ def gone(pid: int) -> bool:
         return True
 
 
-async def test_timeout_kills_the_grandchildren_too(project: Path) -> None:
-    pidfile = project / "grandchild.pid"
-    tb = exec_toolbox(trusting(project, "sh"), root=project, timeout=3)
+async def run_leaving_a_sleep(project: Path, time_limit: float, script: str) -> int:
+    """Run ``sh -c script`` (which writes a background sleep's pid to $PIDFILE); the sleep's pid."""
+    pidfile = project / "background.pid"
+    tb = exec_toolbox(trusting(project, "sh"), root=project, timeout=time_limit)
+    await call(tb, "exec_run", command="sh", args=["-c", script.replace("$PIDFILE", str(pidfile))])
+    return int(pidfile.read_text())
+
+
+@pytest.mark.parametrize("script", ["sleep 1000 & echo $! > $PIDFILE; wait",
+                                    "setsid sleep 1000 & echo $! > $PIDFILE; sleep 1000"])
+async def test_timeout_kills_the_grandchildren_too(project: Path, script: str) -> None:
     with pytest.raises(ToolError, match="timed out"):
-        await call(tb, "exec_run", command="sh", args=["-c", f"sleep 1000 & echo $! > {pidfile}; wait"])
-    grandchild = int(pidfile.read_text())
-    wait_until(lambda: gone(grandchild), 30, f"grandchild sleep {grandchild} to be killed")
+        await run_leaving_a_sleep(project, 2, script)
+    background = int((project / "background.pid").read_text())
+    wait_until(lambda: gone(background), 30, f"grandchild sleep {background} to be killed")
 
 
 async def test_a_background_child_in_a_new_session_dies_with_the_call(project: Path) -> None:
-    pidfile = project / "escaped.pid"
-    tb = exec_toolbox(trusting(project, "sh"), root=project, timeout=60)
     started = time.monotonic()
-    await call(tb, "exec_run", command="sh", args=["-c", f"setsid sleep 1000 > /dev/null 2>&1 & echo $! > {pidfile}"])
+    escaped = await run_leaving_a_sleep(project, 60, "setsid sleep 1000 > /dev/null 2>&1 & echo $! > $PIDFILE")
     assert time.monotonic() - started < 10
-    escaped = int(pidfile.read_text())
-    wait_until(lambda: gone(escaped), 10, f"setsid sleep {escaped} to be killed")
-
-
-async def test_a_new_session_started_before_a_timeout_dies_with_the_call(project: Path) -> None:
-    pidfile = project / "escaped.pid"
-    tb = exec_toolbox(trusting(project, "sh"), root=project, timeout=2)
-    with pytest.raises(ToolError, match="timed out"):
-        await call(tb, "exec_run", command="sh", args=["-c", f"setsid sleep 1000 & echo $! > {pidfile}; sleep 1000"])
-    escaped = int(pidfile.read_text())
     wait_until(lambda: gone(escaped), 10, f"setsid sleep {escaped} to be killed")
 
 
