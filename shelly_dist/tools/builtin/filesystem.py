@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from shelly_dist.errors import ToolError
+from shelly_dist.tools.blocking import run_blocking
 from shelly_dist.tools.builtin._diff import bounded_diff
 from shelly_dist.tools.permissions import Permissions
 from shelly_dist.tools.tool import Tool, tool_from_model
@@ -186,9 +187,10 @@ class _Filesystem:
                 lock.release()
 
     async def io(self, tool: str, fn, *args):  # type: ignore[no-untyped-def]
-        """Run blocking ``fn`` in a thread; OS errors become ``ToolError`` naming the tool."""
+        """Run blocking ``fn`` on a tool I/O thread, under its deadline (:mod:`shelly_dist.tools.blocking`);
+        OS errors become ``ToolError`` naming the tool."""
         try:
-            return await asyncio.to_thread(fn, *args)
+            return await run_blocking(tool, fn, *args)
         except ToolError:
             raise
         except FileNotFoundError as exc:

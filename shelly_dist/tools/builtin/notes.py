@@ -6,7 +6,6 @@ directory; that is the whole access model, so notes need no directory approval.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -16,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator
 
 from shelly_dist.errors import ToolError
+from shelly_dist.tools.blocking import run_blocking
 from shelly_dist.tools.tool import tool_from_model
 from shelly_dist.tools.toolbox import ToolBox
 
@@ -73,17 +73,17 @@ def notes_toolbox(notes_dir: Path) -> ToolBox:
     """The ``notes`` toolbox (group ``notes``) storing ``<notes_dir>/<name>.md``."""
 
     async def write_note(inp: WriteNoteInput) -> str:
-        await asyncio.to_thread(_write, notes_dir / f"{inp.name}.md", inp.content)
+        await run_blocking("write_note", _write, notes_dir / f"{inp.name}.md", inp.content)
         return f'Note "{inp.name}" saved.'
 
     async def read_note(inp: NameInput) -> str:
         try:
-            return await asyncio.to_thread((notes_dir / f"{inp.name}.md").read_text, encoding="utf-8")
+            return await run_blocking("read_note", (notes_dir / f"{inp.name}.md").read_text, "utf-8")
         except FileNotFoundError as exc:
             raise ToolError(f'read_note: note "{inp.name}" not found', tool="read_note") from exc
 
     async def list_notes(inp: ListNotesInput) -> str:
-        return await asyncio.to_thread(_list, notes_dir)
+        return await run_blocking("list_notes", _list, notes_dir)
 
     return ToolBox(
         [

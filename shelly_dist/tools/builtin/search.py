@@ -14,7 +14,6 @@ Files are streamed, ``context_lines`` is at most :data:`MAX_CONTEXT`, every line
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from shelly_dist.errors import ToolError
+from shelly_dist.tools.blocking import run_blocking
 from shelly_dist.tools.builtin import _grep
 from shelly_dist.tools.builtin._process import ProgramTimedOut, program_env, run_program
 from shelly_dist.tools.permissions import Permissions
@@ -109,7 +109,7 @@ def _search_files(directory: Path, pattern: str, max_results: int) -> str:
 
 async def _directory(perms: Permissions, tool: str, raw: str) -> Path:
     path = await perms.check_path(tool, raw)
-    if not await asyncio.to_thread(path.is_dir):
+    if not await run_blocking(tool, path.is_dir):
         raise ToolError(f"{tool}: not a directory: {path}", tool=tool)
     return path
 
@@ -128,7 +128,7 @@ def search_toolbox(perms: Permissions, *, root: Path | None = None, timeout: flo
 
     async def files(inp: FilesInput) -> str:
         directory = await _directory(perms, "search_files", inp.directory)
-        return await asyncio.to_thread(_search_files, directory, inp.pattern, inp.max_results)
+        return await run_blocking("search_files", _search_files, directory, inp.pattern, inp.max_results)
 
     return ToolBox(
         [
