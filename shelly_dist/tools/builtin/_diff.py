@@ -53,7 +53,7 @@ async def bounded_diff(tool: str, old: str, new: str, *, a: str, b: str, time_li
     try:
         program = Path(_unified.__file__)
         done = await run_program(tool, [sys.executable, "-I", "-S", str(program)], cwd=program.parent,
-                                 time_limit=time_limit, env=program_env(), cap=OUTPUT_CAP, stdin=request)
+                                 time_limit=time_limit, env=program_env(), cap=OUTPUT_CAP, stdin=request, reaped=False)
     except ProgramTimedOut:
         return summary(old, new, a, b, f"not computed within {time_limit:g}s")
     if done.returncode != 0:

@@ -1,4 +1,4 @@
-"""The ``search_content`` walk, run as a program of its own: ``python -I -S _grep.py REQUEST``.
+"""The searches' walk, run as a program of its own: ``python -I -S _grep.py REQUEST``.
 
 Python's ``re`` holds the GIL for a whole match and cannot be interrupted, so a pattern that
 backtracks catastrophically (``(a+)+$`` on 28 characters: 13 s, doubling per character) would
@@ -13,8 +13,10 @@ result (a JSON list of ``{path, line, content, context?}``) stops growing once i
 passes ``cap``, and every line in it is cut at :data:`MAX_LINE` characters, so its size is bounded
 whatever the files hold. Only regular files are opened, without blocking (a FIFO is skipped).
 
-The REQUEST argument is a JSON object: pattern, directory, max_results, context, cap. The
-result goes to stdout; an error goes to stderr as one line and the exit status is 2.
+The REQUEST argument is a JSON object: directory, max_results, cap, and either pattern and
+context (``search_content``) or glob (``search_files``, whose regex can backtrack as badly:
+:func:`glob_regex`). The result goes to stdout; an error goes to stderr as one line and the
+exit status is 2.
 """
 
 from __future__ import annotations
@@ -108,6 +110,43 @@ class _Collector:
         self.open = []
 
 
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Translate a glob where ``**`` spans directories, ``*``/``?`` stay within one segment."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def find_files(glob: str, directory: str, max_results: int, cap: int) -> list[str]:
+    """Relative paths matching ``glob`` (by name alone when it has no ``/``), at most
+    ``max_results`` of them and about ``cap`` characters of JSON."""
+    regex = glob_regex(glob)
+    by_name = "/" not in glob
+    found: list[str] = []
+    for _, rel in files(Path(directory)):
+        if regex.match(rel) or (by_name and regex.match(rel.rsplit("/", 1)[-1])):
+            found.append(rel)
+            cap -= len(json.dumps(rel)) + 2
+            if len(found) >= max_results or cap <= 0:
+                break
+    return found
+
+
 def search(pattern: str, directory: str, max_results: int, context: int, cap: int) -> list[dict[str, object]]:
     regex = re.compile(pattern)
     found = _Collector(max_results, context, cap)
@@ -144,10 +183,15 @@ def main(argv: list[str]) -> int:
         pass
     request = json.loads(argv[1])
     try:
-        results = search(request["pattern"], request["directory"], request["max_results"],
-                         request["context"], request["cap"])
+        if "glob" in request:
+            results: list[object] = [*find_files(request["glob"], request["directory"], request["max_results"],
+                                                request["cap"])]
+        else:
+            results = [*search(request["pattern"], request["directory"], request["max_results"],
+                               request["context"], request["cap"])]
     except MemoryError:
-        print(f"search_content: out of memory (over {MEMORY_LIMIT >> 20} MB): a line too long?", file=sys.stderr)
+        tool = "search_files" if "glob" in request else "search_content"
+        print(f"{tool}: out of memory (over {MEMORY_LIMIT >> 20} MB): a line too long?", file=sys.stderr)
         return 2
     sys.stdout.write(json.dumps(results))
     return 0

@@ -5,9 +5,10 @@ a symlinked directory and skips any file whose resolved path leaves the searched
 symlink cannot smuggle an unapproved file into the results. Binary files (a NUL byte in the first
 8 KB) and non-regular files (FIFOs, devices) are skipped.
 
-``search_content`` cannot stall the worker: the regex runs in a process of its own
+A search cannot stall the worker: it runs in a process of its own
 (:mod:`~shelly_dist.tools.builtin._grep`; ``re`` holds the GIL for a whole match, so a thread would
-freeze the event loop) that is killed, with everything it started, at :data:`SEARCH_TIMEOUT`.
+freeze the event loop) that is killed, with everything it started, at :data:`SEARCH_TIMEOUT`. A
+glob is a regular expression too, and ``*a*a*a*a*a*a*b`` against a 60-character name takes 5 s.
 Files are streamed, ``context_lines`` is at most :data:`MAX_CONTEXT`, every line is cut at
 2,000 characters and the result stops growing at 1 MB of JSON.
 """
@@ -33,7 +34,7 @@ CONTENT_CAP = 1 << 20
 """The result (JSON) stops growing past 1 MB."""
 MAX_CONTEXT = 20
 SEARCH_TIMEOUT = 30.0
-"""Seconds a ``search_content`` call may take before its process is killed."""
+"""Seconds a search may take before its process is killed."""
 MAX_PATTERN = 10_000
 
 
@@ -53,58 +54,22 @@ class FilesInput(BaseModel):
     max_results: int = Field(default=100, ge=1, description="Maximum number of paths")
 
 
-async def _search_content(directory: Path, inp: ContentInput, time_limit: float) -> str:
-    """Run the search in a :mod:`_grep` process; its output is the result."""
-    request = json.dumps({"pattern": inp.pattern, "directory": str(directory), "max_results": inp.max_results,
-                          "context": inp.context_lines, "cap": CONTENT_CAP})
+async def _run_search(tool: str, directory: Path, request: dict[str, object], time_limit: float) -> str:
+    """Run one search in a :mod:`_grep` process; its output (JSON) is the result."""
+    argv = [sys.executable, "-I", "-S", _grep.__file__, json.dumps({"directory": str(directory), **request})]
     try:
-        done = await run_program("search_content", [sys.executable, "-I", "-S", _grep.__file__, request],
-                                 cwd=directory, time_limit=time_limit, env=program_env(), cap=4 * CONTENT_CAP)
+        done = await run_program(tool, argv, cwd=directory, time_limit=time_limit, env=program_env(),
+                                 cap=4 * CONTENT_CAP, reaped=False)
     except ProgramTimedOut as exc:
         raise ToolError(
-            f"search_content: timed out after {time_limit:g}s; a pattern with nested repetition such as "
-            "(a+)+ can take exponential time, or the directory is too large: simplify the pattern or "
-            "narrow the directory",
-            tool="search_content",
+            f"{tool}: timed out after {time_limit:g}s; a pattern with nested or repeated wildcards such "
+            "as (a+)+ or *a*a*a*b can take exponential time, or the directory is too large: simplify "
+            "the pattern or narrow the directory",
+            tool=tool,
         ) from exc
     if done.returncode != 0:
-        reason = done.stderr.strip() or f"search_content: search failed (exit status {done.returncode})"
-        raise ToolError(reason, tool="search_content")
+        raise ToolError(done.stderr.strip() or f"{tool}: search failed (exit status {done.returncode})", tool=tool)
     return done.stdout
-
-
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Translate a glob where ``**`` spans directories, ``*``/``?`` stay within one segment."""
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out) + r"\Z")
-
-
-def _search_files(directory: Path, pattern: str, max_results: int) -> str:
-    regex = glob_regex(pattern)
-    by_name = "/" not in pattern
-    found: list[str] = []
-    for _, rel in _grep.files(directory):
-        if regex.match(rel) or (by_name and regex.match(rel.rsplit("/", 1)[-1])):
-            found.append(rel)
-            if len(found) >= max_results:
-                break
-    return json.dumps(found)
 
 
 async def _directory(perms: Permissions, tool: str, raw: str) -> Path:
@@ -116,7 +81,7 @@ async def _directory(perms: Permissions, tool: str, raw: str) -> Path:
 
 def search_toolbox(perms: Permissions, *, root: Path | None = None, timeout: float = SEARCH_TIMEOUT) -> ToolBox:
     """The ``search`` toolbox (group ``fs``); relative directories resolve against ``perms.root``;
-    a ``search_content`` call is killed after ``timeout`` seconds."""
+    a search is killed after ``timeout`` seconds."""
 
     async def content(inp: ContentInput) -> str:
         try:
@@ -124,11 +89,14 @@ def search_toolbox(perms: Permissions, *, root: Path | None = None, timeout: flo
         except re.error as exc:
             raise ToolError(f"search_content: invalid pattern: {exc}", tool="search_content") from exc
         directory = await _directory(perms, "search_content", inp.directory)
-        return await _search_content(directory, inp, timeout)
+        request = {"pattern": inp.pattern, "max_results": inp.max_results, "context": inp.context_lines,
+                   "cap": CONTENT_CAP}
+        return await _run_search("search_content", directory, request, timeout)
 
     async def files(inp: FilesInput) -> str:
         directory = await _directory(perms, "search_files", inp.directory)
-        return await run_blocking("search_files", _search_files, directory, inp.pattern, inp.max_results)
+        request = {"glob": inp.pattern, "max_results": inp.max_results, "cap": CONTENT_CAP}
+        return await _run_search("search_files", directory, request, timeout)
 
     return ToolBox(
         [

@@ -12,7 +12,8 @@ import pytest
 from shelly_dist.errors import ToolError
 from shelly_dist.tools import ToolBox
 from shelly_dist.tools.builtin import search_toolbox
-from shelly_dist.tools.builtin.search import CONTENT_CAP, MAX_CONTEXT, glob_regex
+from shelly_dist.tools.builtin._grep import glob_regex
+from shelly_dist.tools.builtin.search import CONTENT_CAP, MAX_CONTEXT
 from shelly_dist.tools.permissions import Permissions
 from tests.unit.tools.conftest import call, longest_loop_stall
 
@@ -118,3 +119,11 @@ async def test_a_fifo_in_the_directory_is_skipped(perms: Permissions, project: P
     tb = search_toolbox(perms, root=project, timeout=5)
     found = json.loads(await call(tb, "search_content", pattern="needle", directory="."))
     assert [r["path"] for r in found] == ["a.txt"]
+
+
+async def test_catastrophic_glob_times_out_without_stalling_the_loop(perms: Permissions, project: Path) -> None:
+    (project / ("a" * 60)).write_text("")  # *a*a*a*a*a*a*b against it: ~5 s in re
+    tb = search_toolbox(perms, root=project, timeout=1)
+    outcome, stall = await longest_loop_stall(call(tb, "search_files", pattern="*a*a*a*a*a*a*a*b", directory="."))
+    assert isinstance(outcome, ToolError) and str(outcome).startswith("search_files: timed out after 1s")
+    assert stall < 0.5
