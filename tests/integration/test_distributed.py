@@ -393,12 +393,15 @@ def test_tool_that_killed_its_worker_is_not_run_again_and_the_model_hears_its_ou
 
     cluster = rabbit_cluster
     ran = cluster.root / "bomb-ran"
-    kill_parent = (f"open({str(ran)!r}, 'a').write('x'); "
-                   "import os, signal; os.kill(os.getppid(), signal.SIGKILL)")
+    # The program's parent is the launcher that reaps its tree (tools/builtin/_reaper.py); the
+    # launcher's parent is the worker.
+    kill_worker = (f"open({str(ran)!r}, 'a').write('x'); import os, signal; "
+                   "launcher_stat = open(f'/proc/{os.getppid()}/stat').read(); "
+                   "os.kill(int(launcher_stat.rsplit(')', 1)[1].split()[1]), signal.SIGKILL)")
     cluster.write_config(
         [scripted(lead=[delegate(("bomb", "go off")), "lead survived"],
                   bomb=[{"tool_calls": [{"name": "exec_run",
-                                         "arguments": {"command": sys.executable, "args": ["-c", kill_parent]}}]},
+                                         "arguments": {"command": sys.executable, "args": ["-c", kill_worker]}}]},
                         "bomb defused"])],
         [{"name": "lead", "options": {"max_delegation_depth": 1}},
          {"name": "bomb", "toolboxes": ["exec"]}],
