@@ -1,4 +1,4 @@
-"""The launcher every tool program runs under: ``python -I -S _reaper.py PATH ARGV0 ARGS...``.
+"""The launcher every tool program runs under: ``python -I -S _reaper.py PARENT PATH ARGV0 ARGS...``.
 
 A process group does not hold a program's tree: ``sh -c 'setsid sleep 1000 &'`` puts the sleep
 in a session of its own, out of reach of the group kill, and alive after the call. This launcher
@@ -8,7 +8,9 @@ instead of to init. It runs the program, and when the program exits, or the laun
 SIGTERM, SIGINT or SIGHUP (the caller's deadline), it SIGKILLs its children again and again,
 reaping each, until none is left: each killed child's own children come back to it as orphans.
 Then it exits with the program's status (or dies by the signal that ended the program or the
-launcher itself), so the caller sees what it would have seen without it.
+launcher itself), so the caller sees what it would have seen without it. Should its parent (the
+worker, pid PARENT) die first, even by SIGKILL, the kernel sends the launcher SIGTERM
+(``PR_SET_PDEATHSIG``) and the tree goes with it.
 
 It imports only the standard library and starts in ~30 ms. Where ``prctl`` is missing (not
 Linux) it still runs the program and kills what it can see as its children; the caller's group
@@ -23,15 +25,18 @@ import os
 import signal
 import sys
 
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 ROUNDS = 1000
 """Kill rounds before giving up on a tree that keeps forking (each round kills every child)."""
 
 
 def _become_subreaper() -> None:
+    """Orphans of the tree come to us; our parent's death is our SIGTERM."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: the caller's group kill is what remains
         pass
 
@@ -89,10 +94,12 @@ def _on_signal(signum: int, frame: object) -> None:
 
 
 def main(argv: list[str]) -> None:
-    path, program_argv = argv[1], argv[2:]
-    _become_subreaper()
+    parent, path, program_argv = int(argv[1]), argv[2], argv[3:]
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _on_signal)
+    _become_subreaper()
+    if os.getppid() != parent:  # the parent died before PR_SET_PDEATHSIG was set: run nothing
+        os._exit(128 + signal.SIGTERM)
     pid = os.fork()
     if pid == 0:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
