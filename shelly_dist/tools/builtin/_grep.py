@@ -63,7 +63,10 @@ def _cut(line: str) -> str:
 
 def _open_text(path: Path) -> TextIO | None:
     """The file as text lines, or None for a non-regular file (FIFO, device, socket) or a binary
-    one (a NUL byte in its first 8 KB). Opened non-blocking so a FIFO cannot hang the open."""
+    one (a NUL byte in its first 8 KB). A device is never opened (opening one can act on it); the
+    open is non-blocking, and checked again, in case a FIFO is swapped in after the first look."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        return None
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         if stat.S_ISREG(os.fstat(fd).st_mode) and b"\0" not in os.pread(fd, 8192, 0):
