@@ -14,8 +14,9 @@ Two rules keep a program the model asked for from reaching what the worker holds
   1000 &'`` leaves nothing behind and the call ends when the program does
   (``test_a_background_child_in_a_new_session_dies_with_the_call``,
   ``test_timeout_kills_the_grandchildren_too``), and so does a worker's death, even by SIGKILL
-  (``test_the_tree_dies_with_the_process_that_started_the_launcher``). The launcher runs in a session of its own, and
-  its group is killed as well should it not answer within :data:`REAP_GRACE`.
+  (``test_the_tree_dies_with_the_process_that_started_the_launcher``). The launcher runs in a
+  session of its own, and its group is killed as well should it not answer within
+  :data:`REAP_GRACE`.
 """
 
 from __future__ import annotations
@@ -153,7 +154,10 @@ async def run_program(
     cancelled, every process it started is killed before this returns.
     """
     path = _resolve(tool, argv[0], cwd=cwd, env=env)
-    launch = [sys.executable, "-I", "-S", str(LAUNCHER), str(os.getpid()), path, *argv] if reaped else [path, *argv[1:]]
+    if reaped:
+        launch = [sys.executable, "-I", "-S", str(LAUNCHER), str(os.getpid()), path, *argv]
+    else:
+        launch = [path, *argv[1:]]
     try:
         proc = await asyncio.create_subprocess_exec(
             *launch,
