@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from collections.abc import Awaitable
 from pathlib import Path
@@ -23,11 +24,13 @@ async def call(tb: ToolBox, tool_name: str, /, **args: Any) -> str:
 
 
 async def longest_loop_stall(work: Awaitable[Any]) -> tuple[Any, float]:
-    """Await ``work`` while a ticker coroutine runs every 10 ms; return (its result or the
-    exception it raised, the longest gap in seconds between two ticks). A gap of seconds means
-    something ran on the event loop (or held the GIL) that long."""
+    """Await ``work`` while a coroutine and a thread (as the worker's lease renewer is) each tick
+    every 10 ms; return (its result or the exception it raised, the longest gap in seconds
+    between two ticks of either). A gap of seconds means something ran on the event loop, or
+    held the GIL, that long."""
     gaps = [0.0]
     done = asyncio.Event()
+    stop = threading.Event()
 
     async def tick() -> None:
         last = time.monotonic()
@@ -37,14 +40,25 @@ async def longest_loop_stall(work: Awaitable[Any]) -> tuple[Any, float]:
             gaps.append(now - last)
             last = now
 
+    def tick_thread() -> None:
+        last = time.monotonic()
+        while not stop.wait(0.01):
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
     ticker = asyncio.create_task(tick())
+    thread = threading.Thread(target=tick_thread, daemon=True)
+    thread.start()
     try:
         outcome: Any = await work
     except Exception as exc:
         outcome = exc
     finally:
         done.set()
+        stop.set()
         await ticker
+        thread.join()
     return outcome, max(gaps)
 
 
