@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from shelly_dist.cli.errors import fail
+from shelly_dist.errors import UsageError
 
 if TYPE_CHECKING:
     from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -88,6 +89,10 @@ def loop_answers(loop: asyncio.AbstractEventLoop, timeout: float) -> bool:
 @click.option("--shelly-dir", default=".shelly", show_default=True)
 @click.option("--heartbeat-file", default=None, help="Heartbeat file for probes (default $SHELLY_HEARTBEAT_FILE).")
 @click.option("--heartbeat-interval", type=float, default=10.0, show_default=True)
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None, envvar="SHELLY_METRICS_PORT",
+              help="Serve Prometheus metrics on /metrics at this port ($SHELLY_METRICS_PORT).")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, envvar="SHELLY_METRICS_HOST",
+              help="Address the metrics server binds ($SHELLY_METRICS_HOST; 0.0.0.0 for a scraper elsewhere).")
 def worker_command(
     concurrency: int | None,
     pool: str,
@@ -98,8 +103,13 @@ def worker_command(
     shelly_dir: str,
     heartbeat_file: str | None,
     heartbeat_interval: float,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a worker that advances delegated runs from the queue."""
+    if metrics_port is not None and pool == "prefork":
+        fail(UsageError("worker: --metrics-port needs the threads or solo pool (each prefork child would "
+                        "count alone, and one port serves one process)"))
     if config_path:
         os.environ["SHELLY_CONFIG"] = os.path.abspath(config_path)
     os.environ["SHELLY_DIR"] = os.path.abspath(shelly_dir)
@@ -123,6 +133,8 @@ def worker_command(
             worker_process(app, node)
         except Exception as exc:
             fail(exc)
+    if metrics_port is not None:
+        serve_metrics(metrics_host, metrics_port)
     heartbeat = Heartbeat(heartbeat_file, interval=heartbeat_interval, probe=_loop_alive)
     worker_ready.connect(lambda **_: heartbeat.start(), weak=False)
     worker_shutdown.connect(lambda **_: heartbeat.stop(), weak=False)
@@ -130,6 +142,16 @@ def worker_command(
     (worker_process_init if pool == "prefork" else worker_ready).connect(freeze_startup_objects, weak=False)
     app.worker_main(celery_argv(app.shelly_settings, pool=pool, loglevel=loglevel, queues=queues, node=node,
                                 concurrency=concurrency))
+
+
+def serve_metrics(host: str, port: int) -> None:
+    """Start the ``/metrics`` server, or fail naming the port (one in use, say)."""
+    from shelly_dist.observability import metrics
+
+    try:
+        metrics.serve(port, host)
+    except OSError as exc:
+        fail(UsageError(f"worker: --metrics-port {port}: cannot serve on {host}:{port} ({exc.strerror or exc})"))
 
 
 def celery_argv(

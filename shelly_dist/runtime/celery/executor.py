@@ -43,6 +43,7 @@ from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
+from shelly_dist.observability import metrics
 from shelly_dist.runtime.celery import interactive, questions, round_timeout
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.events import StreamSink
@@ -162,6 +163,7 @@ class Executor:
         assert task is not None
         self.cancel_watch.track(record.root, task)  # type: ignore[arg-type]
         self.cancel_watch.track(record.id, task)  # type: ignore[arg-type]  # policy: sibling stops
+        metrics.RUNS_IN_FLIGHT.inc()
         try:
             async with lease.heartbeat(task):  # type: ignore[arg-type]
                 with acting_as(session=record.session):
@@ -185,6 +187,7 @@ class Executor:
                 await lease.drop()
             raise
         finally:
+            metrics.RUNS_IN_FLIGHT.dec()
             with contextlib.suppress(StoreError):
                 await sink.flush()
 
@@ -264,6 +267,7 @@ class Executor:
                         if left > 0:
                             return Progress("waiting", f"{left} children pending")
                         continue
+                metrics.STEPS.labels(record.agent).inc()
                 async with asyncio.timeout(self.settings.step_time_limit), self._board_scope(board, request):
                     outcome = await run.step()
                 if isinstance(outcome, Finished):
@@ -315,11 +319,11 @@ class Executor:
             state = RunState.model_validate_json(record.state)
             state.messages = await self.journal.messages(record.id, record.msg_count)
             run = Run.rebuild(registry, state)
-            run.agent.options.on_event = sink
+            run.agent.options.on_event = metrics.counting_tools(sink)
             run.emit(events.RUN_RESUMED, worker=self.hostname, step=state.iteration)
             return run, request
         agent = registry.spawn(record.agent, record.depth)
-        agent.options.on_event = sink
+        agent.options.on_event = metrics.counting_tools(sink)
         if request is not None:
             n = record.instance_n or await self.journal.next_instance(record.session, request.spawned())
             agent.name = instance_name(request.spawned(), request.task, n)
@@ -331,6 +335,7 @@ class Executor:
             run = Run.start(agent, first, run_id=record.id)
         run.emit(events.RUN_STARTED, worker=self.hostname, depth=record.depth, parent=record.parent,
                  task=record.task[:200])
+        metrics.RUNS_STARTED.labels(record.agent).inc()
         return run, request
 
     async def _hand_off(self, lease: Lease, sink: StreamSink, run: Run, peer: ChildRequest) -> Progress:
@@ -397,6 +402,7 @@ class Executor:
                                  request or record.request, entry)
         await sink.settle()
         await finish_and_join(self.journal, self.enqueue, lease, status, entry, events=sink.drain(), **fields)
+        metrics.RUNS_FINISHED.labels(record.agent, status).inc()
         return Progress(status, entry.error or "")
 
 
