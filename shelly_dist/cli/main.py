@@ -33,12 +33,24 @@ from shelly_dist.cli.worker import worker_command
 
 
 def configure_logging(verbose: int) -> None:
-    """Rich log lines on stderr; the level from the number of ``-v``."""
+    """Rich log lines on stderr, or JSON lines with ``SHELLY_LOG_FORMAT=json``; the level from
+    the number of ``-v``."""
     from rich.console import Console
     from rich.logging import RichHandler
 
+    from shelly_dist.observability.logs import JsonFormatter, log_format
+
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
+    try:
+        structured = log_format() == "json"
+    except Exception as exc:
+        fail(exc)
+    handler: logging.Handler
+    if structured:
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
 
 

@@ -123,9 +123,11 @@ def worker_command(
         check_reachable(app)
     except Exception as exc:
         fail(exc)
-    # The worker logs like any Celery worker, at --loglevel, in Celery's format (operators grep it).
+    # The worker logs like any Celery worker, at --loglevel, in Celery's format (operators grep it),
+    # or as JSON lines with SHELLY_LOG_FORMAT=json.
     app.conf.worker_hijack_root_logger = True
     node = hostname or "shelly@" + socket.gethostname()
+    structured = structured_logs(node)
     if pool != "prefork":  # no fork ahead: open the engine and its MCP servers now, failing fast
         try:
             from shelly_dist.runtime.celery.app import worker_process
@@ -140,8 +142,27 @@ def worker_command(
     worker_shutdown.connect(lambda **_: heartbeat.stop(), weak=False)
     # The process that runs the tasks: this one (threads, solo) or each forked child (prefork).
     (worker_process_init if pool == "prefork" else worker_ready).connect(freeze_startup_objects, weak=False)
-    app.worker_main(celery_argv(app.shelly_settings, pool=pool, loglevel=loglevel, queues=queues, node=node,
-                                concurrency=concurrency))
+    argv = celery_argv(app.shelly_settings, pool=pool, loglevel=loglevel, queues=queues, node=node,
+                       concurrency=concurrency)
+    app.worker_main(["--quiet", *argv] if structured else argv)  # no banner among the JSON lines
+
+
+def structured_logs(node: str) -> bool:
+    """With ``SHELLY_LOG_FORMAT=json``, Celery's handlers (the worker's and its tasks') write JSON
+    lines carrying ``node`` as ``worker``; whether they do."""
+    from celery.signals import after_setup_logger, after_setup_task_logger
+
+    from shelly_dist.observability.logs import log_format, set_worker, use_json
+
+    try:
+        structured = log_format() == "json"
+    except Exception as exc:
+        fail(exc)
+    set_worker(node)
+    if structured:
+        for signal in (after_setup_logger, after_setup_task_logger):
+            signal.connect(lambda logger, **_: use_json(logger), weak=False)
+    return structured
 
 
 def serve_metrics(host: str, port: int) -> None:

@@ -166,7 +166,7 @@ class Executor:
         metrics.RUNS_IN_FLIGHT.inc()
         try:
             async with lease.heartbeat(task):  # type: ignore[arg-type]
-                with acting_as(session=record.session):
+                with acting_as(session=record.session, run=record.id):  # log lines carry both
                     return await self._advance(lease, sink)
         except LeaseLost as exc:
             logger.warning("run %s: %s; abandoned (another worker carries it on)", run_id, exc)
