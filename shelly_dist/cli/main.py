@@ -13,6 +13,7 @@ import logging
 import click
 
 from shelly_dist import __version__
+from shelly_dist.cli.a2a import a2a_group
 from shelly_dist.cli.agents import agents_command
 from shelly_dist.cli.batch import batch_command
 from shelly_dist.cli.cancel import cancel_command
@@ -77,6 +78,7 @@ cli.add_command(questions_command)
 cli.add_command(answer_command)
 cli.add_command(flower_command)
 cli.add_command(mcp_group)
+cli.add_command(a2a_group)
 cli.add_command(doctor_command)
 
 
