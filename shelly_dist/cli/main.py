@@ -61,6 +61,18 @@ def configure_logging(verbose: int) -> None:
 def cli(verbose: int) -> None:
     """shelly: teams of LLM agents, embedded or on a Celery worker pool."""
     configure_logging(verbose)
+    configure_tracing()
+
+
+def configure_tracing() -> None:
+    """OpenTelemetry from the standard ``OTEL_*`` variables (a no-op without them); the spans still
+    buffered are exported when the process exits."""
+    import atexit
+
+    from shelly_dist.observability import tracing
+
+    if tracing.configure_from_env("shelly"):
+        atexit.register(tracing.shutdown)
 
 
 cli.add_command(init_command)

@@ -129,7 +129,7 @@ class Providers:
                       provider.name, provider.kind, provider.model)
         else:
             completer = PricedCompleter(completer, price)
-        return ObservedCompleter(completer, provider=provider.name, model=provider.model)
+        return ObservedCompleter(completer, provider=provider.name, model=provider.model, kind=provider.kind)
 
     def _build(self, provider: ProviderConfig) -> Completer:
         return create_completer(

@@ -43,7 +43,7 @@ from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
-from shelly_dist.observability import metrics
+from shelly_dist.observability import metrics, tracing
 from shelly_dist.runtime.celery import interactive, questions, round_timeout
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.events import StreamSink
@@ -166,7 +166,7 @@ class Executor:
         metrics.RUNS_IN_FLIGHT.inc()
         try:
             async with lease.heartbeat(task):  # type: ignore[arg-type]
-                with acting_as(session=record.session, run=record.id):  # log lines carry both
+                with acting_as(session=record.session, run=record.id), run_span(record):  # logs carry both
                     return await self._advance(lease, sink)
         except LeaseLost as exc:
             logger.warning("run %s: %s; abandoned (another worker carries it on)", run_id, exc)
@@ -404,6 +404,15 @@ class Executor:
         await finish_and_join(self.journal, self.enqueue, lease, status, entry, events=sink.drain(), **fields)
         metrics.RUNS_FINISHED.labels(record.agent, status).inc()
         return Progress(status, entry.error or "")
+
+
+def run_span(record: RunRecord) -> contextlib.AbstractContextManager[Any]:
+    """This advance's ``invoke_agent`` span, under the parent's ``execute_tool delegate`` span
+    journaled in the child's request: a resume is marked ``shelly.resumed``, a claim of a state
+    an earlier attempt did not get past (a redelivery, a reaped run) ``shelly.retry``."""
+    parent = json.loads(record.request).get("trace") if record.request else None
+    return tracing.invoke_agent(record.agent, record.id, session=record.session, parent=parent,
+                                resumed=bool(record.state), retry=record.attempts > 1)
 
 
 async def finish_and_join(
