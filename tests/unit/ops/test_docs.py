@@ -65,6 +65,9 @@ COVERED: dict[str, str] = {
         "test_a_worker_logs_json_lines_with_the_run_session_agent_and_worker"
     ),
     r"pip install 'shelly-dist\[a2a\]'": "test_a_missing_sdk_names_the_pip_line",
+    r"pip install 'shelly-dist\[otel\]'|OTEL_EXPORTER_OTLP_ENDPOINT=\S+ OTEL_SERVICE_NAME=\S+ shelly worker": (
+        "test_a_delegation_over_two_workers_is_one_trace_with_children_under_their_delegate_spans"
+    ),
     r"shelly a2a serve": "test_the_card_names_the_agent_its_description_skills_streaming_and_interface",
     r"SHELLY_A2A_TOKEN=\S+ shelly a2a serve --host \S+ --port \d+": (
         "test_with_a_token_the_card_is_public_and_declares_bearer_and_calls_need_the_token"
