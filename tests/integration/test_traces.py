@@ -80,3 +80,52 @@ def test_a_delegation_over_two_workers_is_one_trace_with_children_under_their_de
     assert all("gen_ai.usage.input_tokens" in s.attributes for s in chats)
     complete_tools = [s for s in spans if s.name == "execute_tool task_complete"]
     assert {by_id[s.parent_id].name for s in complete_tools} == {"invoke_agent mid", "invoke_agent leaf"}
+
+
+def test_a_step_redone_after_its_worker_died_gives_a_retry_span_under_the_same_delegate_span(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+):
+    release = cluster.root / "release"
+    with OTLPReceiver() as receiver:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+        cluster.write_config(
+            [scripted(lead=[delegate(("slowpoke", "take your time")), "lead done"],
+                      slowpoke=[{**complete("slow done"), "until": str(release)}])],
+            [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "slowpoke"}],
+            distributed={"lease": 3},
+        )
+        a, b = cluster.start_workers("wa", "wb")
+        coordinator = cluster.popen("run", "crash test", "--json")
+        try:
+            def held() -> str | None:
+                for key in cluster.redis.scan_iter(match=cluster.prefix + "run:*"):
+                    if key.count(":") == 3 and cluster.redis.hget(key, "agent") == "slowpoke" and \
+                            cluster.redis.hget(key, "status") == "running":
+                        return cluster.redis.hget(key, "worker")
+                return None
+
+            holder = wait_until(held, 60, "slowpoke's first step to run")
+            cluster.kill_worker(holder)  # mid-step, its span never ends
+            survivor = b if holder == a else a
+            wait_until(lambda: held() == survivor, 60, f"the reaper to hand slowpoke to {survivor}\n"
+                                                         f"{cluster.worker_log()}")
+            release.touch()
+            _, stderr = coordinator.communicate(timeout=120)
+        finally:
+            if coordinator.poll() is None:
+                coordinator.kill()
+        assert coordinator.returncode == 0, stderr
+
+        def slow_span() -> list[ReceivedSpan] | None:
+            spans = receiver.snapshot()
+            return spans if any(s.name == "invoke_agent slowpoke" for s in spans) and \
+                any(s.name == "invoke_agent lead" for s in spans) else None
+
+        spans = wait_until(slow_span, 30, "the spans")
+    redone = one(spans, "invoke_agent slowpoke")
+    assert redone.attributes.get("shelly.retry") is True
+    assert not redone.attributes.get("shelly.resumed")
+    delegate_span = next(s for s in spans if s.span_id == redone.parent_id)
+    assert delegate_span.name == "execute_tool delegate"
+    assert delegate_span.parent_id == one(spans, "invoke_agent lead").span_id
