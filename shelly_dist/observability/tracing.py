@@ -32,8 +32,20 @@ SYSTEM = "shelly"
 """``gen_ai.provider.name`` of the agent spans (the model spans name the provider kind)."""
 
 
-def _tracer() -> trace.Tracer:
-    return trace.get_tracer(TRACER)
+def _tracer() -> trace.Tracer | None:
+    """The tracer, or ``None`` while no SDK is installed (the API's proxy or no-op provider): the
+    spans below then cost one type check instead of a no-op span each (30-40 µs measured)."""
+    provider = trace.get_tracer_provider()
+    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        return None
+    return provider.get_tracer(TRACER)
+
+
+def _span(name: str, kind: SpanKind, attributes: dict[str, Any], context: Any = None) -> Any:
+    tracer = _tracer()
+    if tracer is None:
+        return contextlib.nullcontext(trace.INVALID_SPAN)
+    return tracer.start_as_current_span(name, context=context, kind=kind, attributes=attributes)
 
 
 def capture_content() -> bool:
@@ -43,6 +55,8 @@ def capture_content() -> bool:
 
 def carrier() -> dict[str, str]:
     """The current span's context as W3C headers (``traceparent``…); empty without an active span."""
+    if not trace.get_current_span().get_span_context().is_valid:
+        return {}
     out: dict[str, str] = {}
     propagate.inject(out)
     return out
@@ -66,8 +80,7 @@ def invoke_agent(
         attributes["shelly.resumed"] = True
     if retry:
         attributes["shelly.retry"] = True
-    with _tracer().start_as_current_span(f"invoke_agent {agent}", context=ctx, kind=SpanKind.INTERNAL,
-                                         attributes=attributes) as span:
+    with _span(f"invoke_agent {agent}", SpanKind.INTERNAL, attributes, ctx) as span:
         yield span
 
 
@@ -77,7 +90,7 @@ def chat(system: str, model: str, *, provider: str = "") -> Iterator[Span]:
     (``openai``, ``anthropic``…), ``provider`` its config name."""
     attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": system, "gen_ai.request.model": model,
                   "shelly.provider": provider or system}
-    with _tracer().start_as_current_span(f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes) as span:
+    with _span(f"chat {model}", SpanKind.CLIENT, attributes) as span:
         yield span
 
 
@@ -100,8 +113,7 @@ async def execute_tool(name: str, call_id: str, job: Awaitable[None], results: M
     """Await ``job`` (one tool call of a step) inside its ``execute_tool`` span; an error result
     found in ``results`` under ``call_id`` afterwards marks the span as an error."""
     attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
-    with _tracer().start_as_current_span(f"execute_tool {name}", kind=SpanKind.INTERNAL,
-                                         attributes=attributes) as span:
+    with _span(f"execute_tool {name}", SpanKind.INTERNAL, attributes) as span:
         await job
         result = results.get(call_id)
         if result is not None and getattr(result, "is_error", False):
