@@ -349,6 +349,7 @@ class Executor:
                          "usage": run.state.usage.model_dump()}))
         peer_id, queued = await hand_off(lease, peer, result, events=sink.drain(),
                                          usage=run.state.usage.model_dump_json(), instance=run.agent.name)
+        metrics.RUNS_FINISHED.labels(record.agent, "done").inc()
         if queued:
             await self.enqueue(RUN_AGENT, [peer_id, record.root],
                                {"agent": peer.spawned(), "depth": peer.depth, "session": record.session,
