@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from shelly_dist import identity
 from shelly_dist.agent.middleware import compose
 from shelly_dist.agent.options import AgentOptions
 from shelly_dist.agent.prompt import PromptInputs, build_system_prompt
 from shelly_dist.chats import Chat, Message, Role
 from shelly_dist.errors import UsageError
 from shelly_dist.models import Completer, UsageTracker
+from shelly_dist.observability import tracing
 from shelly_dist.tools import ToolBox
 
 if TYPE_CHECKING:
@@ -119,7 +121,8 @@ class Agent:
         """Run ``run`` (a :class:`Run` of this agent) to its end inside this agent's middleware;
         however it ends, its interactive children still waiting are cancelled."""
         try:
-            return await compose(self.options.middleware, run.until_done)()
+            with tracing.invoke_agent(self.config_name or self.name, run.state.run_id, session=identity.session_id()):
+                return await compose(self.options.middleware, run.until_done)()
         finally:
             await asyncio.shield(run.close())
 

@@ -13,6 +13,7 @@ import logging
 import click
 
 from shelly_dist import __version__
+from shelly_dist.cli.a2a import a2a_group
 from shelly_dist.cli.agents import agents_command
 from shelly_dist.cli.batch import batch_command
 from shelly_dist.cli.cancel import cancel_command
@@ -33,12 +34,24 @@ from shelly_dist.cli.worker import worker_command
 
 
 def configure_logging(verbose: int) -> None:
-    """Rich log lines on stderr; the level from the number of ``-v``."""
+    """Rich log lines on stderr, or JSON lines with ``SHELLY_LOG_FORMAT=json``; the level from
+    the number of ``-v``."""
     from rich.console import Console
     from rich.logging import RichHandler
 
+    from shelly_dist.observability.logs import JsonFormatter, log_format
+
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
+    try:
+        structured = log_format() == "json"
+    except Exception as exc:
+        fail(exc)
+    handler: logging.Handler
+    if structured:
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
 
 
@@ -48,6 +61,18 @@ def configure_logging(verbose: int) -> None:
 def cli(verbose: int) -> None:
     """shelly: teams of LLM agents, embedded or on a Celery worker pool."""
     configure_logging(verbose)
+    configure_tracing()
+
+
+def configure_tracing() -> None:
+    """OpenTelemetry from the standard ``OTEL_*`` variables (a no-op without them); the spans still
+    buffered are exported when the process exits."""
+    import atexit
+
+    from shelly_dist.observability import tracing
+
+    if tracing.configure_from_env("shelly"):
+        atexit.register(tracing.shutdown)
 
 
 cli.add_command(init_command)
@@ -65,6 +90,7 @@ cli.add_command(questions_command)
 cli.add_command(answer_command)
 cli.add_command(flower_command)
 cli.add_command(mcp_group)
+cli.add_command(a2a_group)
 cli.add_command(doctor_command)
 
 

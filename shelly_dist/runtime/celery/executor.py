@@ -43,6 +43,7 @@ from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
+from shelly_dist.observability import metrics, tracing
 from shelly_dist.runtime.celery import interactive, questions, round_timeout
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.events import StreamSink
@@ -162,9 +163,10 @@ class Executor:
         assert task is not None
         self.cancel_watch.track(record.root, task)  # type: ignore[arg-type]
         self.cancel_watch.track(record.id, task)  # type: ignore[arg-type]  # policy: sibling stops
+        metrics.RUNS_IN_FLIGHT.inc()
         try:
             async with lease.heartbeat(task):  # type: ignore[arg-type]
-                with acting_as(session=record.session):
+                with acting_as(session=record.session, run=record.id), run_span(record):  # logs carry both
                     return await self._advance(lease, sink)
         except LeaseLost as exc:
             logger.warning("run %s: %s; abandoned (another worker carries it on)", run_id, exc)
@@ -185,6 +187,7 @@ class Executor:
                 await lease.drop()
             raise
         finally:
+            metrics.RUNS_IN_FLIGHT.dec()
             with contextlib.suppress(StoreError):
                 await sink.flush()
 
@@ -264,6 +267,7 @@ class Executor:
                         if left > 0:
                             return Progress("waiting", f"{left} children pending")
                         continue
+                metrics.STEPS.labels(record.agent).inc()
                 async with asyncio.timeout(self.settings.step_time_limit), self._board_scope(board, request):
                     outcome = await run.step()
                 if isinstance(outcome, Finished):
@@ -315,11 +319,11 @@ class Executor:
             state = RunState.model_validate_json(record.state)
             state.messages = await self.journal.messages(record.id, record.msg_count)
             run = Run.rebuild(registry, state)
-            run.agent.options.on_event = sink
+            run.agent.options.on_event = metrics.counting_tools(sink)
             run.emit(events.RUN_RESUMED, worker=self.hostname, step=state.iteration)
             return run, request
         agent = registry.spawn(record.agent, record.depth)
-        agent.options.on_event = sink
+        agent.options.on_event = metrics.counting_tools(sink)
         if request is not None:
             n = record.instance_n or await self.journal.next_instance(record.session, request.spawned())
             agent.name = instance_name(request.spawned(), request.task, n)
@@ -331,6 +335,7 @@ class Executor:
             run = Run.start(agent, first, run_id=record.id)
         run.emit(events.RUN_STARTED, worker=self.hostname, depth=record.depth, parent=record.parent,
                  task=record.task[:200])
+        metrics.RUNS_STARTED.labels(record.agent).inc()
         return run, request
 
     async def _hand_off(self, lease: Lease, sink: StreamSink, run: Run, peer: ChildRequest) -> Progress:
@@ -344,6 +349,7 @@ class Executor:
                          "usage": run.state.usage.model_dump()}))
         peer_id, queued = await hand_off(lease, peer, result, events=sink.drain(),
                                          usage=run.state.usage.model_dump_json(), instance=run.agent.name)
+        metrics.RUNS_FINISHED.labels(record.agent, "done").inc()
         if queued:
             await self.enqueue(RUN_AGENT, [peer_id, record.root],
                                {"agent": peer.spawned(), "depth": peer.depth, "session": record.session,
@@ -397,7 +403,17 @@ class Executor:
                                  request or record.request, entry)
         await sink.settle()
         await finish_and_join(self.journal, self.enqueue, lease, status, entry, events=sink.drain(), **fields)
+        metrics.RUNS_FINISHED.labels(record.agent, status).inc()
         return Progress(status, entry.error or "")
+
+
+def run_span(record: RunRecord) -> contextlib.AbstractContextManager[Any]:
+    """This advance's ``invoke_agent`` span, under the parent's ``execute_tool delegate`` span
+    journaled in the child's request: a resume is marked ``shelly.resumed``, a claim of a state
+    an earlier attempt did not get past (a redelivery, a reaped run) ``shelly.retry``."""
+    parent = json.loads(record.request).get("trace") if record.request else None
+    return tracing.invoke_agent(record.agent, record.id, session=record.session, parent=parent,
+                                resumed=bool(record.state), retry=record.attempts > 1)
 
 
 async def finish_and_join(
