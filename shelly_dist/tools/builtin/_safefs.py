@@ -129,7 +129,7 @@ def write_atomic(path: Path, data: bytes, *, create_parents: bool = True) -> Non
 def _replace(parent: int, name: str, mode: int, fill: Callable[[BinaryIO], object]) -> None:
     """Write a temporary file beside ``name`` with ``fill``, flush it to disk, set ``mode`` and
     rename it over ``name``; on any failure the temporary file is removed and ``name`` untouched."""
-    tmp = f".{name}.{secrets.token_hex(4)}.shelly-tmp"
+    tmp = f".{name[:200]}.{secrets.token_hex(4)}.shelly-tmp"  # within NAME_MAX whatever the name
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -143,3 +143,9 @@ async def test_deleting_a_symlink_removes_the_link_not_its_target(fs: ToolBox, p
     (project / "link").symlink_to(project / "keep")
     await call(fs, "fs_delete", path="link", recursive=True)
     assert not (project / "link").is_symlink() and (project / "keep" / "f").read_text() == "x"
+
+
+async def test_a_file_with_the_longest_allowed_name_is_written(fs: ToolBox, project: Path) -> None:
+    name = "n" * 255
+    await call(fs, "fs_write", path=name, content="x")
+    assert (project / name).read_text() == "x"
