@@ -29,36 +29,32 @@ async def test_a_symlink_swapped_in_during_writes_never_leads_outside(
 ) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
-    sub = project / "sub"
-    sub.mkdir()
+    (project / "sub.real").mkdir()
+    (project / "sub").symlink_to(project / "sub.real")
     stop = threading.Event()
-
     swaps = 0
 
     def swap() -> None:
-        # Alternate sub between the real directory and a symlink to outside, one rename each way.
+        # Point sub at a directory inside the root, then outside, then inside…, each swap atomic.
         nonlocal swaps
-        (project / "sub.link").symlink_to(outside)
         while not stop.is_set():
-            for a, b in (("sub", "sub.real"), ("sub.link", "sub"), ("sub", "sub.link"), ("sub.real", "sub")):
-                try:
-                    os.rename(project / a, project / b)
-                    swaps += 1
-                except OSError:  # a write recreated sub meanwhile: the next round fixes it
-                    pass
+            target = outside if swaps % 2 == 0 else project / "sub.real"
+            (project / "sub.next").symlink_to(target)
+            os.replace(project / "sub.next", project / "sub")
+            swaps += 1
 
     swapper = threading.Thread(target=swap)
     swapper.start()
     try:
-        for i in range(200):
-            try:
-                await call(fs, "fs_write", path=f"sub/f{i}.txt", content="x")
-            except ToolError:
-                pass
+        for batch in range(0, 400, 20):  # 20 writes in flight at a time, 400 in all
+            await asyncio.gather(
+                *(call(fs, "fs_write", path=f"sub/f{i}.txt", content="x") for i in range(batch, batch + 20)),
+                return_exceptions=True,
+            )
     finally:
         stop.set()
         swapper.join()
-    assert swaps > 200
+    assert swaps > 10  # the swapper really ran during the writes
     assert list(outside.iterdir()) == []
 
 
