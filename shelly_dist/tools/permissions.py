@@ -268,14 +268,15 @@ class Permissions:
     def protection(self, path: str | Path, *, contains: bool = False) -> str:
         """Why no tool may change ``path`` ("" when it may): it is, or is inside, a protected
         path or a ``.git`` directory, or (``contains``, for a delete or move of a directory) it
-        holds a protected path."""
-        p = _norm(path)
+        holds a protected path. Compared case-insensitively, so ``.GIT`` or ``.Shelly`` on a
+        case-insensitive file system (macOS, Windows shares) is no way around."""
+        p = _norm(path).casefold()
         if ".git" in Path(p).parts:
             return "is inside a .git directory (repository internals are off limits to tools)"
         for guarded in self.protected:
-            if path_within(p, guarded):
+            if path_within(p, guarded.casefold()):
                 return f"is inside {guarded} (the configuration and permission store are off limits to tools)"
-            if contains and path_within(guarded, p):
+            if contains and path_within(guarded.casefold(), p):
                 return f"contains {guarded} (the configuration and permission store are off limits to tools)"
         return ""
 

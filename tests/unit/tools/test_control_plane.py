@@ -51,6 +51,11 @@ async def test_writing_the_config_is_refused(engine_fs: ToolBox, project: Path) 
     assert (project / ".shelly" / "config.yaml").read_text() == "agents: []\n"
 
 
+async def test_the_config_directory_spelled_in_another_case_is_refused(engine_fs: ToolBox) -> None:
+    with pytest.raises(ToolError, match=r"^fs_write: refused: \.SHELLY/config\.yaml is inside"):
+        await call(engine_fs, "fs_write", path=".SHELLY/config.yaml", content=PLANTED_CONFIG)
+
+
 async def test_editing_the_config_through_an_absolute_path_is_refused(engine_fs: ToolBox, project: Path) -> None:
     with pytest.raises(ToolError, match=r"^fs_edit: refused"):
         await call(engine_fs, "fs_edit", path=str(project / ".shelly" / "config.yaml"),
@@ -112,7 +117,7 @@ async def test_a_state_directory_outside_the_config_directory_is_guarded_too(
 
 @pytest.mark.parametrize(
     "target",
-    [".git/config", ".git/hooks/pre-commit", "sub/.git/hooks/post-commit", ".git", "vendor/lib/.git"],
+    [".git/config", ".git/hooks/pre-commit", "sub/.git/hooks/post-commit", ".git", "vendor/lib/.git", ".GIT/config"],
 )
 async def test_writing_repository_internals_is_refused(perms: Permissions, project: Path, target: str) -> None:
     (project / ".git" / "hooks").mkdir(parents=True)
