@@ -1,6 +1,8 @@
 """The ``shelly`` command: a click group, one module per command.
 
-``main`` loads ``.env`` from the working directory first (real environment variables win), then
+``main`` first re-executes itself on a clean environment block, so that no program a tool starts
+can read the process's secrets in ``/proc/<ppid>/environ`` (:mod:`shelly_dist.cleanenv`), then
+loads ``.env`` from the working directory (real environment variables win), then
 hands over to click. Logging is configured here and only here: a rich handler on stderr, WARNING
 by default, ``-v`` for INFO, ``-vv`` for DEBUG. Commands stay thin (parse, open the engine,
 ``asyncio.run``, render) and map failures to exit codes through :mod:`shelly_dist.cli.errors`.
@@ -13,6 +15,7 @@ import logging
 import click
 
 from shelly_dist import __version__
+from shelly_dist.cleanenv import reexec_without_secrets
 from shelly_dist.cli.a2a import a2a_group
 from shelly_dist.cli.agents import agents_command
 from shelly_dist.cli.batch import batch_command
@@ -97,6 +100,7 @@ cli.add_command(doctor_command)
 def main() -> None:
     """Console-script entry point: whatever escapes a command (an import inside Celery's worker,
     say) is mapped to its one line and exit code here, never a traceback."""
+    reexec_without_secrets()
     load_dotenv(".env")
     try:
         cli(prog_name="shelly")
