@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from shelly_dist.agent.middleware import compose
 from shelly_dist.agent.options import AgentOptions
 from shelly_dist.agent.prompt import PromptInputs, build_system_prompt
 from shelly_dist.chats import Chat, Message, Role
@@ -105,7 +104,7 @@ class Agent:
         """Run the loop to its end in this process and return the final reply.
 
         ``prompt`` (when given) is appended as a user message first. Children of ``delegate`` run
-        as asyncio tasks unless another ``delegator`` is given. Middleware wraps the whole run.
+        as asyncio tasks unless another ``delegator`` is given.
         """
         from shelly_dist.agent.inline import InlineDelegator
         from shelly_dist.agent.run import Run
@@ -116,10 +115,10 @@ class Agent:
         return await self.execute(run)
 
     async def execute(self, run: Run) -> Message:
-        """Run ``run`` (a :class:`Run` of this agent) to its end inside this agent's middleware;
-        however it ends, its interactive children still waiting are cancelled."""
+        """Run ``run`` (a :class:`Run` of this agent) to its end (its hooks are called by its
+        steps); however it ends, its interactive children still waiting are cancelled."""
         try:
-            return await compose(self.options.middleware, run.until_done)()
+            return await run.until_done()
         finally:
             await asyncio.shield(run.close())
 
