@@ -28,8 +28,13 @@ from shelly_dist.tools.tool import parse_input
 
 def _input_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
     """A pydantic model of ``fn``'s parameters; every parameter must be typed."""
+    def parameters() -> None: ...
+
+    # The parameters' hints only: a return type the module cannot resolve (a local class under
+    # ``from __future__ import annotations``) does not matter to the schema.
+    parameters.__annotations__ = {k: v for k, v in getattr(fn, "__annotations__", {}).items() if k != "return"}
     try:
-        hints = get_type_hints(fn, include_extras=True)
+        hints = get_type_hints(parameters, globalns=getattr(fn, "__globals__", None), include_extras=True)
     except Exception as exc:
         raise UsageError(f"@tool {name}: cannot read its type hints: {exc}") from exc
     fields: dict[str, Any] = {}
