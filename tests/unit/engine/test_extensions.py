@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -91,12 +92,12 @@ def test_a_bad_name_is_a_config_error_naming_the_field(tmp_path: Path, agent: di
 
 def test_an_unknown_provider_kind_is_a_config_error(tmp_path: Path) -> None:
     path, _ = project(tmp_path, "", providers=[{"name": "gw", "kind": "no-such-gateway", "model": "x"}])
-    with pytest.raises(ConfigError, match='providers\\[0\\].kind: unknown provider kind "no-such-gateway"'):
+    with pytest.raises(ConfigError, match=r'providers\[0\]\.kind: unknown provider kind "no-such-gateway"'):
         load_config(path)
 
 
 async def test_a_provider_kind_of_the_module_builds_the_agents_completer_with_its_options(tmp_path: Path) -> None:
-    path, mod = project(tmp_path, """
+    path, _ = project(tmp_path, """
         from shelly_dist import Message, Role, provider
 
         @provider("MOD-gw")
@@ -132,7 +133,8 @@ async def test_a_python_tool_named_like_a_built_in_tool_of_the_agent_is_refused_
             return ""
     """, [{"name": "solo", "toolboxes": ["notes", "MOD-notes"]}])
     async with await Engine.open(path, shelly_dir=tmp_path / ".shelly") as engine:
-        with pytest.raises(ConfigError, match=f'two tools named "list_notes" \\(toolboxes "notes" and "{mod}-notes"'):
+        twice = f'two tools named "list_notes" (toolboxes "notes" and "{mod}-notes")'
+        with pytest.raises(ConfigError, match=re.escape(twice)):
             engine.registry("s1").spawn("solo", 0)
 
 
