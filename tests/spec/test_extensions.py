@@ -127,3 +127,11 @@ def test_an_output_guardrail_that_trips_at_the_top_fails_the_run_with_exit_1(pro
     assert out.returncode == 1
     assert "guardrail no_secrets tripped: the reply holds a secret" in out.stderr
     assert out.stdout == ""
+
+
+def test_an_input_guardrail_that_trips_at_the_top_fails_the_run_with_exit_1(project: Project) -> None:
+    team(project)
+    out = project.run("SSN 123-45", "--agent", "clerk")
+    assert out.returncode == 1
+    assert "guardrail no_pii tripped: the task holds an SSN" in out.stderr
+    assert not (project.root / "tool-pids.txt").exists()
