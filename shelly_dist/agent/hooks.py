@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shelly_dist.chats import Message, Role, ToolCall, ToolResult
-from shelly_dist.errors import GuardrailError, ShellyError, StepTimeout
-from shelly_dist.extensions import RunContext
+from shelly_dist.errors import GuardrailError, ShellyError, StepTimeout, UsageError
+from shelly_dist.extensions import HOOK_POINTS, RunContext
 
 if TYPE_CHECKING:
     from shelly_dist.agent.run import Run
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 def hook_name(hook: object) -> str:
     """The name a hook's memory is kept under and its errors show: its ``name``, else its class."""
-    return str(getattr(hook, "name", "") or type(hook).__name__)
+    return str(getattr(hook, "name", "") or getattr(hook, "__name__", "") or type(hook).__name__)
 
 
 class HookChain:
@@ -37,6 +37,12 @@ class HookChain:
     (each point is given it), so a finished run is freed at once, not by the cycle collector."""
 
     def __init__(self, hooks: Sequence[object]) -> None:
+        for hook in hooks:
+            if not any(callable(getattr(hook, point, None)) for point in HOOK_POINTS):
+                raise UsageError(
+                    f"hook {hook_name(hook)}: has none of the hook points ({', '.join(HOOK_POINTS)}); a "
+                    "middleware function wrapping a runner is no longer supported: write a hook class"
+                )
         self.hooks = list(hooks)
 
     def __bool__(self) -> bool:

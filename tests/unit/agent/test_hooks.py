@@ -10,7 +10,7 @@ import pytest
 from shelly_dist import BaseHook, GuardrailTripped, RunContext
 from shelly_dist.agent import Agent, AgentOptions, Run
 from shelly_dist.chats import Chat, Message, Role, ToolCall, ToolResult
-from shelly_dist.errors import GuardrailError
+from shelly_dist.errors import GuardrailError, UsageError
 from shelly_dist.extensions import GuardrailHook
 from shelly_dist.providers import ScriptedCompleter
 from shelly_dist.tools import Tool, ToolBox
@@ -151,3 +151,11 @@ async def test_a_guardrail_that_fails_otherwise_is_reported_as_its_own_failure()
 
     with pytest.raises(GuardrailError, match="^guardrail buggy failed: ZeroDivisionError: division by zero$"):
         await agent(GuardrailHook("buggy", buggy, "input"))[0].run("go")
+
+
+async def test_an_old_style_middleware_function_is_refused_not_silently_ignored() -> None:
+    def wrap(next_: object) -> object:
+        return next_
+
+    with pytest.raises(UsageError, match="hook wrap: has none of the hook points"):
+        await Agent("solo", completer=ScriptedCompleter(["x"]), options=AgentOptions(middleware=[wrap])).run("go")
