@@ -131,7 +131,7 @@ async def test_an_input_guardrail_that_trips_stops_the_run_before_any_model_call
             raise GuardrailTripped("the task holds an SSN")
 
     a, completer = agent(GuardrailHook("no_pii", no_pii, "input"))
-    with pytest.raises(GuardrailError, match="^guardrail no_pii tripped: the task holds an SSN$"):
+    with pytest.raises(GuardrailError, match=r"^guardrail no_pii tripped: the task holds an SSN$"):
         await a.run("my SSN is 1")
     assert completer.requests == []
 
@@ -141,7 +141,7 @@ async def test_an_output_guardrail_checks_the_final_reply_text() -> None:
         if text == "done":
             raise GuardrailTripped("too terse")
 
-    with pytest.raises(GuardrailError, match="^guardrail terse tripped: too terse$"):
+    with pytest.raises(GuardrailError, match=r"^guardrail terse tripped: too terse$"):
         await agent(GuardrailHook("terse", no_done, "output"))[0].run("go")
 
 
@@ -149,7 +149,7 @@ async def test_a_guardrail_that_fails_otherwise_is_reported_as_its_own_failure()
     def buggy(text: str, ctx: RunContext) -> None:
         raise ZeroDivisionError("division by zero")
 
-    with pytest.raises(GuardrailError, match="^guardrail buggy failed: ZeroDivisionError: division by zero$"):
+    with pytest.raises(GuardrailError, match=r"^guardrail buggy failed: ZeroDivisionError: division by zero$"):
         await agent(GuardrailHook("buggy", buggy, "input"))[0].run("go")
 
 

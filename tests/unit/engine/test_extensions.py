@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+from shelly_dist.agent import Run
 from shelly_dist.engine import Engine, fingerprint, load_config
 from shelly_dist.errors import ConfigError
 
@@ -162,3 +163,30 @@ def test_agents_check_lists_each_agents_python_tools(tmp_path: Path) -> None:
     out = shelly(tmp_path, "agents", "--check")
     assert out.returncode == 0, out.stderr
     assert f"python tool: solo: ping ({mod}.ping)" in out.stdout
+
+
+async def test_tool_filters_and_tool_policy_apply_to_a_python_toolbox(tmp_path: Path) -> None:
+    path, _ = project(tmp_path, """
+        from shelly_dist import tool
+
+        @tool(toolbox="MOD-ops")
+        def keep(x: int) -> str:
+            '''Kept.'''
+            return ""
+
+        @tool(toolbox="MOD-ops")
+        def filtered(x: int) -> str:
+            '''Left out by the filter.'''
+            return ""
+
+        @tool(toolbox="MOD-ops", group="danger")
+        def denied(x: int) -> str:
+            '''Denied by policy.'''
+            return ""
+    """, [{"name": "solo", "toolboxes": [{"name": "MOD-ops", "tools": ["keep", "denied"]}],
+           "tools": {"deny": ["group:danger"]}}])
+    async with await Engine.open(path, shelly_dir=tmp_path / ".shelly") as engine:
+        run = Run.start(engine.registry("s1").spawn("solo", 0))
+        await run._prepare()  # collects the tools the model is offered
+    names = {t.name for t in run.tools}
+    assert "keep" in names and "filtered" not in names and "denied" not in names
