@@ -230,6 +230,7 @@ def fingerprint(cfg: Config) -> str:
     counts (imported by then: the loader imports them).
     """
     data = _scrub(cfg.model_dump(mode="json"))
-    data["python_source"] = extensions.source_digest(cfg)  # a changed tool is a new generation
+    if cfg.python:  # a changed tool is a new generation (a config without python: hashes as before)
+        data["python_source"] = extensions.source_digest(cfg)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
