@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any, get_type_hints
 
@@ -24,6 +25,9 @@ from shelly_dist.errors import UsageError
 from shelly_dist.tools import Tool
 from shelly_dist.tools.schema import schema_for
 from shelly_dist.tools.tool import parse_input
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+"""What every provider accepts as a tool name (Anthropic's and OpenAI's rule)."""
 
 
 def _input_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
@@ -59,6 +63,9 @@ def tool_from_function(
 ) -> Tool:
     """The tool that calls ``fn`` with the model's arguments (see the module docstring)."""
     tool_name = name or fn.__name__
+    if not TOOL_NAME.match(tool_name):
+        raise UsageError(f"@tool {tool_name!r}: a tool name is 1-64 letters, digits, '_' or '-' "
+                         "(providers refuse others)")
     model = _input_model(fn, tool_name)
     is_async = inspect.iscoroutinefunction(fn)
 

@@ -93,3 +93,12 @@ def test_two_functions_claiming_one_tool_name_in_one_toolbox_is_an_error() -> No
 
     with pytest.raises(UsageError, match="tool 'same' in toolbox 'ft-twice' is registered twice"):
         tool(toolbox="ft-twice", name="same")(other)
+
+
+def test_a_name_the_providers_would_refuse_is_an_error_at_decoration() -> None:
+    def fine(x: int) -> str:
+        """Fine."""
+        return ""
+
+    with pytest.raises(UsageError, match="a tool name is 1-64 letters"):
+        tool_from_function(fine, name="orders.lookup")
