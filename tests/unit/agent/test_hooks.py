@@ -3,6 +3,7 @@ guardrails as hooks."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -159,3 +160,24 @@ async def test_an_old_style_middleware_function_is_refused_not_silently_ignored(
 
     with pytest.raises(UsageError, match="hook wrap: has none of the hook points"):
         await Agent("solo", completer=ScriptedCompleter(["x"]), options=AgentOptions(middleware=[wrap])).run("go")
+
+
+async def test_an_output_guardrail_of_a_child_checks_its_task_complete_summary_and_fails_its_entry() -> None:
+    from shelly_dist.agent import Registry
+
+    def no_secrets(text: str, ctx: RunContext) -> None:
+        if "SECRET" in text:
+            raise GuardrailTripped("the reply holds a secret")
+
+    task = {"agent": "child", "task": "t", "context": ""}
+    delegate = {"tool_calls": [{"name": "delegate", "arguments": {"tasks": [task]}}]}
+    lead_model = ScriptedCompleter([delegate, "lead done"])
+    registry = Registry()
+    registry.register("lead", "", lambda: Agent("lead", completer=lead_model,
+                                                options=AgentOptions(max_delegation_depth=1)))
+    registry.register("child", "", lambda: Agent("child", completer=ScriptedCompleter([
+        {"tool_calls": [{"name": "task_complete", "arguments": {"status": "completed", "summary": "the SECRET"}}]},
+    ]), options=AgentOptions(hooks=[GuardrailHook("no_secrets", no_secrets, "output")])))
+    await registry.spawn("lead").run("go")
+    entry = lead_model.requests[1].messages[-1].parts[0].content  # type: ignore[union-attr]
+    assert json.loads(entry) == [{"agent": "child", "error": "guardrail no_secrets tripped: the reply holds a secret"}]

@@ -190,3 +190,12 @@ async def test_tool_filters_and_tool_policy_apply_to_a_python_toolbox(tmp_path: 
         await run._prepare()  # collects the tools the model is offered
     names = {t.name for t in run.tools}
     assert "keep" in names and "filtered" not in names and "denied" not in names
+
+
+async def test_shelly_mcp_serve_serves_a_python_toolbox_an_agent_uses(tmp_path: Path) -> None:
+    from shelly_dist.cli.mcp import served_toolboxes
+
+    path, mod = project(tmp_path, TOOLS, [{"name": "solo", "toolboxes": ["MOD-a"]}])
+    async with await Engine.open(path, shelly_dir=tmp_path / ".shelly") as engine:
+        boxes = served_toolboxes(engine, [], "s1")
+    assert [(b.name, b.names()) for b in boxes] == [(f"{mod}-a", ["ping"])]
