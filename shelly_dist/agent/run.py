@@ -386,8 +386,8 @@ class Run:
         tools = await self._effects_before()
         if self._hooks:
             await self._hooks.before_model(self)
-        reply = await self._completer.complete(agent.chat, tools)
-        if self._hooks:
+        reply = raw = await self._completer.complete(agent.chat, tools)
+        if self._hooks:  # a reply a hook replaces still counts the model call's usage (``raw``)
             reply = await self._hooks.after_model(self, reply)
             if not reply.tool_calls():
                 reply = await self._hooks.run_end(self, reply)
@@ -395,7 +395,7 @@ class Run:
         reply.role = Role.ASSISTANT
         agent.chat.append(reply)
         state.iteration += 1
-        usage = Usage.of(reply)
+        usage = Usage.of(raw)
         usage.model_requests = 1
         state.usage = state.usage + usage
         state.last_input_tokens = usage.input_tokens

@@ -181,3 +181,17 @@ async def test_an_output_guardrail_of_a_child_checks_its_task_complete_summary_a
     await registry.spawn("lead").run("go")
     entry = lead_model.requests[1].messages[-1].parts[0].content  # type: ignore[union-attr]
     assert json.loads(entry) == [{"agent": "child", "error": "guardrail no_secrets tripped: the reply holds a secret"}]
+
+
+async def test_a_reply_replaced_by_a_hook_still_counts_the_model_calls_usage() -> None:
+    class Replace:
+        name = "replace"
+
+        async def on_run_end(self, ctx: RunContext, reply: Message) -> Message:
+            return Message.text(reply.sender, Role.ASSISTANT, "replaced")
+
+    a, _ = agent(Replace(), replies=["done"])
+    a.chat.append(Message.text("user", Role.USER, "go"))
+    run = Run.start(a)
+    await run.until_done()
+    assert run.state.usage.model_requests == 1 and run.state.usage.input_tokens > 0
