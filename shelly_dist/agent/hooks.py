@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -61,8 +62,12 @@ class HookChain:
         method = getattr(hook, point, None)
         if method is None:
             return None
+        ctx = self.context(run, hook, task=task)
         try:
-            return await method(self.context(run, hook, task=task), *args)
+            out = await method(ctx, *args)
+            if ctx.state:  # the pool journals it as JSON: fail the same way embedded, at once
+                json.dumps(ctx.state)
+            return out
         except ShellyError:
             raise
         except Exception as exc:

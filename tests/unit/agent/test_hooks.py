@@ -195,3 +195,14 @@ async def test_a_reply_replaced_by_a_hook_still_counts_the_model_calls_usage() -
     run = Run.start(a)
     await run.until_done()
     assert run.state.usage.model_requests == 1 and run.state.usage.input_tokens > 0
+
+
+async def test_state_that_is_not_json_fails_the_run_embedded_as_it_would_on_the_pool() -> None:
+    class Keeps:
+        name = "keeps"
+
+        async def after_model(self, ctx: RunContext, reply: Message) -> None:
+            ctx.state["reply"] = reply  # a Message, not JSON
+
+    with pytest.raises(GuardrailError, match="hook keeps failed: TypeError: Object of type Message"):
+        await agent(Keeps())[0].run("go")
