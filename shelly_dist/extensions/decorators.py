@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from shelly_dist.errors import UsageError
+from shelly_dist.extensions.context import HOOK_POINTS
 from shelly_dist.extensions.function_tool import tool_from_function
 from shelly_dist.extensions.registry import REGISTRY
 
@@ -43,8 +44,9 @@ def hook(name: str) -> Callable[[C], C]:
     _named("hook", name)
 
     def register(cls: C) -> C:
-        if not isinstance(cls, type):
-            raise UsageError(f"@hook({name!r}): decorate a class whose methods are the hook points")
+        if not isinstance(cls, type) or not any(callable(getattr(cls, p, None)) for p in HOOK_POINTS):
+            raise UsageError(f"@hook({name!r}): decorate a class with at least one of the hook points "
+                             f"({', '.join(HOOK_POINTS)})")
         REGISTRY.add("hook", REGISTRY.hooks, name, cls)
         return cls
 

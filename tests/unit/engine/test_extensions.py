@@ -49,7 +49,8 @@ TOOLS = """
 
     @hook("MOD-hook")
     class Audit:
-        pass
+        async def on_run_start(self, ctx):
+            pass
 
     @input_guardrail("MOD-in")
     def check_in(text, ctx):
@@ -89,6 +90,20 @@ def test_a_bad_name_is_a_config_error_naming_the_field(tmp_path: Path, agent: di
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert f"config: {problem.replace('MOD', mod)}" in str(info.value)
+
+
+def test_a_hook_class_without_any_hook_point_fails_the_import_naming_it(tmp_path: Path) -> None:
+    path, mod = project(tmp_path, """
+        from shelly_dist import hook
+
+        @hook("MOD-empty")
+        class Empty:
+            def on_start(self, ctx):  # a typo of on_run_start
+                pass
+    """)
+    problem = f"cannot import \"{mod}\": UsageError: @hook('{mod}-empty'): decorate a class with at least one"
+    with pytest.raises(ConfigError, match=re.escape(problem)):
+        load_config(path)
 
 
 def test_an_unknown_provider_kind_is_a_config_error(tmp_path: Path) -> None:
