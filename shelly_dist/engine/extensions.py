@@ -57,15 +57,11 @@ def import_modules(cfg: Config, project: Path) -> list[Problem]:
     return out
 
 
-def python_toolboxes() -> set[str]:
-    return set(REGISTRY.toolboxes)
-
-
 def problems(cfg: Config) -> Iterator[Problem]:
     """Every agent's hook, guardrail and Python tool mistake (toolbox names and provider kinds are
     checked with the built-in ones, by :mod:`shelly_dist.engine.config_rules`)."""
     mcp = {m.name for m in cfg.mcp_servers}
-    for name in sorted(python_toolboxes() & (set(BUILTIN_TOOLBOXES) | mcp)):
+    for name in sorted(set(REGISTRY.toolboxes) & (set(BUILTIN_TOOLBOXES) | mcp)):
         yield "python", f'a Python toolbox is named "{name}" like a built-in toolbox or MCP server: rename it'
     for i, a in enumerate(cfg.agents):
         at = f"agents[{i}]"

@@ -70,13 +70,6 @@ class Extensions:
         """Each tool of ``toolbox`` by name → the function it calls (``module.qualname``)."""
         return {name: e.origin() for name, (e, _) in self.toolboxes.get(toolbox, {}).items()}
 
-    def modules(self) -> set[str]:
-        """The modules that registered anything."""
-        entries = [e for box in self.toolboxes.values() for e, _ in box.values()]
-        for table in (self.hooks, self.input_guardrails, self.output_guardrails, self.providers):
-            entries.extend(table.values())
-        return {e.module for e in entries}
-
 
 REGISTRY = Extensions()
 """The registry of this process: what every module named by ``python:`` registered on import."""
