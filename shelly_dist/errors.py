@@ -17,7 +17,8 @@ The tree, so one ``except ShellyError`` catches everything the library means to 
     │   ├── BudgetExhausted     an effect's hard limit: TokenBudgetExhausted, TimeBudgetExhausted
     │   │   └── LimitExceeded   a tree's ``limits:`` refused a model call: .limit, .scope
     │   ├── StallDetected       the stall_detect effect ended the run
-    │   └── GuardrailError      a guardrail tripped or failed, or a hook failed: .guardrail
+    │   └── HookError           a lifecycle hook failed the run: .hook
+    │       └── GuardrailError  a guardrail tripped (or failed): .guardrail
     ├── GuardrailTripped        raised by a user's guardrail to trip it (the run gets a GuardrailError)
     ├── StoreError              state/tasks: .key or .task_id
     └── RunError                runtime: .run_id
@@ -196,12 +197,20 @@ class StallDetected(AgentError):
         super().__init__(message, agent=agent)
 
 
-class GuardrailError(AgentError):
-    """A run stopped by a Python extension: ``guardrail <name> tripped: <reason>``, or a guardrail
-    or hook that itself failed (``guardrail <name> failed: …``, ``hook <name> failed: …``)."""
+class HookError(AgentError):
+    """A lifecycle hook failed the run: ``hook <name> failed: <Type>: <message>``."""
+
+    def __init__(self, message: str, *, agent: str = "", hook: str = "") -> None:
+        super().__init__(message, agent=agent)
+        self.hook = hook
+
+
+class GuardrailError(HookError):
+    """A guardrail stopped the run: ``guardrail <name> tripped: <reason>``, or failed itself
+    (``guardrail <name> failed: <Type>: <message>``)."""
 
     def __init__(self, message: str, *, agent: str = "", guardrail: str = "") -> None:
-        super().__init__(message, agent=agent)
+        super().__init__(message, agent=agent, hook=guardrail)
         self.guardrail = guardrail
 
 
@@ -255,6 +264,7 @@ _BY_NAME: dict[str, type[ShellyError]] = {
         TimeBudgetExhausted,
         LimitExceeded,
         StallDetected,
+        HookError,
         GuardrailError,
         GuardrailTripped,
         StoreError,
@@ -269,7 +279,7 @@ def error_to_json(exc: BaseException) -> dict[str, Any]:
     """Describe ``exc`` as plain JSON: type name, message and its origin attributes."""
     data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
     for attr in ("provider", "model", "kind", "status_code", "tool", "server", "agent", "run_id", "field",
-                 "limit", "scope", "guardrail"):
+                 "limit", "scope", "hook", "guardrail"):
         value = getattr(exc, attr, None)
         if value not in (None, ""):
             data[attr] = value

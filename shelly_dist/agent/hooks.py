@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from shelly_dist.chats import Message, Role, ToolCall, ToolResult
-from shelly_dist.errors import GuardrailError, ShellyError, StepTimeout, UsageError
+from shelly_dist.errors import HookError, ShellyError, StepTimeout, UsageError
 from shelly_dist.extensions import HOOK_POINTS, RunContext
 
 if TYPE_CHECKING:
@@ -71,8 +71,8 @@ class HookChain:
         except ShellyError:
             raise
         except Exception as exc:
-            raise GuardrailError(f"hook {hook_name(hook)} failed: {type(exc).__name__}: {exc}",
-                                 agent=run.agent.name) from exc
+            raise HookError(f"hook {hook_name(hook)} failed: {type(exc).__name__}: {exc}",
+                            agent=run.agent.name, hook=hook_name(hook)) from exc
 
     # -- the points ---------------------------------------------------------------------------
 

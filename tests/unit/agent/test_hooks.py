@@ -11,7 +11,7 @@ import pytest
 from shelly_dist import BaseHook, GuardrailTripped, RunContext
 from shelly_dist.agent import Agent, AgentOptions, Run
 from shelly_dist.chats import Chat, Message, Role, ToolCall, ToolResult
-from shelly_dist.errors import GuardrailError, UsageError
+from shelly_dist.errors import GuardrailError, HookError, UsageError
 from shelly_dist.extensions import GuardrailHook
 from shelly_dist.providers import ScriptedCompleter
 from shelly_dist.tools import Tool, ToolBox
@@ -122,7 +122,7 @@ async def test_a_hook_that_raises_fails_the_run_naming_the_hook() -> None:
         async def before_model(self, ctx: RunContext, chat: Chat) -> None:
             raise KeyError("oops")
 
-    with pytest.raises(GuardrailError, match="hook broken failed: KeyError: 'oops'"):
+    with pytest.raises(HookError, match="hook broken failed: KeyError: 'oops'"):
         await agent(Broken())[0].run("go")
 
 
@@ -204,5 +204,5 @@ async def test_state_that_is_not_json_fails_the_run_embedded_as_it_would_on_the_
         async def after_model(self, ctx: RunContext, reply: Message) -> None:
             ctx.state["reply"] = reply  # a Message, not JSON
 
-    with pytest.raises(GuardrailError, match="hook keeps failed: TypeError: Object of type Message"):
+    with pytest.raises(HookError, match="hook keeps failed: TypeError: Object of type Message"):
         await agent(Keeps())[0].run("go")
