@@ -14,7 +14,6 @@ from typing import Any, Protocol
 
 from shelly_dist import identity
 from shelly_dist.agent.entry import Entry
-from shelly_dist.agent.middleware import compose
 from shelly_dist.agent.options import AgentOptions
 from shelly_dist.agent.prompt import PromptInputs, build_system_prompt
 from shelly_dist.chats import Chat, Message, Role
@@ -142,7 +141,7 @@ class Agent:
 
         ``prompt`` (when given) is appended as a user message first. Children of ``delegate`` run
         where ``delegator`` (a :class:`~.run.Delegator`) says; by default as asyncio tasks in this
-        process (the embedded runtime's). Middleware wraps the whole run.
+        process (the embedded runtime's).
         """
         if _driver is None:
             raise UsageError(f"agent {self.name!r}: no runtime to run it (import shelly_dist.runtime.local)")
@@ -151,11 +150,11 @@ class Agent:
         return await _driver(self, delegator)
 
     async def execute(self, run: Runnable) -> Message:
-        """Run ``run`` (a :class:`Run` of this agent) to its end inside this agent's middleware;
-        however it ends, its interactive children still waiting are cancelled."""
+        """Run ``run`` (a :class:`Run` of this agent) to its end (its hooks are called by its
+        steps); however it ends, its interactive children still waiting are cancelled."""
         try:
             with tracing.invoke_agent(self.config_name or self.name, run.state.run_id, session=identity.session_id()):
-                return await compose(self.options.middleware, run.until_done)()
+                return await run.until_done()
         finally:
             await asyncio.shield(run.close())
 

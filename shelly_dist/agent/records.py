@@ -203,6 +203,11 @@ class RunState(BaseModel):
     hook_memory: dict[str, dict[str, int]] = Field(default_factory=dict)
     """What tool hooks remember across the run's calls (the loop detector's counts), journaled
     with every checkpoint so a run continued elsewhere keeps counting."""
+    hooks: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each lifecycle hook's memory (``ctx.state``), by hook name: journaled with the run, so a
+    hook continued on another worker or after a suspension sees what it kept."""
+    hooks_started: bool = False
+    """``on_run_start`` (and the input guardrails) ran: they run once per run."""
     last_input_tokens: int = 0
     """The last model call's reported input: the real size of the context, for effects."""
     effects: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -34,6 +34,7 @@ from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
 from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
 from shelly_dist.agent.handoff import handoff_tool
+from shelly_dist.agent.hooks import HookChain
 from shelly_dist.agent.interaction import request_input_tool
 from shelly_dist.agent.interactive import INTERACTIVE, answer_tool, answered, parse_answers, settle
 from shelly_dist.agent.limits import BudgetScope, LimitedCompleter
@@ -183,6 +184,7 @@ class Run:
         self._effects = EffectChain()
         self._estimate = 0
         self._completer: Completer = agent.completer
+        self._hooks = HookChain([*agent.options.middleware, *agent.options.hooks])
 
     # -- construction -------------------------------------------------------------------------
 
@@ -331,20 +333,36 @@ class Run:
         if not self._prepared:
             await self._prepare()
         with acting_as(self.agent.name, run=self.state.run_id), bind_run_memory(self.state.hook_memory):
-            phase = self.state.phase
-            if phase == Phase.MODEL:
-                return await self._model_step()
-            if phase == Phase.TOOLS:
-                return await self._tools_step()
-            if phase == Phase.SUSPENDED:
-                if self.missing():
-                    raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.missing())} children")
-                if self.state.awaiting:
-                    raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.state.awaiting)} tool calls")
-                return await self._finish_tools()
-            if phase == Phase.DONE:  # finished and journaled, but its finish was not: finish again
-                return Finished(self._reply(), self.state.completion)
-            raise UsageError(f"run {self.state.run_id}: already {phase.value}")
+            if not self._hooks:
+                return await self._advance()
+            try:
+                async with self._hooks.deadline(self):
+                    if not self.state.hooks_started and self.state.phase == Phase.MODEL:
+                        await self._hooks.run_start(self)
+                        self.state.hooks_started = True
+                    return await self._advance()
+            except Exception as exc:
+                error = await self._hooks.run_error(self, exc)
+                if error is exc:
+                    raise
+                raise error from exc
+
+    async def _advance(self) -> StepOutcome:
+        """One phase of the step machine (see :meth:`step`)."""
+        phase = self.state.phase
+        if phase == Phase.MODEL:
+            return await self._model_step()
+        if phase == Phase.TOOLS:
+            return await self._tools_step()
+        if phase == Phase.SUSPENDED:
+            if self.missing():
+                raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.missing())} children")
+            if self.state.awaiting:
+                raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.state.awaiting)} tool calls")
+            return await self._finish_tools()
+        if phase == Phase.DONE:  # finished and journaled, but its finish was not: finish again
+            return Finished(self._reply(), self.state.completion)
+        raise UsageError(f"run {self.state.run_id}: already {phase.value}")
 
     async def until_done(self) -> Message:
         """Step until the run finishes; a suspension with no delegator is a ``UsageError``."""
@@ -368,12 +386,18 @@ class Run:
         if self.before_model is not None:
             await self.before_model(self)
         tools = await self._effects_before()
-        reply = await self._completer.complete(agent.chat, tools)
+        if self._hooks:
+            await self._hooks.before_model(self)
+        reply = raw = await self._completer.complete(agent.chat, tools)
+        if self._hooks:  # a reply a hook replaces still counts the model call's usage (``raw``)
+            reply = await self._hooks.after_model(self, reply)
+            if not reply.tool_calls():
+                reply = await self._hooks.run_end(self, reply)
         reply.sender = agent.name
         reply.role = Role.ASSISTANT
         agent.chat.append(reply)
         state.iteration += 1
-        usage = Usage.of(reply)
+        usage = Usage.of(raw)
         usage.model_requests = 1
         state.usage = state.usage + usage
         state.last_input_tokens = usage.input_tokens
@@ -481,9 +505,9 @@ class Run:
     async def _tool_call(self, call: ToolCall, tool: Tool | None) -> None:
         started = time.monotonic()
         self.emit(events.TOOL_CALL_START, tool=call.name, call_id=call.id, arguments=call.arguments[:500])
-        result: ToolResult | None = None
+        result = await self._hooks.before_tool(self, call) if self._hooks else None
         hooks = self.agent.options.tool_hooks
-        for hook in hooks:
+        for hook in hooks if result is None else ():
             result = await hook.before_tool(call)
             if result is not None:
                 break
@@ -501,6 +525,8 @@ class Run:
                 raise
             except Exception as exc:
                 result = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)
+        if self._hooks:
+            result = await self._hooks.after_tool(self, call, result)
         self.state.tool_results[call.id] = result
         self.emit(
             events.TOOL_CALL_END,
@@ -627,6 +653,16 @@ class Run:
                       is_error=result.is_error)
         return not self.waiting()
 
+    async def _ended(self, reply: Message, completion: CompletionResult | None) -> Message:
+        """The hooks' ``on_run_end`` on a run that ends with ``task_complete`` or ``handoff``: they
+        see the completion's summary as the reply (what the parent gets), before the run is
+        journaled as done. Returns ``reply`` unless a hook gave another."""
+        if not self._hooks:
+            return reply
+        shown = reply if completion is None else Message.text(self.agent.name, Role.ASSISTANT, completion.summary)
+        out = await self._hooks.run_end(self, shown)
+        return reply if out is shown else out
+
     async def _finish_tools(self) -> StepOutcome:
         """Append every result of the reply in call order, then continue or finish."""
         agent, state = self.agent, self.state
@@ -660,9 +696,10 @@ class Run:
         state.pending = []
         state.awaiting = {}
         if state.completion is not None or state.handoff is not None:
+            final = await self._ended(reply, state.completion)
             state.phase = Phase.DONE
             await self._checkpoint("tools")
-            return Finished(reply, state.completion)
+            return Finished(final, state.completion)
         state.phase = Phase.MODEL
         await self._checkpoint("tools")
         return Continue()

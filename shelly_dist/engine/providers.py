@@ -143,6 +143,7 @@ class Providers:
             timeout=provider.timeout,
             headers=provider.headers or None,
             rate_limit=rate_limit_settings(provider),
+            options=provider.options,
             cooldowns=self.cooldowns,
             on_event=self._on_event,
         )

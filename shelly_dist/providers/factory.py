@@ -13,7 +13,8 @@ provider is routine and should not fail a whole delegation tree. Fallback betwee
 built separately with :func:`~shelly_dist.models.fallback.with_fallback`, because it needs the
 other providers by name, which only the engine knows.
 
-Custom kinds plug in with :func:`register_provider` (Shelly's ``engine.RegisterProvider``).
+Custom kinds plug in with :func:`register_provider` (Shelly's ``engine.RegisterProvider``); a kind
+registered with ``options=True`` (``@shelly_dist.provider``) also gets the provider's ``options:``.
 """
 
 from __future__ import annotations
@@ -72,12 +73,20 @@ _FACTORIES: dict[str, ProviderFactory] = {
     "gemini": GeminiCompleter,
 }
 
+_TAKE_OPTIONS: set[str] = set()
+"""Kinds whose factory is also called with ``options=`` (the provider's ``options:`` mapping)."""
+
 _shared_cooldowns = MemoryCooldownStore()
 
 
-def register_provider(kind: str, factory: ProviderFactory) -> None:
-    """Make ``kind`` usable in config; registering an existing kind replaces it."""
+def register_provider(kind: str, factory: ProviderFactory, *, options: bool = False) -> None:
+    """Make ``kind`` usable in config; registering an existing kind replaces it. ``options``: the
+    factory also takes ``options=`` (the config's ``options:`` mapping of that provider)."""
     _FACTORIES[kind] = factory
+    if options:
+        _TAKE_OPTIONS.add(kind)
+    else:
+        _TAKE_OPTIONS.discard(kind)
 
 
 def default_max_tokens(kind: str) -> int:
@@ -104,6 +113,7 @@ def create_completer(
     headers: dict[str, str] | None = None,
     rate_limit: RateLimitSettings | None = None,
     temperature: float | None = None,
+    options: dict[str, Any] | None = None,
     cooldowns: CooldownStore | None = None,
     on_event: EventSink = discard,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -134,6 +144,8 @@ def create_completer(
         "temperature": temperature,
         "usage": usage,
     }
+    if kind in _TAKE_OPTIONS:
+        common["options"] = dict(options or {})
     members = [factory(api_key=k, **common) for k in keys]
     core: Completer = members[0]
     if len(members) > 1:
