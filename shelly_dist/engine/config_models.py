@@ -185,6 +185,9 @@ class ProviderConfig(Section):
     """Names of providers tried in order when this one fails (ours)."""
     timeout: Duration | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    prompt_cache: bool = True
+    """Mark the tools and system prompt as cacheable where the vendor needs it said (Anthropic's
+    ``cache_control`` breakpoints; ours). Other vendors cache a repeated prefix on their own."""
     script: dict[str, list[ScriptReply]] = Field(default_factory=dict)
     """``kind: scripted`` only: replies per agent config name; key ``"*"`` serves any other agent."""
 

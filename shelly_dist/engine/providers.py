@@ -140,6 +140,7 @@ class Providers:
             max_tokens=provider.max_tokens,
             timeout=provider.timeout,
             headers=provider.headers or None,
+            prompt_cache=provider.prompt_cache,
             rate_limit=rate_limit_settings(provider),
             cooldowns=self.cooldowns,
             on_event=self._on_event,

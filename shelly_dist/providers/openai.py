@@ -6,13 +6,18 @@ The mapping is Shelly's ``openaicompat``:
 - system and user messages carry string content, unless they hold an image or a document; then
   content is an array of parts (``text``, ``image_url`` with a data URI, ``file`` with
   ``filename`` — default ``"document"`` — and ``file_data``);
-- assistant messages have ``content: null`` when they hold no text, plus ``tool_calls``;
+- assistant messages have ``content: null`` when they hold no text, plus ``tool_calls`` whose
+  ``arguments`` are always a JSON object (text that is not one is sent as ``{"_raw": text}``:
+  strict servers refuse the whole request otherwise);
+- consecutive user (or assistant) messages are merged into one, so roles alternate as strict
+  chat templates require;
 - every tool result becomes its own ``{role: tool, tool_call_id, content}`` message (the format
   has no error flag, so ``is_error`` is lost, as in Shelly);
 - tools are ``{type: function, function: {name, description, parameters}}``, a missing schema
   becoming ``{"type": "object"}``;
-- usage: ``prompt_tokens``, ``completion_tokens``, and ``prompt_tokens_details.cached_tokens``
-  as cache-read; an answer with no choices is an error ("empty choices");
+- usage: ``prompt_tokens`` *includes* ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM,
+  llama.cpp), so input is ``prompt_tokens - cached_tokens`` and cache-read is ``cached_tokens``:
+  each token is counted once; an answer with no choices is an error ("empty choices");
 - a tool call without an id (Ollama, llama.cpp and some vLLM builds send none, null or ``""``)
   gets a fresh ``call_<hex>`` id, unique in its reply, so each result finds its own call.
 """
@@ -23,6 +28,7 @@ import os
 from typing import Any, ClassVar
 
 from shelly_dist.chats import Document, Image, Message, Role, Text, ToolCall
+from shelly_dist.chats.replies import wire_arguments
 from shelly_dist.models.completer import ToolSpec
 from shelly_dist.models.usage import Usage
 from shelly_dist.providers.http import HTTPCompleter, assistant_reply
@@ -55,8 +61,31 @@ def _content(m: Message) -> str | list[dict[str, Any]]:
     return m.text_content()
 
 
+def _as_parts(content: Any) -> list[dict[str, Any]]:
+    return content if isinstance(content, list) else ([{"type": "text", "text": content}] if content else [])
+
+
+def _merge(into: dict[str, Any], msg: dict[str, Any]) -> None:
+    """Fold ``msg`` into the previous message of the same role: texts joined by a blank line, part
+    arrays concatenated, tool calls appended."""
+    a, b = into.get("content"), msg.get("content")
+    if isinstance(a, list) or isinstance(b, list):
+        into["content"] = _as_parts(a) + _as_parts(b)
+    else:
+        joined = "\n\n".join(t for t in (a, b) if t)
+        into["content"] = joined or (None if into["role"] == "assistant" else "")
+    if msg.get("tool_calls"):
+        into["tool_calls"] = [*(into.get("tool_calls") or []), *msg["tool_calls"]]
+
+
 def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """All roles in order; one ``tool`` message per tool result."""
+    """All roles in order; one ``tool`` message per tool result; neighbours of one role merged.
+
+    Why the merge: chat templates of strict servers (llama.cpp's bundled Mistral templates, vLLM
+    with the vendor's template) reject two user or two assistant turns in a row with ``conversation
+    roles must alternate``, and a delegated child's chat starts with two or three user messages
+    (context, reflections, task). Tool messages are never merged: each answers its own call.
+    """
     out: list[dict[str, Any]] = []
     for m in messages:
         results = m.tool_results()
@@ -71,13 +100,16 @@ def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
                     {
                         "id": c.id,
                         "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments or "{}"},
+                        "function": {"name": c.name, "arguments": wire_arguments(c.arguments)},
                     }
                     for c in calls
                 ]
+        else:
+            msg = {"role": str(m.role), "content": _content(m)}
+        if out and out[-1]["role"] == msg["role"] and msg["role"] in ("user", "assistant"):
+            _merge(out[-1], msg)
+        else:
             out.append(msg)
-            continue
-        out.append({"role": str(m.role), "content": _content(m)})
     return out
 
 
@@ -129,9 +161,11 @@ class OpenAICompleter(HTTPCompleter):
             parts.append(ToolCall(id=call.get("id") or "", name=fn["name"], arguments=fn.get("arguments") or "{}"))
         reply = assistant_reply(parts, choices[0].get("finish_reason"))
         u = data.get("usage") or {}
+        cached = int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
         usage = Usage(
-            input_tokens=int(u.get("prompt_tokens") or 0),
+            # prompt_tokens already counts the cached ones: each token is counted once
+            input_tokens=max(0, int(u.get("prompt_tokens") or 0) - cached),
             output_tokens=int(u.get("completion_tokens") or 0),
-            cache_read_tokens=int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
+            cache_read_tokens=cached,
         )
         return reply, usage
