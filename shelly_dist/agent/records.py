@@ -56,6 +56,9 @@ class DelegateEntry(BaseModel):
     reply_to: dict[str, str] | None = None
     """Where the answer to ``pending_question`` goes when the child waits in a journal (``run``,
     ``field``); never part of the tool result."""
+    usage: Usage | None = None
+    """What the finished child and everything it delegated spent (its run's ``tree_usage``), so
+    the parent can total its own tree; journaled with the entry, never part of the tool result."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"agent": self.agent}
@@ -74,8 +77,10 @@ class DelegateEntry(BaseModel):
         return data
 
     def journal_json(self) -> dict[str, Any]:
-        """:meth:`to_json` plus where the answer goes (what a waiting child joins into its parent)."""
-        return self.to_json() | ({"reply_to": self.reply_to} if self.reply_to else {})
+        """:meth:`to_json` plus where the answer goes and what the child spent (what a child joins
+        into its parent)."""
+        data = self.to_json() | ({"reply_to": self.reply_to} if self.reply_to else {})
+        return data | ({"usage": self.usage.model_dump()} if self.usage is not None else {})
 
 
 class HandoffResult(BaseModel):
@@ -195,6 +200,9 @@ class RunState(BaseModel):
     handoff: HandoffResult | None = None
     """Set by ``handoff``: the run stops after this step and its delegation passes to the peer."""
     usage: Usage = Field(default_factory=Usage)
+    children_usage: Usage = Field(default_factory=Usage)
+    """What the children this run delegated to spent, each with its own subtree: the sum of their
+    entries' ``usage`` as they were delivered."""
     hook_memory: dict[str, dict[str, int]] = Field(default_factory=dict)
     """What tool hooks remember across the run's calls (the loop detector's counts), journaled
     with every checkpoint so a run continued elsewhere keeps counting."""
@@ -206,3 +214,8 @@ class RunState(BaseModel):
     """The tree limits every model call of this run reserves against: inherited from the parent,
     plus the run's own when its agent has ``limits:``."""
     messages: list[Message] = Field(default_factory=list)
+
+    @property
+    def tree_usage(self) -> Usage:
+        """What this run and every run it delegated (at any depth) spent, each token once."""
+        return self.usage + self.children_usage

@@ -652,6 +652,9 @@ class Run:
         messages = []
         for pending in state.pending:
             settle(state, pending)
+            for entry in pending.entries:  # a finished child's subtree, once: a question carries none
+                if entry is not None and entry.usage is not None:
+                    state.children_usage = state.children_usage + entry.usage
         for call in reply.tool_calls():
             if call.id in by_call:
                 entries = [e for e in by_call[call.id].entries if e is not None]

@@ -3,6 +3,7 @@ over, and its live view shows every remote child (issue 12 failure 1, issue 13 i
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -96,3 +97,13 @@ def test_the_live_table_on_a_terminal_ends_with_every_remote_child_done(cluster:
         for child in ("researcher", "writer"):
             row = rf"^\s+{child}-\S+\s+1\s+{re.escape(host)}\s+done\s.*\s[1-9]\d*\s*$"
             assert re.search(row, final, re.M), f"no finished {child} row with worker and tokens:\n{final}"
+
+
+def test_run_json_on_the_pool_totals_the_usage_of_the_whole_tree(cluster: Cluster) -> None:
+    demo_on_the_pool(cluster)
+    out = cluster.shelly("run", "--json", "--quiet", "Why is the sky blue?", timeout=RUN_DEADLINE)
+    assert out.returncode == 0, f"stderr:\n{out.stderr}\n{cluster.worker_log()}"
+    data = json.loads(out.stdout)
+    own, tree = data["usage"], data["tree_usage"]
+    assert tree["model_requests"] > own["model_requests"] > 0  # the children's calls come in
+    assert tree["output_tokens"] > own["output_tokens"]

@@ -383,6 +383,7 @@ class Executor:
                 entry.warning = f'task board update failed for "{request.task_id}": {exc}'
         fields: dict[str, str] = {}
         if run is not None:
+            entry.usage = run.state.tree_usage  # joined into the parent, which totals its tree
             fields["usage"] = run.state.usage.model_dump_json()
             fields["instance"] = run.agent.name
         if reply:
@@ -414,7 +415,7 @@ async def finish_and_join(
     enqueues the parent's resume (coordinators are woken by the join's publish instead). If this
     process dies between the two, the reaper sends the resume (the finish put the parent in the
     tree's deadline index)."""
-    left, mode = await lease.finish(status, entry.to_json(), events=events, **fields)
+    left, mode = await lease.finish(status, entry.journal_json(), events=events, **fields)
     if left == 0 and mode == "worker":
         await enqueue_resume(journal, enqueue, lease.record.parent)
 
