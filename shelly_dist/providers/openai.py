@@ -11,6 +11,10 @@ The mapping is Shelly's ``openaicompat``:
   strict servers refuse the whole request otherwise);
 - consecutive user (or assistant) messages are merged into one, so roles alternate as strict
   chat templates require;
+- a system prompt sent as two text parts (the run sends what every instance of the agent shares,
+  then its own ``<identity>`` and blackboard snapshot) becomes the system message of the first and
+  the head of the first user turn of the second, so siblings share the prompt up to their task
+  whichever side of the system prompt the server's template renders the tools;
 - every tool result becomes its own ``{role: tool, tool_call_id, content}`` message (the format
   has no error flag, so ``is_error`` is lost, as in Shelly);
 - tools are ``{type: function, function: {name, description, parameters}}``, a missing schema
@@ -79,7 +83,14 @@ def _merge(into: dict[str, Any], msg: dict[str, Any]) -> None:
 
 
 def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """All roles in order; one ``tool`` message per tool result; neighbours of one role merged.
+    """All roles in order; one ``tool`` message per tool result; neighbours of one role merged;
+    a system prompt in two parts sends its second (the instance's own) at the head of the first
+    user turn.
+
+    Why the split: chat templates render the tools *after* the system prompt (ChatML, Qwen,
+    llama.cpp's generic one), so anything per-instance in the system prompt — ``<identity>``
+    names the instance — would end the prefix siblings share before the tools. With the own part
+    in the first user turn, siblings of one agent send byte-identical system prompts and tools.
 
     Why the merge: chat templates of strict servers (llama.cpp's bundled Mistral templates, vLLM
     with the vendor's template) reject two user or two assistant turns in a row with ``conversation
@@ -87,6 +98,7 @@ def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
     (context, reflections, task). Tool messages are never merged: each answers its own call.
     """
     out: list[dict[str, Any]] = []
+    own = ""
     for m in messages:
         results = m.tool_results()
         if m.role == Role.TOOL or results:
@@ -104,13 +116,27 @@ def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
                     }
                     for c in calls
                 ]
+        elif m.role == Role.SYSTEM and not out and len(texts := [p for p in m.parts if isinstance(p, Text)]) > 1:
+            msg = {"role": "system", "content": texts[0].text}
+            own = "".join(p.text for p in texts[1:]).strip()
         else:
             msg = {"role": str(m.role), "content": _content(m)}
         if out and out[-1]["role"] == msg["role"] and msg["role"] in ("user", "assistant"):
             _merge(out[-1], msg)
         else:
             out.append(msg)
+    first_user = next((m for m in out if m["role"] == "user"), None)
+    if own and first_user is not None:
+        first_user["content"] = _prefixed(own, first_user["content"])
+    elif own:
+        out[0]["content"] += "\n\n" + own
     return out
+
+
+def _prefixed(text: str, content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    if isinstance(content, list):
+        return [{"type": "text", "text": text + "\n\n"}, *content]
+    return f"{text}\n\n{content}" if content else text
 
 
 def encode_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:

@@ -171,3 +171,14 @@ async def test_prompt_cache_off_reaches_the_anthropic_provider_from_config() -> 
         completer = create_completer("anthropic", name="a", model="m", base_url=server.url, prompt_cache=False)
         await completer.complete(chat_of(system(), user()), [ToolDef("t")])
     assert "cache_control" not in json.dumps(server.requests[0].body)
+
+
+async def test_the_instances_own_prompt_part_heads_the_first_user_turn_on_openai_servers() -> None:
+    prompt = Message(role=Role.SYSTEM, parts=[Text(text="shared"), Text(text="\n\n<identity>\nYou are w-1.\n</identity>")])
+    with ModelServer(strict_alternation=True) as server:
+        await openai(server).complete(chat_of(prompt, user("ctx"), user("task")), [ToolDef("t")])
+        await openai(server).complete(chat_of(prompt), [])
+    first, alone = server.requests[0].body["messages"], server.requests[1].body["messages"]
+    assert first == [{"role": "system", "content": "shared"},
+                     {"role": "user", "content": "<identity>\nYou are w-1.\n</identity>\n\nctx\n\ntask"}]
+    assert alone == [{"role": "system", "content": "shared\n\n<identity>\nYou are w-1.\n</identity>"}]
