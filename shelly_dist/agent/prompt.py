@@ -17,7 +17,10 @@ byte-identical up to their own tail: a server's prefix cache (llama.cpp, vLLM, O
 caching, Anthropic's ``cache_control``) then serves the shared sections to every sibling after the
 first instead of evaluating them again. Every other section keeps Shelly's order and text.
 :func:`prompt_parts` gives the two parts, which the run sends as two text parts of the system
-message (the provider may mark the first as cacheable on its own).
+message. Anthropic marks each a cache breakpoint; OpenAI-compatible servers get the first as the
+system prompt and the second at the head of the first user turn, because their chat templates
+render the tools after the system prompt and the instance's own part would end the shared prefix
+before them.
 """
 
 from __future__ import annotations

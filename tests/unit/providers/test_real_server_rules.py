@@ -8,6 +8,8 @@ import json
 import pytest
 
 from shelly_dist.chats import Message, Role, Text
+from shelly_dist.engine.config import config_from_data
+from shelly_dist.engine.providers import Providers
 from shelly_dist.errors import ContextTooLong, ModelHTTPError
 from shelly_dist.models import Usage
 from shelly_dist.models.classify import BAD_REQUEST, CONTEXT_OVERFLOW, classify_status
@@ -182,3 +184,15 @@ async def test_the_instances_own_prompt_part_heads_the_first_user_turn_on_openai
     assert first == [{"role": "system", "content": "shared"},
                      {"role": "user", "content": "<identity>\nYou are w-1.\n</identity>\n\nctx\n\ntask"}]
     assert alone == [{"role": "system", "content": "shared\n\n<identity>\nYou are w-1.\n</identity>"}]
+
+
+@pytest.mark.parametrize("prompt_cache", [True, False])
+async def test_the_configs_prompt_cache_decides_anthropics_breakpoints(prompt_cache: bool) -> None:
+    with ModelServer() as server:
+        config = config_from_data({
+            "providers": [{"name": "a", "kind": "anthropic", "model": "m", "base_url": server.url,
+                           "api_key": "k", "prompt_cache": prompt_cache}],
+            "agents": [{"name": "solo"}],
+        })
+        await Providers(config).for_agent("solo").complete(chat_of(system(), user()), [ToolDef("t")])
+    assert ("cache_control" in json.dumps(server.requests[0].body)) is prompt_cache
