@@ -176,7 +176,8 @@ async def test_prompt_cache_off_reaches_the_anthropic_provider_from_config() -> 
 
 
 async def test_the_instances_own_prompt_part_heads_the_first_user_turn_on_openai_servers() -> None:
-    prompt = Message(role=Role.SYSTEM, parts=[Text(text="shared"), Text(text="\n\n<identity>\nYou are w-1.\n</identity>")])
+    own = Text(text="\n\n<identity>\nYou are w-1.\n</identity>")
+    prompt = Message(role=Role.SYSTEM, parts=[Text(text="shared"), own])
     with ModelServer(strict_alternation=True) as server:
         await openai(server).complete(chat_of(prompt, user("ctx"), user("task")), [ToolDef("t")])
         await openai(server).complete(chat_of(prompt), [])
