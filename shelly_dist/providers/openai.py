@@ -9,8 +9,9 @@ The mapping is Shelly's ``openaicompat``:
 - assistant messages have ``content: null`` when they hold no text, plus ``tool_calls`` whose
   ``arguments`` are always a JSON object (text that is not one is sent as ``{"_raw": text}``:
   strict servers refuse the whole request otherwise);
-- consecutive user (or assistant) messages are merged into one, so roles alternate as strict
-  chat templates require;
+- consecutive user (or assistant) messages are merged into one, and a text-only user message
+  right after tool results is appended to the last result, so roles alternate as strict chat
+  templates (Mistral's) require;
 - a system prompt sent as two text parts (the run sends what every instance of the agent shares,
   then its own ``<identity>`` and blackboard snapshot) becomes the system message of the first and
   the head of the first user turn of the second, so siblings share the prompt up to their task
@@ -95,7 +96,10 @@ def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
     Why the merge: chat templates of strict servers (llama.cpp's bundled Mistral templates, vLLM
     with the vendor's template) reject two user or two assistant turns in a row with ``conversation
     roles must alternate``, and a delegated child's chat starts with two or three user messages
-    (context, reflections, task). Tool messages are never merged: each answers its own call.
+    (context, reflections, task). Tool messages are never merged: each answers its own call. A
+    text-only user message right after tool results (the iteration warning, an effect's nudge) is
+    appended to the last result instead: Mistral's templates and API refuse ``user`` after
+    ``tool``.
     """
     out: list[dict[str, Any]] = []
     own = ""
@@ -123,6 +127,8 @@ def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
             msg = {"role": str(m.role), "content": _content(m)}
         if out and out[-1]["role"] == msg["role"] and msg["role"] in ("user", "assistant"):
             _merge(out[-1], msg)
+        elif out and out[-1]["role"] == "tool" and msg["role"] == "user" and isinstance(msg["content"], str):
+            out[-1]["content"] = f"{out[-1]['content']}\n\n{msg['content']}"  # a nudge after the results
         else:
             out.append(msg)
     first_user = next((m for m in out if m["role"] == "user"), None)

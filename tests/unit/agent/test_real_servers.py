@@ -143,3 +143,18 @@ async def test_a_16_child_fan_out_sends_identical_tools_and_system_prompt_prefix
     turns = [first_turn(r) for r in children]
     assert sorted(t[: t.index("</identity>")] for t in turns) == sorted(
         f"<identity>\nYou are worker-what-{i}. the worker\n" for i in range(1, 17))
+
+
+async def test_the_iteration_warning_after_tool_results_passes_a_strict_template() -> None:
+    async def echo(arguments: str) -> str:
+        return "echoed"
+
+    box = ToolBox([Tool("echo", "echo", {"type": "object"}, echo)], name="t")
+    with ModelServer(strict_alternation=True) as server:
+        server.push(Reply(text="", tool_calls=[{"name": "echo", "arguments": {}}]), Reply(text="done"))
+        agent = team(server, toolboxes=(box,)).spawn("worker")
+        agent.options.warn_iterations = 1
+        reply = await agent.run("echo")
+    assert reply.text_content() == "done"
+    last = server.requests[1].body["messages"][-1]
+    assert last["role"] == "tool" and last["content"].startswith("echoed\n\nYou are approaching your iteration limit")
