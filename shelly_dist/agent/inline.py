@@ -252,7 +252,7 @@ class InlineDelegator:
                 entry = await self._run(child, run, request, board)
             finally:
                 self._slot_of.pop(run.state.run_id, None)
-            entry.usage = run.state.tree_usage
+            entry.usage = request.entry_usage(run.state)
             peer = next_peer(request, run.state, registry) if not entry.error else None
             if isinstance(peer, DelegateEntry):  # a refused handoff is the entry's error
                 entry = peer

@@ -124,9 +124,17 @@ class ChildRequest(BaseModel):
     """The ``<prior_reflections>`` message found for the task when the delegation was planned."""
     opening: str = ""
     """The peer's ``<handoff_context>`` message, which replaces the ``<delegation_context>``."""
+    spent: Usage | None = None
+    """What the agents earlier in this entry's handoff chain spent (with their subtrees): the
+    peer's entry carries it on to the parent's tree total."""
     delegation_id: str = ""
     """``d-N`` in interactive delegation: the child's ``request_input`` questions go to the parent's
     model (answered with ``answer_delegation_questions``); empty in blocking delegation."""
+
+    def entry_usage(self, state: RunState) -> Usage:
+        """The usage the entry of this request's run carries: the run's tree and the handoff chain
+        before it."""
+        return state.tree_usage + (self.spent or Usage())
 
     def asks_parent(self) -> bool:
         """Whether this child's questions go to the parent's model: an interactive delegation's own

@@ -383,7 +383,9 @@ class Executor:
                 entry.warning = f'task board update failed for "{request.task_id}": {exc}'
         fields: dict[str, str] = {}
         if run is not None:
-            entry.usage = run.state.tree_usage  # joined into the parent, which totals its tree
+            chain = request or (ChildRequest.model_validate_json(record.request) if record.request else None)
+            # joined into the parent, which totals its tree
+            entry.usage = chain.entry_usage(run.state) if chain is not None else run.state.tree_usage
             fields["usage"] = run.state.usage.model_dump_json()
             fields["instance"] = run.agent.name
         if reply:
