@@ -106,6 +106,20 @@ class RecordedRequest:
     answered: float = 0.0
 
 
+def speaker(request: RecordedRequest) -> str:
+    """The instance name a request's prompt gives its agent (``<identity>`` "You are NAME."), or "".
+
+    Where it is depends on the provider: in the system prompt (Anthropic, Gemini, a one-part
+    prompt), or at the head of the first user turn (OpenAI-compatible servers get the instance's
+    own part there, see :mod:`shelly_dist.providers.openai`). Tests route replies by it.
+    """
+    body = request.body if isinstance(request.body, dict) else {}
+    text = json.dumps([body.get("system"), body.get("systemInstruction"), (body.get("messages") or [])[:2],
+                       (body.get("contents") or [])[:1]], ensure_ascii=False)
+    marker = "<identity>\\nYou are "  # as JSON writes the newline
+    return text.split(marker, 1)[1].split(".", 1)[0] if marker in text else ""
+
+
 def _format_of(path: str, fallback: str | None) -> str | None:
     if path.endswith("/chat/completions"):
         return "openai"
