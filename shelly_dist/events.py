@@ -29,6 +29,10 @@ RUN_WAITING = "run_waiting"
 RUN_RESUMED = "run_resumed"
 RUN_FINISHED = "run_finished"
 USAGE = "usage"
+WARNING = "warning"
+"""Something the user should know that did not stop the run; ``data.code`` says what."""
+REPLY_TRUNCATED = "reply_truncated"
+"""``warning`` code: the output limit (``max_tokens``) cut a reply; its tool calls were not run."""
 
 
 class Event(BaseModel):

@@ -49,9 +49,10 @@ from shelly_dist.agent.records import (
     Phase,
     RunState,
 )
-from shelly_dist.chats import Message, Role, ToolCall, ToolResult
+from shelly_dist.chats import Message, Role, Text, ToolCall, ToolResult
+from shelly_dist.chats.replies import STOP_REASON, argument_problem, truncated
 from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
-from shelly_dist.events import Event
+from shelly_dist.events import REPLY_TRUNCATED, Event
 from shelly_dist.identity import acting_as
 from shelly_dist.models import Completer, Usage
 from shelly_dist.observability import tracing
@@ -280,8 +281,8 @@ class Run:
         self._tools = tools
         self._by_name = {t.name: t for t in tools}
         extra = await agent.options.prompt_sections() if agent.options.prompt_sections else []
-        prompt = agent.system_prompt(extra_sections=extra, has_notes="list_notes" in self._by_name)
-        system = Message.text(agent.name, Role.SYSTEM, prompt)
+        shared, own = agent.system_prompt_parts(extra_sections=extra, has_notes="list_notes" in self._by_name)
+        system = Message(sender=agent.name, role=Role.SYSTEM, parts=[Text(text=t) for t in (shared, own) if t])
         first = agent.chat.view()[:1]
         if first and first[0].role == Role.SYSTEM:
             agent.chat.replace(0, system)
@@ -405,6 +406,8 @@ class Run:
         if self._effects:
             await self._effects.run(EffectPhase.AFTER_COMPLETE, self._iteration_context, state.effects)
         calls = reply.tool_calls()
+        if truncated(reply):
+            self._refuse_truncated(reply, calls)
         self.emit(
             events.MESSAGE_ADDED,
             role="assistant",
@@ -419,6 +422,20 @@ class Run:
         state.phase = Phase.TOOLS
         await self._checkpoint("reply")
         return await self._tools_step()
+
+    def _refuse_truncated(self, reply: Message, calls: list[ToolCall]) -> None:
+        """A reply the output limit cut is named (a ``warning`` event), and its tool calls — whose
+        arguments may be cut anywhere — are never executed: each gets an error result instead."""
+        reason = str(reply.metadata.get(STOP_REASON))
+        self.emit(events.WARNING, code=REPLY_TRUNCATED, stop_reason=reason, tool_calls=[c.name for c in calls],
+                  message=f"the reply was cut at the output limit (stop reason {reason!r})"
+                  + (f"; {len(calls)} tool call(s) not executed" if calls else ""))
+        for call in calls:
+            self.state.tool_results[call.id] = ToolResult(
+                tool_call_id=call.id, is_error=True,
+                content=f"{call.name} not executed: your reply was cut at the output limit (stop reason "
+                        f"{reason!r}), so its arguments may be incomplete; send a shorter call",
+            )
 
     def _iteration_context(self, slot: dict[str, Any]) -> IterationContext:
         agent, state = self.agent, self.state
@@ -540,6 +557,9 @@ class Run:
     async def _invoke(self, call: ToolCall, tool: Tool | None) -> ToolResult:
         if tool is None:
             return ToolResult(tool_call_id=call.id, content=f"tool not found: {call.name}", is_error=True)
+        problem = argument_problem(call.name, call.arguments)
+        if problem is not None:
+            return ToolResult(tool_call_id=call.id, content=problem, is_error=True)
         try:
             content = await tool.handler(call.arguments)
         except (asyncio.CancelledError, SuspendCall):
@@ -671,6 +691,9 @@ class Run:
         messages = []
         for pending in state.pending:
             settle(state, pending)
+            for entry in pending.entries:  # a finished child's subtree, once: a question carries none
+                if entry is not None and entry.usage is not None:
+                    state.children_usage = state.children_usage + entry.usage
         for call in reply.tool_calls():
             if call.id in by_call:
                 entries = [e for e in by_call[call.id].entries if e is not None]

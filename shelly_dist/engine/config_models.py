@@ -185,6 +185,9 @@ class ProviderConfig(Section):
     """Names of providers tried in order when this one fails (ours)."""
     timeout: Duration | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    prompt_cache: bool = True
+    """Mark the tools and system prompt as cacheable where the vendor needs it said (Anthropic's
+    ``cache_control`` breakpoints; ours). Other vendors cache a repeated prefix on their own."""
     script: dict[str, list[ScriptReply]] = Field(default_factory=dict)
     """``kind: scripted`` only: replies per agent config name; key ``"*"`` serves any other agent."""
     options: dict[str, Any] = Field(default_factory=dict)
@@ -402,12 +405,24 @@ class Config(Section):
     """Modules (dotted names) every process imports before building agents; the project directory
     (the parent of ``.shelly/``) is on ``sys.path`` (ours: :mod:`shelly_dist.engine.extensions`)."""
     _warnings: list[str] = PrivateAttr(default_factory=list)
+    _knowledge_writes: bool = PrivateAttr(default=False)
 
     @property
     def warnings(self) -> list[str]:
         """What the loader forgave (unknown keys, shadowed names), one ``config: <path>: …``
         line each; skills that do not exist are found later, by the engine."""
         return self._warnings
+
+    @property
+    def knowledge_writes(self) -> bool:
+        """Whether tools may write the project's knowledge (``.shelly/context.md`` and
+        ``.shelly/knowledge/``) — set only by ``shelly index``, whose job that is; never read from
+        a file, so no config an agent could reach grants it (DESIGN §3 rule 16)."""
+        return self._knowledge_writes
+
+    def allow_knowledge_writes(self) -> None:
+        """Let this config's tools write ``.shelly/context.md`` and ``.shelly/knowledge/``."""
+        self._knowledge_writes = True
     pricing: list[PriceEntry] = Field(default_factory=list)
     """Price overrides (USD per million tokens) merged over the defaults by provider kind and
     model prefix (ours; Go reads only ``.shelly/local/pricing.yaml``, which is read too)."""

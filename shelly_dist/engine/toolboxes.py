@@ -138,6 +138,8 @@ class Toolboxes:
                 exec_env=p.exec_env,
                 approver=self.approver,  # type: ignore[arg-type]
                 protected=(self.shelly_dir.root, self.shelly_dir.local),
+                writable=((self.shelly_dir.root / "context.md", self.shelly_dir.root / "knowledge")
+                          if self.config.knowledge_writes else ()),
             )
         return self._permissions
 

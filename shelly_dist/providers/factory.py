@@ -114,6 +114,7 @@ def create_completer(
     rate_limit: RateLimitSettings | None = None,
     temperature: float | None = None,
     options: dict[str, Any] | None = None,
+    prompt_cache: bool = True,
     cooldowns: CooldownStore | None = None,
     on_event: EventSink = discard,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -122,7 +123,9 @@ def create_completer(
     """The completer for one configured provider, with its retry (and throttle, key rotation).
 
     ``cooldowns`` holds per-key cooldowns (default: one in-process store); pass the runtime's
-    Redis store when distributed. ``sleep`` and ``clock`` are for tests. The result's ``usage``
+    Redis store when distributed. ``prompt_cache=False`` (Anthropic: no ``cache_control``
+    breakpoints) reaches the factory only when set, so a custom kind's factory need not accept it.
+    ``sleep`` and ``clock`` are for tests. The result's ``usage``
     is the provider's running total. An unknown kind raises ``ConfigError``.
     """
     factory = _FACTORIES.get(kind)
@@ -146,6 +149,8 @@ def create_completer(
     }
     if kind in _TAKE_OPTIONS:
         common["options"] = dict(options or {})
+    if not prompt_cache:
+        common["prompt_cache"] = False
     members = [factory(api_key=k, **common) for k in keys]
     core: Completer = members[0]
     if len(members) > 1:

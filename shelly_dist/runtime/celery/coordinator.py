@@ -154,7 +154,8 @@ class CeleryRuntime:
             with acting_as(session=session):
                 reply = await agent.execute(run)
             status = "done"
-            return RunOutcome(run_id=run_id, reply=reply, usage=run.state.usage, completion=run.state.completion)
+            return RunOutcome(run_id=run_id, reply=reply, usage=run.state.usage, completion=run.state.completion,
+                              tree_usage=run.state.tree_usage)
         except (asyncio.CancelledError, RunCancelled):
             status, error = "canceled", "canceled"
             await asyncio.shield(cancel_tree(self.client, self.journal.keys, run_id))

@@ -381,6 +381,9 @@ class Executor:
         await children.settle_task(board, request, entry)
         fields: dict[str, str] = {}
         if run is not None:
+            chain = request or (ChildRequest.model_validate_json(record.request) if record.request else None)
+            # joined into the parent, which totals its tree
+            entry.usage = chain.entry_usage(run.state) if chain is not None else run.state.tree_usage
             fields["usage"] = run.state.usage.model_dump_json()
             fields["instance"] = run.agent.name
         if reply:
@@ -424,7 +427,7 @@ async def finish_and_join(
     enqueues the parent's resume (coordinators are woken by the join's publish instead). If this
     process dies between the two, the reaper sends the resume (the finish put the parent in the
     tree's deadline index)."""
-    left, mode = await lease.finish(status, entry.to_json(), events=events, **fields)
+    left, mode = await lease.finish(status, entry.journal_json(), events=events, **fields)
     if left == 0 and mode == "worker":
         await enqueue_resume(journal, enqueue, lease.record.parent)
 

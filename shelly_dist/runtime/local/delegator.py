@@ -224,6 +224,7 @@ class InlineDelegator:
                 raise
             finally:
                 self._slot_of.pop(run.state.run_id, None)
+            entry.usage = request.entry_usage(run.state)  # joined into the parent, which totals its tree
             step = children.next_step(request, run, entry)
             if isinstance(step, ChildRequest):
                 children.report(run, children.finished(child.name, run.state.run_id, ending=children.Ending.DONE,
