@@ -161,7 +161,9 @@ async def refused(fs: ToolBox, path: str, content: str) -> bool:
     return False
 
 
-async def test_only_shelly_index_may_write_the_projects_knowledge(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_only_shelly_index_may_write_the_projects_knowledge(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``shelly index`` writes ``.shelly/context.md`` and ``.shelly/knowledge/`` (its job in Go
     Shelly); its carve-out opens those two and nothing else of ``.shelly/``, and an ordinary run's
     tools cannot write them."""
