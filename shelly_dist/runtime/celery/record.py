@@ -9,9 +9,18 @@ these attributes; nothing passes the raw ``dict[str, str]`` around (STYLE "What 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shelly_dist.agent import ChildRequest
 
 TERMINAL = frozenset({"done", "failed", "canceled"})
+
+
+def child_key(request: ChildRequest, iteration: int) -> str:
+    """The field under which a child's entry joins its parent's children hash (unique per
+    suspension: the parent's step and the delegation's call)."""
+    return f"{iteration}:{request.key}"
 
 
 @dataclass

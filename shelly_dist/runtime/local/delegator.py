@@ -44,7 +44,7 @@ class InlineDelegator:
         self._slot_of: dict[str, _Slot] = {}
         """The slot each limited child run holds, by run id, so its own delegation can give it back."""
         self._interactive: dict[str, LiveChildren] = {}
-        """Each parent run's interactive children (:mod:`.interactive_local`), by parent run id."""
+        """Each parent run's interactive children (:mod:`.interactive`), by parent run id."""
 
     async def _slot(self, registry: Registry, request: ChildRequest) -> _Slot | None:
         """Wait for a slot of the child's agent when it has a ``max_concurrency``."""
