@@ -66,12 +66,14 @@ STOPPED = (TASK_CANCELED, SIBLING_FAILED, DELEGATION_CLOSED)
 delegation closed, the tree cancelled) rather than one that failed on its own."""
 
 
-def ending_of(entry: DelegateEntry) -> Ending:
-    """A finished child's ending, read from its entry: stopped → canceled, another error → failed;
-    a child that reported ``task_complete`` with ``failed`` still ended ``done`` (its entry says)."""
+def ending_of(entry: DelegateEntry, *, raised: bool = False) -> Ending:
+    """A finished child's ending: stopped (its entry's error says so) → canceled; an error, or a
+    run that ``raised`` (out of iterations or a budget: its entry is a synthetic failed
+    completion) → failed; else done — a child that reported ``task_complete`` with ``failed``
+    ended ``done``, and its entry says how its task went."""
     if entry.error in STOPPED:
         return Ending.CANCELED
-    return Ending.FAILED if entry.error else Ending.DONE
+    return Ending.FAILED if entry.error or raised else Ending.DONE
 
 
 def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:

@@ -11,6 +11,7 @@ same :class:`Observed` (DESIGN §6: a behaviour that differs is a failing test).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +79,12 @@ async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observe
         async for event in sub:
             seen.append(event)
         entries = delegate_results(session.agent.chat.messages())
-    return _observed(seen, entries, outcome.reply.text_content())
+    return _observed(seen, same_ids(entries), outcome.reply.text_content())
+
+
+def same_ids(entries: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """``entries`` with run ids (random per root, in both runtimes) written as ``<run>``."""
+    return json.loads(re.sub(r"tree of run [0-9a-f-]+", "tree of run <run>", json.dumps(entries)))
 
 
 def delegate_results(messages: list[Message]) -> list[list[dict[str, Any]]]:

@@ -218,13 +218,13 @@ class InlineDelegator:
                 live.run_id = run.state.run_id
             children.started(run, parent=parent.state.run_id, task=request.task)
             try:
-                entry = await self._run(child, run, request, board)
+                entry, raised = await self._run(child, run, request, board)
             except asyncio.CancelledError as exc:  # stopped from outside: ends canceled, as on the pool
                 await self._stopped(run, request, board, exc)
                 raise
             finally:
                 self._slot_of.pop(run.state.run_id, None)
-            step = children.next_step(request, run, entry)
+            step = entry if raised else children.next_step(request, run, entry)
             if isinstance(step, ChildRequest):
                 children.report(run, children.finished(child.name, run.state.run_id, ending=children.Ending.DONE,
                                                        entry=children.handoff_entry(step),
@@ -233,7 +233,8 @@ class InlineDelegator:
             entry = step
             await children.settle_task(board, request, entry)
             children.report(run, children.result_progress(child.name, parent.agent.name, run.state.run_id, entry))
-            children.report(run, children.finished(child.name, run.state.run_id, ending=children.ending_of(entry),
+            ending = children.ending_of(entry, raised=raised)
+            children.report(run, children.finished(child.name, run.state.run_id, ending=ending,
                                                    entry=entry.to_json(), usage=run.state.usage.model_dump()))
             return entry
 
@@ -250,15 +251,18 @@ class InlineDelegator:
         children.report(run, children.finished(run.agent.name, run.state.run_id, ending=children.Ending.CANCELED,
                                                entry=entry.to_json(), usage=run.state.usage.model_dump()))
 
-    async def _run(self, child: Agent, run: Run, request: ChildRequest, board: TaskBoardHook | None) -> DelegateEntry:
+    async def _run(self, child: Agent, run: Run, request: ChildRequest, board: TaskBoardHook | None
+                   ) -> tuple[DelegateEntry, bool]:
+        """The child's entry, and whether its run raised (a run that ran out of a budget raised,
+        though its entry is a synthetic failed completion)."""
         live = self._live_child(request)
         try:
             async with children.board_scope(board, request), \
                     (live.closing_scope() if live is not None else contextlib.nullcontext()):
                 reply = await child.execute(run)
         except Exception as exc:
-            return children.outcome_entry(request, run, error=exc)
-        return children.outcome_entry(request, run, reply=reply)
+            return children.outcome_entry(request, run, error=exc), True
+        return children.outcome_entry(request, run, reply=reply), False
 
 
 @dataclass(frozen=True)
