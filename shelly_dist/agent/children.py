@@ -48,6 +48,7 @@ __all__ = [
     "progress_sink",
     "report",
     "result_progress",
+    "run_id_of",
     "settle_task",
     "started",
 ]
@@ -80,8 +81,12 @@ def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
     """A child's run id, the same in both runtimes: deterministic, so a redelivered parent step
     names the same children again; it starts with the parent's id, hence with the root's (on the
     pool a hash tag on the root covers the whole tree)."""
-    digest = hashlib.sha1(f"{iteration}:{request.key}".encode()).hexdigest()[:8]
-    return f"{parent_id}-{digest}"
+    return run_id_of(parent_id, f"{iteration}:{request.key}")
+
+
+def run_id_of(parent_id: str, join_key: str) -> str:
+    """The run id of the child joined under ``join_key`` (``<parent step>:<call>:<index>``)."""
+    return f"{parent_id}-{hashlib.sha1(join_key.encode()).hexdigest()[:8]}"
 
 
 def peer_run_id(run_id: str, peer: ChildRequest) -> str:
