@@ -38,6 +38,7 @@ __all__ = [
     "board_scope",
     "child_run_id",
     "claim_task",
+    "end_events",
     "ending_of",
     "finished",
     "handoff_entry",
@@ -162,6 +163,17 @@ def outcome_entry(request: ChildRequest, run: Run, *, reply: Any = None, error: 
         return entry_from_outcome(request.agent, error=error, instance=run.agent.name,
                                   max_iterations=run.agent.options.max_iterations)
     return entry_from_outcome(request.agent, reply=reply, completion=run.state.completion)
+
+
+def end_events(
+    name: str, run_id: str, *, parent: str, entry: DelegateEntry, ending: Ending | str, usage: dict[str, Any],
+    worker: str = "", session: str = "",
+) -> list[Event]:
+    """A child's last two events, in order: its entry as its parent (instance ``parent``) gets it
+    (Shelly's ``delegation_progress`` of kind ``result``), then its ``run_finished``."""
+    return [result_progress(name, parent, run_id, entry),
+            finished(name, run_id, ending=ending, entry=entry.to_json(), usage=usage, worker=worker,
+                     session=session)]
 
 
 def report(run: Run, event: Event) -> None:

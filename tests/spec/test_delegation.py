@@ -125,3 +125,40 @@ async def test_a_child_that_delegates_reports_its_grandchild_the_same_way(cluste
     assert embedded == pool
     assert embedded.endings == [("leaf", "done"), ("mid", "done")]
     assert embedded.kinds["mid"] >= {"run_started", "tool_call_start", "run_finished"}
+
+
+async def test_a_child_claims_its_board_task_and_its_end_settles_it_the_same_way(cluster: Cluster) -> None:
+    scenario = Scenario(
+        scripts={"lead": [delegate({"agent": "coder", "task": "fix the parser", "task_id": "task-parser"},
+                                   {"agent": "coder", "task": "break the build", "task_id": "task-build"}),
+                          "noted"],
+                 "coder": [complete("did {task}")]},
+        agents=[LEAD, {"name": "coder", "toolboxes": ["tasks"]}], board=["task-parser", "task-build"])
+    scenario.scripts["coder"] = [complete("fixed")]
+    embedded, pool = await both(cluster, scenario)
+    assert embedded == pool
+    assert embedded.board == {"task-parser": ("completed", "coder-fix-1"), "task-build": ("completed", "coder-break-2")}
+
+
+async def test_a_task_canceled_on_the_board_stops_its_child_the_same_way(cluster: Cluster) -> None:
+    scenario = Scenario(
+        scripts={"lead": [delegate({"agent": "coder", "task": "fix the parser", "task_id": "task-parser"}), "noted"],
+                 "coder": [{"text": "late", "delay": 30}]},
+        agents=[LEAD, {"name": "coder", "toolboxes": ["tasks"]}], board=["task-parser"],
+        cancel_when_claimed="task-parser")
+    embedded, pool = await both(cluster, scenario)
+    assert embedded.entries == pool.entries and embedded.endings == pool.endings and embedded.board == pool.board
+    assert embedded.entries == [[{"agent": "coder", "error": "task canceled"}]]
+    assert embedded.endings == [("coder", "canceled")]
+    assert embedded.board == {"task-parser": ("canceled", "coder-fix-1")}
+
+
+async def test_a_refused_claim_is_the_entrys_error_on_both(cluster: Cluster) -> None:
+    scenario = Scenario(
+        scripts={"lead": [delegate({"agent": "coder", "task": "fix the parser", "task_id": "task-missing"}), "noted"],
+                 "coder": [complete("never")]},
+        agents=[LEAD, {"name": "coder", "toolboxes": ["tasks"]}])
+    embedded, pool = await both(cluster, scenario)
+    assert embedded == pool
+    assert embedded.entries[0][0]["error"].startswith('failed to claim task "task-missing"')
+    assert embedded.endings == [("coder", "failed")]
