@@ -162,3 +162,16 @@ async def test_a_refused_claim_is_the_entrys_error_on_both(cluster: Cluster) -> 
     assert embedded == pool
     assert embedded.entries[0][0]["error"].startswith('failed to claim task "task-missing"')
     assert embedded.endings == [("coder", "failed")]
+
+
+async def test_a_blocking_childs_question_is_answered_from_its_context_the_same_way(cluster: Cluster) -> None:
+    ask = {"tool_calls": [{"name": "request_input", "arguments": {"question": "Which file?"}}]}
+    scenario = Scenario(
+        scripts={"lead": [delegate({"agent": "coder", "task": "fix it", "context": "the file is parser.py"}),
+                          "noted"],
+                 "coder": [ask, complete("fixed parser.py")]},
+        agents=[LEAD, {"name": "coder"}])
+    embedded, pool = await both(cluster, scenario)
+    assert embedded == pool
+    assert embedded.entries[0][0]["result"] == "fixed parser.py"
+    assert "tool_call_end" in embedded.kinds["coder"]
