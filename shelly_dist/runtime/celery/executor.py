@@ -241,7 +241,7 @@ class Executor:
         board = agent.options.task_board if request is not None and request.task_id else None
         if request is not None and run.state.iteration == 0 and offset == 0:
             if (refused := await children.claim_task(board, request, agent.name)) is not None:
-                return await self._end(lease, sink, "failed", refused)
+                return await self._end(lease, sink, "failed", refused, request=request)  # the task is not its to settle
         ending = {"run": run, "board": board, "request": request}
         if request is not None and (stop := record.stop):  # read with the claim
             # stopped while it waited (a failed sibling; its interactive delegation closed): it ends
@@ -391,11 +391,14 @@ class Executor:
         if entry.error:
             fields["error"] = entry.error
         name = run.agent.name if run else record.agent
-        if request is not None:  # Shelly's delegation_progress of kind result, as embedded
-            sink(children.result_progress(name, request.parent_agent, record.id, entry))
-        sink(children.finished(name, record.id, ending=status, entry=entry.to_json(),
-                               usage=run.state.usage.model_dump() if run else {}, worker=self.hostname,
-                               session=record.session))
+        usage = run.state.usage.model_dump() if run else {}
+        if request is not None:  # a child: its end reads as an embedded child's
+            for event in children.end_events(name, record.id, parent=request.parent_agent, entry=entry,
+                                             ending=status, usage=usage, worker=self.hostname, session=record.session):
+                sink(event)
+        else:
+            sink(children.finished(name, record.id, ending=status, entry=entry.to_json(), usage=usage,
+                                   worker=self.hostname, session=record.session))
         await self.policy.on_end(record.parent, record.parent_key,  # policy: fail-fast
                                  request or record.request, entry)
         await sink.settle()
