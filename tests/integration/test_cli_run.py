@@ -114,7 +114,11 @@ def test_batch_writes_lines_and_skips_done_ids_on_rerun(tmp_path: Path) -> None:
     assert {r["reply"] for r in lines if r["id"] == "t3"} == {"did job3"}
 
 
-def test_ctrl_c_stops_the_run_and_exits_130(tmp_path: Path) -> None:
+def _interrupt_a_running_agent(tmp_path: Path, sig: signal.Signals) -> tuple[int, str, float]:
+    """Start a run whose model never answers in time, send ``sig`` once the agent runs; the exit
+    code, stderr and the seconds from the signal to the exit."""
+    import time
+
     scripted(tmp_path, {"*": [{"text": "too slow", "delay": 300}]})
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHELLY_")}
     proc = subprocess.Popen(
@@ -125,11 +129,24 @@ def test_ctrl_c_stops_the_run_and_exits_130(tmp_path: Path) -> None:
         for line in proc.stderr:  # wait until the agent is running (bounded by the test timeout)
             if "solo started" in line:
                 break
-        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
-        assert proc.returncode == 130, err
-        assert "interrupted" in err and "Traceback" not in err
+        return proc.returncode, err, time.monotonic() - sent
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_ctrl_c_stops_the_run_and_exits_130(tmp_path: Path) -> None:
+    code, err, _ = _interrupt_a_running_agent(tmp_path, signal.SIGINT)
+    assert code == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+
+
+def test_sigterm_stops_the_run_and_exits_143_promptly(tmp_path: Path) -> None:
+    code, err, seconds = _interrupt_a_running_agent(tmp_path, signal.SIGTERM)
+    assert code == 143, err
+    assert "shelly: terminated" in err and "Traceback" not in err
+    assert seconds < 10
