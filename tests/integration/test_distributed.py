@@ -298,8 +298,10 @@ def _slow_team(cluster: Cluster, server: ModelServer) -> None:
     )
 
 
-def test_ctrl_c_in_the_coordinator_cancels_the_whole_tree(cluster: Cluster):
-    import signal
+def _signal_a_waiting_coordinator(cluster: Cluster, sig: int) -> tuple[str, int, str, float]:
+    """Start a run whose children never answer in time, send ``sig`` to the coordinator once both
+    wait on the model; the session, the exit code, stderr and the seconds from signal to exit."""
+    import time
 
     with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
         _slow_team(cluster, server)
@@ -308,41 +310,35 @@ def test_ctrl_c_in_the_coordinator_cancels_the_whole_tree(cluster: Cluster):
         try:
             server.wait_for_requests(2, timeout=60)
             session = cluster.session_ids()[0]
-            coordinator.send_signal(signal.SIGINT)
-            coordinator.wait(30)
+            sent = time.monotonic()
+            coordinator.send_signal(sig)
+            _, err = coordinator.communicate(timeout=30)
+            seconds = time.monotonic() - sent
             wait_until(lambda: all(r["status"] == "canceled" for r in cluster.runs(session)), 30, "every run canceled")
         finally:
             if coordinator.poll() is None:
                 coordinator.kill()
-        assert coordinator.returncode == 130
+    return session, coordinator.returncode, err, seconds
+
+
+def test_ctrl_c_in_the_coordinator_cancels_the_whole_tree(cluster: Cluster):
+    import signal
+
+    _, code, _, _ = _signal_a_waiting_coordinator(cluster, signal.SIGINT)
+    assert code == 130
 
 
 def test_sigterm_of_the_coordinator_cancels_the_whole_tree_and_exits_143(cluster: Cluster):
     import signal
-    import time
 
-    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
-        _slow_team(cluster, server)
-        cluster.start_worker("w1")
-        coordinator = cluster.popen("run", "terminate me")
-        try:
-            server.wait_for_requests(2, timeout=60)
-            session = cluster.session_ids()[0]
-            sent = time.monotonic()
-            coordinator.send_signal(signal.SIGTERM)
-            _, err = coordinator.communicate(timeout=30)
-            seconds = time.monotonic() - sent
-        finally:
-            if coordinator.poll() is None:
-                coordinator.kill()
-        assert coordinator.returncode == 143, err
-        assert "shelly: terminated" in err and "Traceback" not in err
-        assert seconds < 15
-        wait_until(lambda: all(r["status"] == "canceled" for r in cluster.runs(session)), 30, "every run canceled")
-        root = next(r for r in cluster.runs(session) if not r["parent"])
-        out = cluster.shelly("cancel", root["id"])
-        assert out.returncode == 0, out.stderr
-        assert {r["status"] for r in cluster.runs(session)} == {"canceled"}
+    session, code, err, seconds = _signal_a_waiting_coordinator(cluster, signal.SIGTERM)
+    assert code == 143, err
+    assert "shelly: terminated" in err and "Traceback" not in err
+    assert seconds < 15
+    root = next(r for r in cluster.runs(session) if not r["parent"])
+    out = cluster.shelly("cancel", root["id"])
+    assert out.returncode == 0, out.stderr
+    assert {r["status"] for r in cluster.runs(session)} == {"canceled"}
 
 
 def test_cancel_by_run_id_cancels_that_tree(cluster: Cluster):
