@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import time
 from typing import Any
 
 from celery import Celery, Task
@@ -25,6 +26,7 @@ from shelly_dist.runtime.celery import (
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.process import WorkerProcess, WorkerSpec
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.state.refusal import refusal
 
 BOOTSTRAP_ENV = "SHELLY_WORKER_BOOTSTRAP"
 DEFAULT_BOOTSTRAP = "shelly_dist.engine.worker:worker_spec"
@@ -32,6 +34,8 @@ DEFAULT_BOOTSTRAP = "shelly_dist.engine.worker:worker_spec"
 so the runtime layer never imports the engine (which sits above it) — it is handed to it."""
 
 STORE_RETRY_SECONDS = 2.0
+REFUSED_BACKOFF = (0.5, 5.0)
+"""First and longest pause (seconds, doubling) while Redis refuses writes; see :func:`_advance`."""
 BUSY_RETRY_SECONDS = 0.5
 """First back-off of a run whose agent has no free max_concurrency slot (doubling, at most 10 s)."""
 FOREIGN_RETRY_SECONDS = 5.0
@@ -153,11 +157,25 @@ def _advance(task: Task, run_id: str, root: str, session: str = "", agent: str =
         process = worker_process(task.app, task.request.hostname or "worker")
     except (ConfigError, MCPError, OSError) as exc:
         return _fail_unopened(task, run_id, root, exc)
-    try:
-        progress = process.call(process.executor.advance(run_id, root, session=session, agent=agent))
-    except StoreError as exc:  # Redis unreachable for now: the journal is intact, try again later
-        logger.warning("run %s: %s; retrying", run_id, exc)
-        raise task.retry(countdown=STORE_RETRY_SECONDS, max_retries=None) from exc
+    pause, refused_since = REFUSED_BACKOFF[0], None
+    while True:
+        try:
+            progress = process.call(process.executor.advance(run_id, root, session=session, agent=agent))
+            break
+        except StoreError as exc:  # Redis unreachable for now: the journal is intact, try again later
+            refused = refusal(exc)
+            if refused is None:
+                logger.warning("run %s: %s; retrying", run_id, exc)
+                raise task.retry(countdown=STORE_RETRY_SECONDS, max_retries=None) from exc
+            # Redis refuses writes (full, say): a retry could not be published to the same Redis, and
+            # Celery would call that unrecoverable and exit; so this task waits here, with backoff,
+            # and advances the run again (from its last checkpoint) once Redis takes writes.
+            level = logging.WARNING if refused_since is None else logging.INFO
+            refused_since = refused_since or time.monotonic()
+            logger.log(level, "run %s: %s; advancing it again in %.1fs (refused for %.0fs)",
+                       run_id, refused, pause, time.monotonic() - refused_since)
+            time.sleep(pause)
+            pause = min(pause * 2, REFUSED_BACKOFF[1])
     if progress.outcome == "busy":  # max_concurrency: every slot of the agent is taken; back off and retry
         countdown = min(BUSY_RETRY_SECONDS * 2 ** min(task.request.retries or 0, 5), 10.0)
         raise task.retry(countdown=countdown, max_retries=None)
