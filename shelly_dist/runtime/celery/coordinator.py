@@ -104,6 +104,11 @@ class CeleryRuntime:
             self._broker_checked = asyncio.ensure_future(self._reachable())
         await asyncio.shield(self._broker_checked)
 
+    async def check(self) -> None:
+        """Raise now when Redis or the broker cannot be reached (what a batch checks before it
+        submits its first item); checked once per process, like every run's first send."""
+        await self._check_broker()
+
     async def _reachable(self) -> None:
         # Redis first: with one Redis as both broker and store, its error names the store setting.
         with redis_errors("coordinator"):
