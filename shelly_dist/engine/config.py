@@ -39,6 +39,9 @@ ENV_STRICT = "SHELLY_STRICT_CONFIG"
 ENV_OVERRIDES = {"SHELLY_BROKER_URL": "broker_url", "SHELLY_REDIS_URL": "redis_url"}
 """Environment variables that override fields of the ``distributed:`` section."""
 
+NO_KEY = "(its requests go out without a key: export it, or put it in .env)"
+"""What follows a missing key's warning; :mod:`.diagnostics` finds those warnings by it."""
+
 _VAR = re.compile(r"\$(?:\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
@@ -51,6 +54,42 @@ def expand_env(value: Any, env: Mapping[str, str]) -> Any:
     if isinstance(value, list):
         return [expand_env(v, env) for v in value]
     return value
+
+
+KEY_FIELDS = ("api_key", "api_keys")
+
+
+def missing_keys(data: Mapping[str, Any], env: Mapping[str, str]) -> list[tuple[str, Problem]]:
+    """Providers whose key names a variable that is unset or empty (``api_key: ${ANTHROPIC_API_KEY}``
+    with nothing exported), each as (provider name, problem): ``provider "claude":
+    ANTHROPIC_API_KEY is not set``. Read before the variables are expanded (after, the key is just
+    empty and its variable's name is gone); without this its requests went out with no key, were
+    retried, and ended in a 401 that named nothing."""
+    out: list[tuple[str, Problem]] = []
+    providers = data.get("providers")
+    for i, provider in enumerate(providers if isinstance(providers, list) else []):
+        if not isinstance(provider, dict):
+            continue
+        name = provider.get("name") or f"#{i}"
+        for field in KEY_FIELDS:
+            value = provider.get(field)
+            for j, key in enumerate(value if isinstance(value, list) else [value]):
+                names = [m.group(1) or m.group(2) for m in _VAR.finditer(key)] if isinstance(key, str) else []
+                if names and not str(expand_env(key, env)).strip():
+                    where = f"providers[{i}].{field}" + (f"[{j}]" if isinstance(value, list) else "")
+                    state = "is empty" if names[0] in env else "is not set"
+                    out.append((name, (where, f'provider "{name}": {names[0]} {state}')))
+    return out
+
+
+def _used_providers(cfg: Config) -> set[str]:
+    """The providers some agent calls: its own (else the first), and that one's fallbacks. A
+    template lists several providers; only the keys of those in use are worth a warning."""
+    used = set()
+    for agent in cfg.agents:
+        primary = cfg.provider_for(agent)
+        used |= {primary.name, *primary.fallback}
+    return used
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
@@ -130,22 +169,27 @@ def config_from_data(data: Any, env: Mapping[str, str] | None = None, *, source:
         data = {}
     if not isinstance(data, dict):
         _raise([("(top level)", "the file must hold a mapping of sections")], source)
+    keyless_of = missing_keys(data, env)
     data = expand_env(data, env)
     unknown = [(path, _unknown_key(path)) for path in prune(data, Config)]
     overrides = {field: env[var] for var, field in ENV_OVERRIDES.items() if env.get(var)}
     if overrides:
         section = data.get("distributed")
         data["distributed"] = {**(section if isinstance(section, dict) else {}), **overrides}
+    # An unknown key is named with the error it may explain (`agnets:` leaves no agents).
     try:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
-        _raise(_pydantic_problems(exc), source)
+        _raise([*_pydantic_problems(exc), *unknown], source)
     found = problems(cfg)
     if found:
-        _raise(found, source)
+        _raise([*found, *unknown], source)
     lenient = leniencies(cfg)
-    forgive([*unknown, *lenient], env, source=source)  # raises under strict mode
-    cfg.warnings.extend(forgive(unknown, env, outcome=" (ignored, as Shelly does)") + forgive(lenient, env))
+    used = _used_providers(cfg)
+    keyless = [problem for name, problem in keyless_of if name in used]
+    forgive([*unknown, *lenient, *keyless], env, source=source)  # raises under strict mode
+    cfg.warnings.extend(forgive(unknown, env, outcome=" (ignored, as Shelly does)") + forgive(lenient, env)
+                        + forgive(keyless, env, outcome=f" {NO_KEY}"))
     return cfg
 
 
