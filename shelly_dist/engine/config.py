@@ -34,6 +34,8 @@ from shelly_dist.engine.config_rules import Problem, leniencies, problems
 from shelly_dist.errors import ConfigError
 
 ENV_CONFIG = "SHELLY_CONFIG"
+PASS_CONFIG = "or pass --config"
+"""The advice that ends the no-config error; ``runtime/celery_app.py`` swaps it (celery lacks it)."""
 ENV_STRICT = "SHELLY_STRICT_CONFIG"
 """``1`` turns every config warning (unknown key, missing skill, shadowed name) into an error."""
 ENV_OVERRIDES = {"SHELLY_BROKER_URL": "broker_url", "SHELLY_REDIS_URL": "redis_url"}
@@ -237,7 +239,7 @@ def find_config(
             return candidate
     raise ConfigError(
         f"config: no config file: looked for {Path(shelly_dir) / 'config.yaml'} and shelly.yaml "
-        "(create one with `shelly init`, or pass --config)"
+        f"(create one with `shelly init`, {PASS_CONFIG})"
     )
 
 

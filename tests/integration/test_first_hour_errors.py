@@ -162,3 +162,21 @@ def test_a_redis_that_needs_a_password_given_none_is_named_within_seconds(tmp_pa
         assert the_line(out).startswith("shelly: Redis requires a password and none was given"), args
         assert elapsed < 10, f"{args}: {elapsed:.1f}s"
     assert not (root / "out.jsonl").exists()
+
+
+def test_shelly_flower_without_a_broker_is_one_line_exit_2(tmp_path: Path) -> None:
+    (tmp_path / ".shelly").mkdir()
+    (tmp_path / ".shelly" / "config.yaml").write_text(yaml.safe_dump({
+        "providers": [scripted(lead=["hi"])], "agents": [{"name": "lead"}]}))
+    out = shelly(tmp_path, "flower", "--port", "1", env={"SHELLY_FLOWER_BASIC_AUTH": "ops:pw"})
+    assert out.returncode == 2, out.stderr
+    assert the_line(out).startswith("shelly: config: distributed.broker_url: a broker is required")
+
+
+def test_the_celery_app_outside_a_project_is_one_line_that_names_no_celery_option(tmp_path: Path) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SHELLY_")}
+    out = subprocess.run([sys.executable, "-m", "celery", "-A", "shelly_dist.runtime.celery_app", "worker"],
+                         cwd=tmp_path, env=base, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert the_line(out).startswith("shelly: config: no config file")
+    assert "SHELLY_CONFIG" in out.stderr and "--config" not in out.stderr

@@ -12,7 +12,7 @@ import importlib
 import logging
 import os
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 from celery import Celery, Task
 from celery.signals import worker_shutdown
@@ -86,6 +86,20 @@ def ensure_broker(app: Celery, retries: int = BROKER_CHECK_RETRIES) -> None:
         conn.ensure_connection(max_retries=retries)
 
 
+def shadow_name(name: str, kwargs: dict[str, Any]) -> str | None:
+    """The name Flower's task list and the worker's log lines show for a run's task: Celery's
+    ``shadow``, ``shelly.run_agent[researcher]``, so a row names its agent (the task that runs is
+    still ``name``; the session is in the kwargs beside it)."""
+    agent = kwargs.get("agent")
+    return f"{name}[{agent}]" if agent else None
+
+
+class RunEnded(Exception):
+    """A run's task ended its run ``failed`` or ``canceled``: raised so Celery reports the task
+    as FAILURE, with the reason (Flower showed a failed or canceled agent run as SUCCESS). Declared
+    in the tasks' ``throws``: logged in one line, no traceback; nothing retries it."""
+
+
 def send_run_task(app: Celery, name: str, args: list[Any], kwargs: dict[str, Any], *, queue: str) -> bool:
     """Send the task of a run the journal already holds with its deadline (a queued root, children
     registered by ``EXPECT``, a parent whose join completed, a re-enqueue by a reaper); returns
@@ -93,7 +107,7 @@ def send_run_task(app: Celery, name: str, args: list[Any], kwargs: dict[str, Any
     raised: failing the run for it would lose work the journal keeps. The caller then makes the run
     due at once (:meth:`.Journal.due_now`), so a worker's reaper sends it again on its next scan."""
     try:
-        app.send_task(name, args=args, kwargs=kwargs, queue=queue)
+        app.send_task(name, args=args, kwargs=kwargs, queue=queue, shadow=shadow_name(name, kwargs))
     except (OperationalError, OSError) as exc:
         logger.warning("broker: did not take %s of run %s (%s); a worker's reaper sends it again",
                        name, args[0] if args else "?", exc)
@@ -119,7 +133,7 @@ def worker_process(app: Celery, hostname: str) -> WorkerProcess:
     return WorkerProcess.get(spec, send, hostname)
 
 
-def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> dict[str, str]:
+def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> NoReturn:
     """This worker cannot open its engine (a prefork child whose MCP server fails, say): fail the
     run with the cause instead of leaving its parent waiting forever, and join it as usual."""
     import asyncio
@@ -133,7 +147,7 @@ def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> di
     error = f"worker {task.request.hostname}: cannot start: {exc}"
 
     async def enqueue(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        task.app.send_task(name, args=args, kwargs=kwargs, queue=spec.settings.queue)
+        task.app.send_task(name, args=args, kwargs=kwargs, queue=spec.settings.queue, shadow=shadow_name(name, kwargs))
 
     async def fail() -> None:
         client = connect(spec.settings.redis_url, client_name="shelly-worker-unopened")
@@ -149,7 +163,7 @@ def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> di
 
     logger.error("run %s: %s", run_id, error)
     asyncio.run(fail())
-    return {"run": run_id, "outcome": "failed", "detail": error}
+    raise RunEnded(f"run {run_id} failed: {error}")
 
 
 def _advance(task: Task, run_id: str, root: str, session: str = "", agent: str = "") -> dict[str, str]:
@@ -182,18 +196,20 @@ def _advance(task: Task, run_id: str, root: str, session: str = "", agent: str =
     if progress.outcome == "foreign":  # a rolling update: leave it for a worker of its generation
         logger.info("run %s: config %s, not ours; re-queued for its generation", run_id, progress.detail)
         raise task.retry(countdown=FOREIGN_RETRY_SECONDS, max_retries=None)
+    if progress.outcome in ("failed", "canceled"):
+        raise RunEnded(f"run {run_id} {progress.outcome}: {progress.detail or progress.outcome}")
     return {"run": run_id, "outcome": progress.outcome, "detail": progress.detail}
 
 
 def _register_tasks(app: Celery) -> None:
-    @app.task(name=RUN_AGENT, bind=True, max_retries=None)
+    @app.task(name=RUN_AGENT, bind=True, max_retries=None, throws=(RunEnded,))
     def run_agent(
         self: Task, run_id: str, root: str, agent: str = "", depth: int = 0, session: str = "", preview: str = ""
     ) -> dict[str, str]:
         """Start (or continue) run ``run_id`` of ``agent`` at ``depth`` in ``session``."""
         return _advance(self, run_id, root, session, agent)
 
-    @app.task(name=RESUME_AGENT, bind=True, max_retries=None)
+    @app.task(name=RESUME_AGENT, bind=True, max_retries=None, throws=(RunEnded,))
     def resume_agent(
         self: Task, run_id: str, root: str, agent: str = "", depth: int = 0, session: str = "", preview: str = ""
     ) -> dict[str, str]:
