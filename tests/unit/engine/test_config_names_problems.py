@@ -55,3 +55,38 @@ def test_a_provider_no_agent_uses_is_not_named_for_its_missing_key():
     data = claude("sk-1")
     data["providers"].append({"name": "openai", "kind": "openai", "model": "gpt-x", "api_key": "${OPENAI_API_KEY}"})
     assert config_from_data(data, {}).warnings == []
+
+
+@pytest.mark.parametrize("name", ["my agent", "agent{x}", "tab\tname"])
+def test_an_agent_name_with_spaces_or_braces_is_rejected(name: str):
+    data = claude("k")
+    data["agents"] = [{"name": name}]
+    with pytest.raises(ConfigError, match=r"agents\[0\]\.name: agent name .* may not contain spaces, braces"):
+        config_from_data(data, {})
+
+
+def test_a_recursive_yaml_alias_is_rejected_naming_its_line():
+    from shelly_dist.engine.config import parse_config
+
+    with pytest.raises(ConfigError, match="line 2: a YAML alias refers to a node that contains it"):
+        parse_config("providers: []\nloop: &a [1, *a]\n")
+
+
+def test_an_alias_bomb_is_rejected_before_it_is_built():
+    import time
+
+    from shelly_dist.engine.config import parse_config
+
+    levels = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    levels += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 10)]
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match="YAML aliases expand to more than"):
+        parse_config("\n".join(levels) + "\n")
+    assert time.monotonic() - started < 1
+
+
+def test_anchors_and_merge_keys_within_bounds_still_load():
+    from shelly_dist.engine.config import parse_config
+
+    cfg = parse_config("base: &b {kind: scripted, model: m}\nproviders: [{<<: *b, name: p}]\nagents: [{name: a}]\n")
+    assert cfg.providers[0].kind == "scripted"
