@@ -341,6 +341,16 @@ def test_sigterm_of_the_coordinator_cancels_the_whole_tree_and_exits_143(cluster
     assert {r["status"] for r in cluster.runs(session)} == {"canceled"}
 
 
+def test_a_canceled_childs_task_fails_with_the_reason_under_its_agents_name(cluster: Cluster):
+    """What Flower shows comes from these task events: FAILURE with the reason, not SUCCESS."""
+    import signal
+
+    _signal_a_waiting_coordinator(cluster, signal.SIGINT)
+    wait_until(lambda: cluster.worker_log().count("raised expected: RunEnded(") >= 2, 30, "both tasks failed")
+    ended = [line for line in cluster.worker_log().splitlines() if "RunEnded(" in line]
+    assert all("Task shelly.run_agent[slow][" in line and "canceled: task canceled" in line for line in ended), ended
+
+
 def test_cancel_by_run_id_cancels_that_tree(cluster: Cluster):
     with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
         _slow_team(cluster, server)
