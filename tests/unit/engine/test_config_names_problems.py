@@ -90,3 +90,13 @@ def test_anchors_and_merge_keys_within_bounds_still_load():
 
     cfg = parse_config("base: &b {kind: scripted, model: m}\nproviders: [{<<: *b, name: p}]\nagents: [{name: a}]\n")
     assert cfg.providers[0].kind == "scripted"
+
+
+async def test_a_call_of_a_provider_whose_key_variable_is_not_set_fails_at_once_naming_it():
+    from shelly_dist.chats import Chat
+    from shelly_dist.engine.providers import Providers
+    from shelly_dist.errors import ModelError
+
+    completer = Providers(config_from_data(claude(), {})).for_agent("solo")
+    with pytest.raises(ModelError, match=r'^provider "claude": ANTHROPIC_API_KEY is not set$'):
+        await completer.complete(Chat(), [])
