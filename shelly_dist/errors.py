@@ -21,6 +21,7 @@ The tree, so one ``except ShellyError`` catches everything the library means to 
     │       └── GuardrailError  a guardrail tripped (or failed): .guardrail
     ├── GuardrailTripped        raised by a user's guardrail to trip it (the run gets a GuardrailError)
     ├── StoreError              state/tasks: .key or .task_id
+    │   └── SessionNotSaved     the run finished, its session was not saved: .outcome
     └── RunError                runtime: .run_id
         ├── RunCancelled        (exit 130)
         └── StepTimeout
@@ -226,6 +227,16 @@ class StoreError(ShellyError):
         super().__init__(message)
         self.key = key
         self.task_id = task_id
+
+
+class SessionNotSaved(StoreError):
+    """A session's run finished but saving the conversation failed. ``outcome`` is the finished
+    run's ``RunOutcome``, so the answer is not lost with the save (``shelly run`` prints it and
+    names the failure); ``key`` is the session id."""
+
+    def __init__(self, message: str, *, key: str, outcome: object) -> None:
+        super().__init__(message, key=key)
+        self.outcome = outcome
 
 
 class RunError(ShellyError):

@@ -1,11 +1,15 @@
 """``shelly batch``: many tasks from JSONL, each in its own session, N at a time, in-process.
 
 Shelly's schemas: input lines ``{"id","agent"?,"task","context"?}``, output lines
-``{"id","agent","status":"completed|error","reply"?,"error"?,"elapsed"}``. The output is appended
-one line per finished item (flushed at once), so an interrupted batch keeps what it finished, and a
-re-run skips every id already in the output: the output file is the batch's journal. A failing item
-is an ``error`` line, never the end of the batch; a bad input line is reported with its line
-number on stderr and skipped. The exit code is 1 when any item failed or any line was bad.
+``{"id","agent","status":"completed|error","reply"?,"error"?,"elapsed"}`` (and ``run`` on a pool).
+The output is appended one line per finished item (in one write), so an interrupted batch keeps
+what it finished, and a re-run skips every id already in the output: the output file is the
+batch's journal (:mod:`shelly_dist.cli.batch_files`). A failing item is an ``error`` line, never
+the end of the batch; a bad input line is reported with its line number on stderr and skipped;
+duplicate ids are an error before anything runs. On a pool, Redis and the broker are checked
+before the first item is submitted (a failure is one ``shelly:`` line); an item that meets Redis or
+the broker failing later is not recorded (a rerun runs it) and the batch ends with one line naming
+how many and why. The exit code is 1 when any item failed or was not run, or any line was bad.
 Batch sessions are not saved under ``.shelly/local/sessions`` (a batch would flood it).
 
 Ctrl-C stops the batch with exit code 130: in-process items are cancelled with it, and on a worker
@@ -17,60 +21,43 @@ submitting them again (:mod:`shelly_dist.cli.batch_pool` says what happens to ea
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import click
-from pydantic import BaseModel, ConfigDict, ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from shelly_dist.chats import Message, Role
+from shelly_dist.cli.batch_files import BatchItem, append_record, done_ids, read_items
 from shelly_dist.cli.batch_pool import PoolItems, batch_identity
 from shelly_dist.cli.errors import EXIT_FAILED, run_async
+from shelly_dist.cli.explain import explain
 from shelly_dist.cli.options import config_options
 from shelly_dist.engine import Engine
+from shelly_dist.errors import RunError, StoreError
+
+__all__ = ["BatchItem", "ItemNotRun", "batch_command", "done_ids", "item_messages", "read_items", "run_batch",
+           "run_item"]
 
 
-class BatchItem(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class ItemNotRun(Exception):
+    """An item met a failure of the infrastructure (Redis, the broker), not of its run: it is not
+    recorded as its result, so a rerun runs it."""
 
-    id: str
-    agent: str = ""
-    task: str
-    context: str = ""
-
-
-def read_items(path: Path) -> tuple[list[BatchItem], list[str]]:
-    """The valid items and one ``line N: problem`` message per bad line (blocking)."""
-    items, problems = [], []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            items.append(BatchItem.model_validate_json(line))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "line"
-            problems.append(f"line {n}: {where}: {first['msg']}")
-    return items, problems
+    def __init__(self, item_id: str, cause: str) -> None:
+        super().__init__(f"item {item_id!r}: {cause}")
+        self.item_id = item_id
+        self.cause = cause
 
 
-def done_ids(path: Path) -> set[str]:
-    """Ids already present in the output file (unreadable lines are ignored)."""
-    if not path.is_file():
-        return set()
-    out = set()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            value = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(value, dict) and isinstance(value.get("id"), str):
-            out.add(value["id"])
-    return out
+def _infrastructure(exc: BaseException) -> str | None:
+    """The one-line cause when ``exc`` is Redis or the broker failing (not the item's run)."""
+    explained = explain(exc)
+    if explained is not None:
+        return explained[1]
+    return str(exc) if isinstance(exc, StoreError) else None
 
 
 def item_messages(item: BatchItem) -> list[Message]:
@@ -83,7 +70,7 @@ def item_messages(item: BatchItem) -> list[Message]:
 
 
 async def run_item(engine: Engine, item: BatchItem, pool: PoolItems | None = None) -> dict[str, Any]:
-    """Run one item in a fresh session; never raises but cancellation.
+    """Run one item in a fresh session; never raises but cancellation and :class:`ItemNotRun`.
 
     With ``pool`` (the distributed runtime) the item is a root run on the worker pool, named after
     the item (this process only submits it and waits for its record); otherwise it runs here.
@@ -103,6 +90,9 @@ async def run_item(engine: Engine, item: BatchItem, pool: PoolItems | None = Non
                 engine.discard_session(session.id)
             record.update(status="completed", reply=outcome.reply.text_content())
     except Exception as exc:  # a failing item never stops the batch
+        cause = _infrastructure(exc)
+        if cause is not None:
+            raise ItemNotRun(item.id, cause) from exc
         record.update(status="error", error=str(exc) or type(exc).__name__)
     record["elapsed"] = round(time.monotonic() - started, 3)
     return record
@@ -118,21 +108,24 @@ async def run_batch(
     pool: PoolItems | None = None,
 ) -> int:
     """Run ``items``, ``concurrency`` at a time, appending each record to ``output``; the number
-    of items that failed. Cancelled (Ctrl-C), it cancels every pool run it was waiting for."""
+    of items that failed. Cancelled (Ctrl-C), it cancels every pool run it was waiting for. Items
+    that met an infrastructure failure are not recorded: at the end, one ``RunError`` names how
+    many and the first cause (a rerun runs them)."""
     limit = asyncio.Semaphore(concurrency)
     failed = 0
+    not_run: list[ItemNotRun] = []
     task_id = progress.add_task("batch", total=len(items)) if progress is not None else None
-
-    def append(line: str) -> None:
-        with output.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
 
     async def one(item: BatchItem) -> None:
         nonlocal failed
-        async with limit:
-            record = await run_item(engine, item, pool)
+        try:
+            async with limit:
+                record = await run_item(engine, item, pool)
+        except ItemNotRun as exc:
+            not_run.append(exc)
+            return
         failed += record["status"] != "completed"
-        await asyncio.to_thread(append, json.dumps(record, ensure_ascii=False))
+        await asyncio.to_thread(append_record, output, record)
         if progress is not None and task_id is not None:
             progress.advance(task_id)
 
@@ -142,6 +135,9 @@ async def run_batch(
         if pool is not None:
             await asyncio.shield(pool.cancel_all())
         raise
+    if not_run:
+        raise RunError(f"batch: {len(not_run)} of {len(items)} items not run: {not_run[0].cause} "
+                       f"(nothing was recorded for them; a rerun runs them)")
     return failed
 
 
@@ -189,12 +185,16 @@ async def _main(
         raise click.UsageError(f"batch: cannot read {tasks}: {exc.strerror or exc}") from exc
     for problem in problems:
         console.print(f"batch: {tasks}: {problem}", markup=False, highlight=False)
-    skip = await asyncio.to_thread(done_ids, output)
+    skip, repaired = await asyncio.to_thread(done_ids, output)
+    if repaired:
+        console.print(f"batch: {output}: {repaired}", markup=False, highlight=False)
     todo = [i for i in items if i.id not in skip]
     if skip & {i.id for i in items}:
         console.print(f"batch: skipping {len(items) - len(todo)} items already in {output}", markup=False)
     async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
         pool = PoolItems(engine.runtime, batch_id) if hasattr(engine.runtime, "submit") else None  # type: ignore[arg-type]
+        if pool is not None and todo:  # Redis and the broker answer, or one line now, before any item
+            await pool.runtime.check()
         if concurrency is None:
             concurrency = 64 if pool is not None else 8
         if quiet or not todo:

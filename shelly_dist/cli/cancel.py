@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import click
 
 from shelly_dist.cli.distributed import redis_for
@@ -20,11 +22,13 @@ def cancel_command(run_id: str | None, session_id: str | None, config_path: str 
     async def main() -> None:
         if bool(run_id) == bool(session_id):
             raise UsageError("cancel: give exactly one of RUN_ID or --session")
-        from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
+        from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree, end_orphaned_root
 
         async with redis_for(config_path, shelly_dir) as (client, keys):
             if session_id:
                 roots = await cancel_session(client, keys, session_id)
+                # a root whose coordinator was killed would stay `running` forever
+                await asyncio.gather(*(end_orphaned_root(client, keys, root) for root in roots))
                 click.echo(f"canceled {len(roots)} run trees of session {session_id}", err=True)
                 return
             assert run_id is not None
@@ -32,6 +36,7 @@ def cancel_command(run_id: str | None, session_id: str | None, config_path: str 
             if not root:
                 raise UsageError(f"cancel: run {run_id} not found")
             runs = await cancel_tree(client, keys, root)
+            await end_orphaned_root(client, keys, root)
             click.echo(f"canceled run tree {root} ({len(runs)} runs)", err=True)
 
     run_async(main())

@@ -13,8 +13,10 @@ stderr; ``-v`` logs it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Coroutine
 from typing import Any, NoReturn, TypeVar
@@ -26,15 +28,28 @@ from shelly_dist.errors import ConfigError, RunCancelled, UsageError
 
 EXIT_OK = 0
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, the code a shell reports for a process SIGTERM ended
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "describe", "exit_code", "fail", "run_async"]
+__all__ = [
+    "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_TERMINATED", "EXIT_USAGE", "Terminated", "describe",
+    "exit_code", "fail", "run_async",
+]
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
+class Terminated(Exception):
+    """The command was stopped by SIGTERM after its coroutine was cancelled (exit 143)."""
+
+    def __init__(self) -> None:
+        super().__init__("terminated")
+
+
 def exit_code(exc: BaseException) -> int:
     """The exit code for ``exc``."""
+    if isinstance(exc, Terminated):
+        return EXIT_TERMINATED
     if isinstance(exc, KeyboardInterrupt | asyncio.CancelledError | RunCancelled):
         return EXIT_INTERRUPTED
     if isinstance(exc, ConfigError | UsageError | click.UsageError):
@@ -49,6 +64,8 @@ def describe(exc: BaseException) -> tuple[int, str]:
     code = exit_code(exc)
     if code == EXIT_INTERRUPTED:
         return code, "interrupted"
+    if code == EXIT_TERMINATED:
+        return code, "terminated"
     if not isinstance(exc, ConfigError | UsageError | click.UsageError):
         explained = explain(exc)
         if explained is not None:
@@ -64,10 +81,48 @@ def fail(exc: BaseException) -> NoReturn:
     sys.exit(code)
 
 
-def run_async(coro: Coroutine[Any, Any, T]) -> T:
-    """``asyncio.run(coro)``, with every failure turned into a message and an exit code."""
+async def _until_terminated(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro``; SIGTERM cancels it as Ctrl-C does (the run and its tree are canceled on the
+    way out, through the same ``CancelledError`` path), then raises :class:`Terminated`.
+
+    Without this, SIGTERM's default action ends the process on the spot: on the pool the tree kept
+    running and spending, and the root stayed ``running`` for good. A second SIGTERM while the
+    first is being handled ends the process at once.
+    """
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    terminated: list[bool] = []
+
+    def on_sigterm() -> None:
+        if terminated:
+            os._exit(EXIT_TERMINATED)
+        terminated.append(True)
+        main.cancel()
+
     try:
-        return asyncio.run(coro)
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no signals
+        return await coro
+    try:
+        result = await coro
+    except (asyncio.CancelledError, RunCancelled) as exc:
+        if terminated:
+            raise Terminated() from exc
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            loop.remove_signal_handler(signal.SIGTERM)
+    if terminated:  # the command caught the cancellation and ended on its own: still a SIGTERM exit
+        raise Terminated()
+    return result
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run(coro)``, with every failure turned into a message and an exit code; SIGTERM
+    cancels ``coro`` and exits 143 (see :func:`_until_terminated`)."""
+    try:
+        return asyncio.run(_until_terminated(coro))
     except (click.exceptions.Exit, click.Abort):
         raise
     except BrokenPipeError:  # the reader went away (`shelly events | head`): stop quietly

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import click
 
@@ -11,6 +12,7 @@ from shelly_dist import events
 from shelly_dist.cli.distributed import redis_for
 from shelly_dist.cli.errors import run_async
 from shelly_dist.cli.options import config_options, json_option, session_option
+from shelly_dist.errors import UsageError
 from shelly_dist.events import Event
 
 
@@ -37,6 +39,15 @@ def _line(event: Event) -> str:
     return f"{stamp} {event.run_id:<24} {event.agent:<28} {event.kind:<18} {detail}".rstrip()
 
 
+async def _known(client: Any, keys: Any, session_id: str) -> bool:
+    """Whether Redis holds anything of the session: its event stream, its runs or its saved record."""
+    from shelly_dist.state.connection import redis_errors
+
+    with redis_errors("events"):
+        return bool(await client.exists(keys.events(session_id), keys.session_runs(session_id),
+                                        keys.saved_session(session_id)))
+
+
 @click.command("events")
 @session_option
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events until interrupted.")
@@ -48,6 +59,13 @@ def events_command(session_id: str, follow: bool, as_json: bool, config_path: st
     async def main() -> None:
         async with redis_for(config_path, shelly_dir) as (client, keys):
             from shelly_dist.runtime.celery.events import read_events
+
+            if not await _known(client, keys, session_id):
+                unknown = (f"events: session {session_id} not found (no events, runs or saved conversation "
+                           f"under key prefix {keys.prefix!r}; `shelly sessions` lists the saved ones)")
+                if not follow:
+                    raise UsageError(unknown)
+                click.echo(f"{unknown}; waiting for its first event", err=True)
 
             async for _, event in read_events(client, keys, session_id, follow=follow):
                 if as_json:

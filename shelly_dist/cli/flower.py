@@ -1,8 +1,10 @@
 """``shelly flower``: Flower on shelly's Celery app, authenticated unless told otherwise.
 
 Flower shows the pool's side of things: workers, and each ``shelly.run_agent`` /
-``shelly.resume_agent`` task with its agent, depth, session and task preview. Its UI and API
-control workers, so it refuses to start without credentials unless ``--no-auth`` is given.
+``shelly.resume_agent`` task (listed as ``shelly.run_agent[<agent>]``) with its agent, depth,
+session and task preview; a failed or canceled run's task is FAILURE with the reason. Its UI and
+API control workers, so it refuses to start without credentials unless ``--no-auth`` is given, and
+a config without a broker is one ``shelly:`` line before Flower starts.
 
 The credentials never reach a command line, which every user of the machine can read (``ps``,
 ``/proc/PID/cmdline``): they come from ``SHELLY_FLOWER_BASIC_AUTH`` or ``FLOWER_BASIC_AUTH`` (or,
@@ -18,11 +20,23 @@ import sys
 import click
 
 from shelly_dist.cli.errors import fail
-from shelly_dist.errors import UsageError
+from shelly_dist.errors import ShellyError, UsageError
 
 AUTH_ENV = "SHELLY_FLOWER_BASIC_AUTH"
 FLOWER_AUTH_ENV = "FLOWER_BASIC_AUTH"
 """The variable Flower itself reads its ``basic_auth`` option from."""
+
+
+def _check_config(config_path: str | None, shelly_dir: str) -> None:
+    """Load the config as Flower's process will and check it names a broker, so a missing config
+    or broker is one ``shelly:`` line here, not a traceback from inside Celery after the exec."""
+    from shelly_dist.engine.config import find_config, load_config
+    from shelly_dist.engine.worker import runtime_settings
+
+    try:
+        runtime_settings(load_config(find_config(config_path, shelly_dir)))
+    except ShellyError as exc:
+        fail(exc)
 
 
 @click.command("flower", context_settings={"ignore_unknown_options": True})
@@ -46,6 +60,7 @@ def flower_command(
                         f"{FLOWER_AUTH_ENV}, or --basic-auth), or --no-auth on a trusted network"))
     if auth and ":" not in auth:
         fail(UsageError("flower: --basic-auth must be user:password"))
+    _check_config(config_path, shelly_dir)
     env = dict(os.environ)
     if config_path:
         env["SHELLY_CONFIG"] = os.path.abspath(config_path)

@@ -31,6 +31,7 @@ from shelly_dist.cli.mcp import mcp_group
 from shelly_dist.cli.questions import answer_command, questions_command
 from shelly_dist.cli.run import run_command
 from shelly_dist.cli.runs import runs_command
+from shelly_dist.cli.sessions import sessions_command
 from shelly_dist.cli.state import state_group
 from shelly_dist.cli.tasks import tasks_group
 from shelly_dist.cli.worker import worker_command
@@ -88,6 +89,7 @@ cli.add_command(tasks_group)
 cli.add_command(worker_command)
 cli.add_command(events_command)
 cli.add_command(runs_command)
+cli.add_command(sessions_command)
 cli.add_command(cancel_command)
 cli.add_command(questions_command)
 cli.add_command(answer_command)

@@ -32,7 +32,16 @@ from shelly_dist.cli.options import config_options, json_option
 from shelly_dist.cli.prompt import TerminalAnswerer, TerminalPrompt
 from shelly_dist.cli.questions import announce_questions
 from shelly_dist.engine import Config, Engine
-from shelly_dist.errors import UsageError
+from shelly_dist.errors import SessionNotSaved, UsageError
+
+
+class AnswerNotSaved(Exception):
+    """A finished run's ``--json`` object whose session could not be saved (``cause``)."""
+
+    def __init__(self, result: dict[str, Any], cause: SessionNotSaved) -> None:
+        super().__init__(str(cause))
+        self.result = result
+        self.cause = cause
 
 
 def read_task(task: str | None) -> str:
@@ -82,11 +91,18 @@ async def run_task(
             async with LiveView(engine.bus, console, view_mode) as view:
                 views.append(view)
                 outcome = await session.send(task)
+        except SessionNotSaved as exc:  # the answer is printed all the same, then the failure named
+            raise AnswerNotSaved(_result(session, exc.outcome, started), exc) from exc
         finally:
             if hints is not None:
                 hints.cancel()
         if view_mode != "quiet" and session.persist:  # saved now: only now can it be continued
             console.print(f"continue with --session {session.id}", markup=False, highlight=False)
+    return _result(session, outcome, started)
+
+
+def _result(session: Any, outcome: Any, started: float) -> dict[str, Any]:
+    """The ``--json`` object of a finished run (``tree_usage``: the whole delegation tree's)."""
     tree = outcome.tree_usage if outcome.tree_usage is not None else outcome.usage
     return {
         "session": session.id,
@@ -139,10 +155,18 @@ def run_and_print(
     """Run ``task`` (see :func:`run_task`) and print the reply, or the ``--json`` object.
 
     The user is asked questions only when ``may_ask`` (stdin is not the task) and both stdin and
-    stderr are a terminal.
+    stderr are a terminal. A run that finished but whose session could not be saved prints its
+    answer all the same, then names the failure (exit 1).
     """
     console = Console(stderr=True)
-    result = run_async(
+
+    async def answer_even_unsaved(run: Any) -> tuple[dict[str, Any], SessionNotSaved | None]:
+        try:
+            return await run, None
+        except AnswerNotSaved as exc:
+            return exc.result, exc.cause
+
+    result, unsaved = run_async(answer_even_unsaved(
         run_task(
             task,
             agent=agent,
@@ -153,6 +177,8 @@ def run_and_print(
             console=console,
             interactive=may_ask and sys.stdin.isatty() and console.is_terminal,
         )
-    )
+    ))
     click.echo(json.dumps(result, ensure_ascii=False) if as_json else result["reply"])
+    if unsaved is not None:
+        fail(unsaved)
 

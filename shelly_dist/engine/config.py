@@ -34,10 +34,15 @@ from shelly_dist.engine.config_rules import Problem, leniencies, problems
 from shelly_dist.errors import ConfigError
 
 ENV_CONFIG = "SHELLY_CONFIG"
+PASS_CONFIG = "or pass --config"
+"""The advice that ends the no-config error; ``runtime/celery_app.py`` swaps it (celery lacks it)."""
 ENV_STRICT = "SHELLY_STRICT_CONFIG"
 """``1`` turns every config warning (unknown key, missing skill, shadowed name) into an error."""
 ENV_OVERRIDES = {"SHELLY_BROKER_URL": "broker_url", "SHELLY_REDIS_URL": "redis_url"}
 """Environment variables that override fields of the ``distributed:`` section."""
+
+NO_KEY = "(its requests go out without a key: export it, or put it in .env)"
+"""What follows a missing key's warning; :mod:`.diagnostics` finds those warnings by it."""
 
 _VAR = re.compile(r"\$(?:\{([^}]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
@@ -51,6 +56,42 @@ def expand_env(value: Any, env: Mapping[str, str]) -> Any:
     if isinstance(value, list):
         return [expand_env(v, env) for v in value]
     return value
+
+
+KEY_FIELDS = ("api_key", "api_keys")
+
+
+def missing_keys(data: Mapping[str, Any], env: Mapping[str, str]) -> list[tuple[str, Problem]]:
+    """Providers whose key names a variable that is unset or empty (``api_key: ${ANTHROPIC_API_KEY}``
+    with nothing exported), each as (provider name, problem): ``provider "claude":
+    ANTHROPIC_API_KEY is not set``. Read before the variables are expanded (after, the key is just
+    empty and its variable's name is gone); without this its requests went out with no key, were
+    retried, and ended in a 401 that named nothing."""
+    out: list[tuple[str, Problem]] = []
+    providers = data.get("providers")
+    for i, provider in enumerate(providers if isinstance(providers, list) else []):
+        if not isinstance(provider, dict):
+            continue
+        name = provider.get("name") or f"#{i}"
+        for field in KEY_FIELDS:
+            value = provider.get(field)
+            for j, key in enumerate(value if isinstance(value, list) else [value]):
+                names = [m.group(1) or m.group(2) for m in _VAR.finditer(key)] if isinstance(key, str) else []
+                if names and not str(expand_env(key, env)).strip():
+                    where = f"providers[{i}].{field}" + (f"[{j}]" if isinstance(value, list) else "")
+                    state = "is empty" if names[0] in env else "is not set"
+                    out.append((name, (where, f'provider "{name}": {names[0]} {state}')))
+    return out
+
+
+def _used_providers(cfg: Config) -> set[str]:
+    """The providers some agent calls: its own (else the first), and that one's fallbacks. A
+    template lists several providers; only the keys of those in use are worth a warning."""
+    used = set()
+    for agent in cfg.agents:
+        primary = cfg.provider_for(agent)
+        used |= {primary.name, *primary.fallback}
+    return used
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
@@ -130,32 +171,78 @@ def config_from_data(data: Any, env: Mapping[str, str] | None = None, *, source:
         data = {}
     if not isinstance(data, dict):
         _raise([("(top level)", "the file must hold a mapping of sections")], source)
+    keyless_of = missing_keys(data, env)
     data = expand_env(data, env)
     unknown = [(path, _unknown_key(path)) for path in prune(data, Config)]
     overrides = {field: env[var] for var, field in ENV_OVERRIDES.items() if env.get(var)}
     if overrides:
         section = data.get("distributed")
         data["distributed"] = {**(section if isinstance(section, dict) else {}), **overrides}
+    # An unknown key is named with the error it may explain (`agnets:` leaves no agents).
     try:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
-        _raise(_pydantic_problems(exc), source)
+        _raise([*_pydantic_problems(exc), *unknown], source)
     found = extensions.import_modules(cfg, extensions.project_dir(source))  # before any name is checked
     if found:
         _raise(found, source)
     found = [*problems(cfg), *extensions.problems(cfg)]
     if found:
-        _raise(found, source)
+        _raise([*found, *unknown], source)
     lenient = leniencies(cfg)
-    forgive([*unknown, *lenient], env, source=source)  # raises under strict mode
-    cfg.warnings.extend(forgive(unknown, env, outcome=" (ignored, as Shelly does)") + forgive(lenient, env))
+    used = _used_providers(cfg)
+    keyless = [problem for name, problem in keyless_of if name in used]
+    forgive([*unknown, *lenient, *keyless], env, source=source)  # raises under strict mode
+    cfg.warnings.extend(forgive(unknown, env, outcome=" (ignored, as Shelly does)") + forgive(lenient, env)
+                        + forgive(keyless, env, outcome=f" {NO_KEY}"))
     return cfg
+
+
+MAX_YAML_NODES = 200_000
+"""The most nodes a config may expand to through its aliases: a real config has a few thousand; an
+alias bomb (each level repeating the one below) has billions, and took 8 s and 290 MB to fail."""
+
+
+def _safe_load(text: str, source: str) -> Any:
+    """``yaml.safe_load``, refusing a recursive alias (which made an object that contains itself,
+    then a ``RecursionError``) and aliases that expand past :data:`MAX_YAML_NODES`, both before
+    anything is built. The node graph is composed first (an alias is a second reference to one
+    node, so composing is cheap) and sized with each node counted once per reference."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _size(node, {}, set(), source)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _size(node: yaml.Node, sizes: dict[int, int], open_: set[int], source: str) -> int:
+    if id(node) in sizes:
+        return sizes[id(node)]
+    if id(node) in open_:
+        line = node.start_mark.line + 1
+        raise ConfigError(f"config: {source or 'yaml'}: line {line}: a YAML alias refers to a node that contains it")
+    total = 1
+    if isinstance(node, yaml.CollectionNode):
+        open_.add(id(node))
+        children = (x for pair in node.value for x in pair) if isinstance(node, yaml.MappingNode) else node.value
+        for child in children:
+            total += _size(child, sizes, open_, source)
+            if total > MAX_YAML_NODES:
+                raise ConfigError(f"config: {source or 'yaml'}: line {node.start_mark.line + 1}: YAML aliases "
+                                  f"expand to more than {MAX_YAML_NODES:,} values (an alias bomb?)")
+        open_.discard(id(node))
+    sizes[id(node)] = total
+    return total
 
 
 def parse_config(text: str, env: Mapping[str, str] | None = None, *, source: str = "") -> Config:
     """Parse and validate the YAML ``text`` of a config; ``source`` names it in errors."""
     try:
-        data = yaml.safe_load(text)
+        data = _safe_load(text, source)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""
@@ -196,7 +283,7 @@ def find_config(
             return candidate
     raise ConfigError(
         f"config: no config file: looked for {Path(shelly_dir) / 'config.yaml'} and shelly.yaml "
-        "(create one with `shelly init`, or pass --config)"
+        f"(create one with `shelly init`, {PASS_CONFIG})"
     )
 
 

@@ -7,6 +7,7 @@ user fixes every mistake in one pass. Paths use the YAML's shape: ``agents[1].pr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from shelly_dist.engine.config_models import (
@@ -74,8 +75,16 @@ def _mcp_problems(cfg: Config) -> Iterator[Problem]:
             yield at, "exactly one of command or url is required"
 
 
+AGENT_NAME_REFUSED = re.compile(r"[\s{}\x00-\x1f\x7f]")
+"""What an agent name may not hold: whitespace or control characters (it is a word in prompts, tool
+names and log lines) and braces (a Redis hash tag in the pool's keys: such an agent failed every
+claim on the pool, forever)."""
+
+
 def _agent_problems(cfg: Config, i: int, a: AgentConfig) -> Iterator[Problem]:
     at = f"agents[{i}]"
+    if AGENT_NAME_REFUSED.search(a.name):
+        yield f"{at}.name", f"agent name {a.name!r} may not contain spaces, braces or control characters"
     if a.provider and cfg.provider(a.provider) is None:
         yield f"{at}.provider", f'unknown provider "{a.provider}"'
     toolboxes = set(BUILTIN_TOOLBOXES) | {m.name for m in cfg.mcp_servers} | set(REGISTRY.toolboxes)

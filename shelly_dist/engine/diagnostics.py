@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from shelly_dist.engine.config import find_config, fingerprint, load_config
+from shelly_dist.engine.config import NO_KEY, find_config, fingerprint, load_config
 from shelly_dist.engine.config_models import Config
 from shelly_dist.errors import ConfigError
 
@@ -73,6 +73,9 @@ async def diagnose(config_path: str | None, shelly_dir: str | Path, *, seconds: 
     fp = fingerprint(config)
     agents = f"{len(config.agents)} agent" + ("" if len(config.agents) == 1 else "s")
     checks.append(Check("config", OK, f"{path} loads ({agents}, fingerprint {fp})"))
+    checks += [Check("provider", WARN, w.removeprefix("config: ").removesuffix(f" {NO_KEY}"),
+                     "export the variable, or put it in .env (the provider's requests carry no key)")
+               for w in config.warnings if w.endswith(NO_KEY)]
     d = config.distributed
     if not d.broker_url:
         checks.append(Check("broker", OK, "none configured: runs are embedded in the calling process"))

@@ -104,7 +104,7 @@ class Engine:
         self.context = context
         self.bus = EventBus()
         self.stores = SessionStores.from_config(config.distributed)
-        self.sessions = _session_store(self.stores, shelly_dir)
+        self.sessions = session_store(self.stores, shelly_dir)
         self.providers = Providers(config, on_event=self.bus.publish)
         self.toolboxes = Toolboxes(config, shelly_dir, self.stores, mcp_toolboxes)
         self.toolboxes.responder.on_ask = self._announce_question
@@ -298,7 +298,7 @@ class Engine:
         return ProviderInfo(kind=provider.kind, model=provider.model)
 
 
-def _session_store(stores: SessionStores, sd: ShellyDir) -> Any:
+def session_store(stores: SessionStores, sd: ShellyDir) -> Any:
     """Where saved sessions go: Redis when the stores are shared (every process of a deployment
     sees them, and no directory needs to be writable), else the state directory."""
     if not stores.shared:

@@ -18,10 +18,12 @@ from __future__ import annotations
 import logging
 import threading
 
+from shelly_dist.chats import Chat, Message
+from shelly_dist.engine.config import NO_KEY
 from shelly_dist.engine.config_models import Config, ProviderConfig
-from shelly_dist.errors import ConfigError
+from shelly_dist.errors import ConfigError, ModelError
 from shelly_dist.events import EventSink, discard
-from shelly_dist.models import Completer
+from shelly_dist.models import Completer, ToolSpec
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
 from shelly_dist.models.observed import ObservedCompleter
 from shelly_dist.models.pricing import PricedCompleter, PriceEntry, PriceTable
@@ -120,6 +122,17 @@ class Providers:
                 self._shared[provider.name] = built
             return built
 
+    def _missing_key(self, provider: ProviderConfig) -> str | None:
+        """``provider "claude": ANTHROPIC_API_KEY is not set`` when the loader found the provider's
+        only key variables unset or empty (its warning), else None."""
+        if provider.keys():
+            return None
+        named = f'provider "{provider.name}": '
+        for warning in self.config.warnings:
+            if warning.endswith(NO_KEY) and named in warning:
+                return warning[warning.index(named):].removesuffix(f" {NO_KEY}")
+        return None
+
     def _priced(self, provider: ProviderConfig, completer: Completer) -> Completer:
         """``completer`` priced at its model, and observed (metrics) outside the pricing; a model the
         table does not know is left unpriced (its calls cost 0), which is said at DEBUG only."""
@@ -132,6 +145,9 @@ class Providers:
         return ObservedCompleter(completer, provider=provider.name, model=provider.model, kind=provider.kind)
 
     def _build(self, provider: ProviderConfig) -> Completer:
+        missing = self._missing_key(provider)
+        if missing is not None:
+            return _NoKey(provider.name, provider.model, missing)
         return create_completer(
             provider.kind,
             name=provider.name,
@@ -148,3 +164,18 @@ class Providers:
             cooldowns=self.cooldowns,
             on_event=self._on_event,
         )
+
+
+class _NoKey:
+    """The completer of a provider whose key variable is unset or empty: every call fails at once
+    with the loader's words (``provider "claude": ANTHROPIC_API_KEY is not set``), a model error no
+    retry repeats. Before, the request went out without a key, was retried three times, and ended
+    in a 401 or a DNS error that named nothing."""
+
+    def __init__(self, name: str, model: str, message: str) -> None:
+        self.name = name
+        self.model = model
+        self.message = message
+
+    async def complete(self, chat: Chat, tools: list[ToolSpec]) -> Message:
+        raise ModelError(self.message, provider=self.name, model=self.model)

@@ -19,7 +19,7 @@ from shelly_dist import events
 from shelly_dist.agent import Agent
 from shelly_dist.chats import Message, Role
 from shelly_dist.engine.sessions import SessionInfo
-from shelly_dist.errors import UsageError
+from shelly_dist.errors import SessionNotSaved, StoreError, UsageError
 from shelly_dist.events import Event
 from shelly_dist.runtime import RunOutcome
 
@@ -58,7 +58,8 @@ class Session:
         """Append ``text`` as the user's message and run the agent to its final reply.
 
         Raises ``UsageError`` when another send of this session is running; any error of the run
-        (model, agent, cancellation) propagates after an ``error`` event.
+        (model, agent, cancellation) propagates after an ``error`` event. A run that finished but
+        whose session could not be saved raises ``SessionNotSaved`` carrying the outcome.
         """
         return await self.send_messages([Message.text("user", Role.USER, text)])
 
@@ -85,7 +86,12 @@ class Session:
                 run_id=outcome.run_id,
             )
             if self.persist:
-                await self.save()
+                try:
+                    await self.save()
+                except StoreError as exc:  # the answer stands; the caller still gets it (exc.outcome)
+                    raise SessionNotSaved(f"session {self.id}: not saved ({exc}); the answer is complete, "
+                                          f"but --session {self.id} cannot continue from it",
+                                          key=self.id, outcome=outcome) from exc
             return outcome
         finally:
             self._active = False

@@ -5,7 +5,8 @@ Everything else receives a client; nothing else calls ``Redis.from_url``. The po
 - ``decode_responses=True``: everything we store is JSON text or a name, so callers get ``str``
   and never juggle bytes. Code that needs raw bytes must build its own pool on purpose.
 - Commands retry on connection and timeout errors with exponential backoff (5 attempts, capped at
-  2 s): a Redis restart or a killed connection is survived by the next command.
+  2 s): a Redis restart or a killed connection is survived by the next command. A refused or
+  missing password is never retried (:class:`_Retry`): it fails at once, named.
 - The pool blocks rather than fails when all its connections are busy (redis-py's default pool
   raises ``MaxConnectionsError`` past 100, which a burst of concurrent watches reaches).
 - ``socket_timeout`` (30 s) bounds a command; blocking reads (``XREAD BLOCK``, pub/sub waits) must
@@ -34,8 +35,8 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import AuthenticationError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shelly_dist.errors import StoreError
@@ -48,6 +49,22 @@ CONNECT_TIMEOUT = 5.0
 RETRIES = 5
 CLUSTER_SCHEMES = {"redis+cluster://": "redis://", "rediss+cluster://": "rediss://"}
 """URL schemes that name a Redis Cluster, and the plain scheme redis-py is given."""
+
+
+class _Retry(Retry):
+    """redis-py's retry, except that authentication is never retried. ``AuthenticationError`` is a
+    ``ConnectionError``, so a Redis that wants a password, given none, was retried by the
+    connection's retry inside the command's retry: ~22 s of silence before the one line naming it
+    (issue 25). A password does not become right by asking again."""
+
+    async def call_with_retry(self, do: Any, fail: Any, is_retryable: Any = None,  # type: ignore[override]
+                              with_failure_count: bool = False) -> Any:
+        def retryable(error: Exception) -> bool:
+            if isinstance(error, AuthenticationError):
+                return False
+            return bool(is_retryable(error)) if is_retryable is not None else True
+
+        return await super().call_with_retry(do, fail, retryable, with_failure_count)
 
 
 def cluster_url(url: str) -> str | None:
@@ -130,7 +147,7 @@ def _policy(
         "socket_connect_timeout": connect_timeout,
         "socket_timeout": socket_timeout,
         "socket_keepalive": True,
-        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), retries),
+        "retry": _Retry(ExponentialBackoff(cap=2.0, base=0.05), retries),
         "retry_on_error": [RedisConnectionError, RedisTimeoutError],
         "health_check_interval": 30,
         "client_name": client_name,

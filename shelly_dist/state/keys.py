@@ -110,6 +110,11 @@ class Keys:
         """A saved conversation (hash: ``meta``, ``messages``), when sessions live in Redis."""
         return f"{self.session(session)}:saved"
 
+    def write_probe(self) -> str:
+        """A key no code ever creates: ``LPUSHX`` on it asks whether Redis takes writes
+        (:mod:`shelly_dist.state.refusal`) and changes nothing when it does."""
+        return f"{self.prefix}write-probe"
+
     def saved_sessions(self) -> str:
         """Sorted set of saved session ids, scored by their ``updated_at``."""
         return f"{self.prefix}sessions"

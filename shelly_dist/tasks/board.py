@@ -40,6 +40,22 @@ def _require(tasks: Tasks, task_id: str) -> Task:
     return task
 
 
+def _cycle(tasks: Tasks, task_id: str, blocked_by: list[str]) -> list[str] | None:
+    """The chain ``task_id → … → task_id`` that blocking ``task_id`` by ``blocked_by`` would close
+    (every task in it would wait for itself forever), else None."""
+    stack = [(dep, [task_id, dep]) for dep in blocked_by]
+    seen: set[str] = set()
+    while stack:
+        current, path = stack.pop()
+        if current == task_id:
+            return path
+        if current in seen or current not in tasks:
+            continue
+        seen.add(current)
+        stack += [(dep, [*path, dep]) for dep in tasks[current].blocked_by]
+    return None
+
+
 def depends_on_unfinished(tasks: Tasks, task: Task) -> bool:
     """True when any dependency of ``task`` is missing or not completed."""
     return any(dep not in tasks or tasks[dep].status != "completed" for dep in task.blocked_by)
@@ -172,6 +188,10 @@ class BoardBase(ABC):
             if description is not None:
                 changes["description"] = description
             if blocked_by is not None:
+                cycle = _cycle(tasks, task_id, blocked_by)
+                if cycle is not None:
+                    raise StoreError(f'tasks: task "{task_id}" cannot be blocked by "{cycle[1]}": that makes a '
+                                     f'cycle ({" → ".join(cycle)})', task_id=task_id)
                 changes["blocked_by"] = list(blocked_by)
             if metadata is not None:
                 changes["metadata"] = {**task.metadata, **metadata}

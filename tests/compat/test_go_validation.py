@@ -75,5 +75,5 @@ def test_what_go_rejects_fails_naming_the_field(field: str, edit: Edit, text: st
 
 
 def test_the_go_written_form_itself_is_valid() -> None:
-    cfg = config_from_data(go_written(), {})
+    cfg = config_from_data(go_written(), {"ANTHROPIC_API_KEY": "sk-test"})  # unset, its absence is named
     assert cfg.warnings == [] and cfg.entry().name == "lead"

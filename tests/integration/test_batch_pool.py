@@ -83,6 +83,18 @@ def test_ctrl_c_on_a_pool_batch_cancels_every_submitted_run_and_exits_130(cluste
         assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
 
 
+def test_sigterm_on_a_pool_batch_cancels_every_submitted_run_and_exits_143(cluster: Cluster):
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
+        model_team(cluster, server)
+        write_items(cluster, 2)
+        cluster.start_worker("w1")
+        code, stderr = interrupted_batch(cluster, server, 2, signal.SIGTERM)
+        assert code == 143, stderr
+        assert "shelly: terminated" in stderr and "Traceback" not in stderr
+        wait_until(lambda: all(r["status"] == "canceled" for r in roots(cluster)), 60, "the runs canceled")
+        assert output_lines(cluster) == []
+
+
 def test_rerun_after_a_killed_batch_continues_its_runs_without_submitting_them_again(cluster: Cluster):
     with ModelServer(format="openai", default=Reply(text="the answer", delay=3)) as server:
         model_team(cluster, server)

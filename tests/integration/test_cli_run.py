@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -116,21 +117,31 @@ def test_batch_writes_lines_and_skips_done_ids_on_rerun(tmp_path: Path) -> None:
     assert {r["reply"] for r in lines if r["id"] == "t3"} == {"did job3"}
 
 
-def test_ctrl_c_stops_the_run_and_exits_130(tmp_path: Path) -> None:
-    scripted(tmp_path, {"*": [{"text": "too slow", "delay": 300}]})
+def _start_a_run(tmp_path: Path) -> subprocess.Popen[str]:
+    """``shelly run task`` in ``tmp_path``, returned once its agent runs (its stderr read so far)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHELLY_")}
     proc = subprocess.Popen(
         [*SHELLY, "run", "task"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
+    assert proc.stderr is not None
+    for line in proc.stderr:  # wait until the agent is running (bounded by the test timeout)
+        if "solo started" in line:
+            break
+    return proc
+
+
+def _interrupt_a_running_agent(tmp_path: Path, sig: signal.Signals) -> tuple[int, str, float]:
+    """Start a run whose model never answers in time, send ``sig`` once the agent runs; the exit
+    code, stderr and the seconds from the signal to the exit."""
+    import time
+
+    scripted(tmp_path, {"*": [{"text": "too slow", "delay": 300}]})
+    proc = _start_a_run(tmp_path)
     try:
-        assert proc.stderr is not None
-        for line in proc.stderr:  # wait until the agent is running (bounded by the test timeout)
-            if "solo started" in line:
-                break
-        proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
-        assert proc.returncode == 130, err
-        assert "interrupted" in err and "Traceback" not in err
+        return proc.returncode, err, time.monotonic() - sent
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -151,3 +162,35 @@ def test_an_embedded_failed_child_is_shown_failed_with_its_reason_and_the_run_no
     assert re.search(r"^  ✗ helper-fix-1 failed: .*simulated outage.* \(0 tokens\)$", err, re.M), err
     assert re.search(r"^! lead finished \(\d+ tokens\); 1 child failed: helper-fix-1 \(", err, re.M), err
     assert "✔ helper" not in err and not re.search(r"^✔ lead", err, re.M), err
+
+
+def test_ctrl_c_stops_the_run_and_exits_130(tmp_path: Path) -> None:
+    code, err, _ = _interrupt_a_running_agent(tmp_path, signal.SIGINT)
+    assert code == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+
+
+def test_sigterm_stops_the_run_and_exits_143_promptly(tmp_path: Path) -> None:
+    code, err, seconds = _interrupt_a_running_agent(tmp_path, signal.SIGTERM)
+    assert code == 143, err
+    assert "shelly: terminated" in err and "Traceback" not in err
+    assert seconds < 10
+
+
+def test_an_answer_whose_session_cannot_be_saved_is_printed_and_the_failure_named(tmp_path: Path) -> None:
+    answer_now = tmp_path / "answer-now"
+    scripted(tmp_path, {"*": [{"text": "the answer", "until": str(answer_now)}]})
+    proc = _start_a_run(tmp_path)
+    try:
+        sessions = tmp_path / ".shelly" / "local" / "sessions"
+        shutil.rmtree(sessions)
+        sessions.write_text("not a directory: every save fails (as root, a chmod would not)")
+        answer_now.touch()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert out == "the answer\n"
+    assert proc.returncode == 1, err
+    assert "not saved" in err and "Traceback" not in err

@@ -298,8 +298,11 @@ def _slow_team(cluster: Cluster, server: ModelServer) -> None:
     )
 
 
-def test_ctrl_c_in_the_coordinator_cancels_the_whole_tree(cluster: Cluster):
-    import signal
+def _signal_a_waiting_coordinator(cluster: Cluster, sig: int, *, ends_runs: bool = True) -> tuple[str, int, str, float]:
+    """Start a run whose children never answer in time, send ``sig`` to the coordinator once both
+    wait on the model (then, with ``ends_runs``, wait until every run is canceled); the session,
+    the exit code, stderr and the seconds from signal to exit."""
+    import time
 
     with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
         _slow_team(cluster, server)
@@ -308,13 +311,60 @@ def test_ctrl_c_in_the_coordinator_cancels_the_whole_tree(cluster: Cluster):
         try:
             server.wait_for_requests(2, timeout=60)
             session = cluster.session_ids()[0]
-            coordinator.send_signal(signal.SIGINT)
-            coordinator.wait(30)
-            wait_until(lambda: all(r["status"] == "canceled" for r in cluster.runs(session)), 30, "every run canceled")
+            sent = time.monotonic()
+            coordinator.send_signal(sig)
+            _, err = coordinator.communicate(timeout=30)
+            seconds = time.monotonic() - sent
+            if ends_runs:
+                wait_until(lambda: all(r["status"] == "canceled" for r in cluster.runs(session)), 30,
+                           "every run canceled")
         finally:
             if coordinator.poll() is None:
                 coordinator.kill()
-        assert coordinator.returncode == 130
+    return session, coordinator.returncode, err, seconds
+
+
+def test_ctrl_c_in_the_coordinator_cancels_the_whole_tree(cluster: Cluster):
+    import signal
+
+    _, code, _, _ = _signal_a_waiting_coordinator(cluster, signal.SIGINT)
+    assert code == 130
+
+
+def test_sigterm_of_the_coordinator_cancels_the_whole_tree_and_exits_143(cluster: Cluster):
+    import signal
+
+    session, code, err, seconds = _signal_a_waiting_coordinator(cluster, signal.SIGTERM)
+    assert code == 143, err
+    assert "shelly: terminated" in err and "Traceback" not in err
+    assert seconds < 15
+    root = next(r for r in cluster.runs(session) if not r["parent"])
+    out = cluster.shelly("cancel", root["id"])
+    assert out.returncode == 0, out.stderr
+    assert {r["status"] for r in cluster.runs(session)} == {"canceled"}
+
+
+def test_a_canceled_childs_task_fails_with_the_reason_under_its_agents_name(cluster: Cluster):
+    """What Flower shows comes from these task events: FAILURE with the reason, not SUCCESS."""
+    import signal
+
+    _signal_a_waiting_coordinator(cluster, signal.SIGINT)
+    wait_until(lambda: cluster.worker_log().count("raised expected: RunEnded(") >= 2, 30, "both tasks failed")
+    ended = [line for line in cluster.worker_log().splitlines() if "RunEnded(" in line]
+    assert all("Task shelly.run_agent[slow][" in line and "canceled: task canceled" in line for line in ended), ended
+
+
+def test_cancel_after_the_coordinator_was_killed_ends_its_root_too(cluster: Cluster):
+    import signal
+
+    session, _, _, _ = _signal_a_waiting_coordinator(cluster, signal.SIGKILL, ends_runs=False)
+    root = next(r for r in cluster.runs(session) if not r["parent"])
+    assert root["status"] == "running"  # nothing ends it on its own
+    out = cluster.shelly("cancel", root["id"])
+    assert out.returncode == 0, out.stderr
+    runs = cluster.runs(session)  # the cancel returns once the root is ended
+    assert next(r for r in runs if not r["parent"])["status"] == "canceled", runs
+    assert all(r["status"] in ("done", "failed", "canceled") for r in runs), runs
 
 
 def test_cancel_by_run_id_cancels_that_tree(cluster: Cluster):

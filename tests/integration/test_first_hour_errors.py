@@ -122,3 +122,61 @@ def test_a_worker_given_the_wrong_redis_password_stops_with_one_line_exit_2(
     out = shelly(project(tmp_path, {"broker_url": f"redis://:wrong@127.0.0.1:{password_redis}/0"}), "worker")
     assert out.returncode == 2
     assert the_line(out).startswith("shelly: Redis refused the password")
+
+
+def batch_items(root: Path) -> None:
+    (root / "in.jsonl").write_text('{"id": "a", "task": "x"}\n{"id": "b", "task": "y"}\n')
+
+
+def test_a_batch_whose_redis_refuses_is_one_line_and_records_nothing(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{REFUSED_PORT}/0"
+    root = project(tmp_path, {"broker_url": url, "redis_url": url})
+    batch_items(root)
+    out = shelly(root, "batch", "--tasks", "in.jsonl", "--output", "out.jsonl", "--quiet")
+    assert out.returncode == 1, out.stderr
+    assert the_line(out).startswith(f"shelly: Redis at 127.0.0.1:{REFUSED_PORT} refused the connection")
+    assert not (root / "out.jsonl").exists() or (root / "out.jsonl").read_text() == ""
+
+
+def test_a_batch_whose_broker_cannot_be_reached_is_one_line_and_records_nothing(
+    tmp_path: Path, redis_url: str, key_prefix: str
+) -> None:
+    root = project(tmp_path, {"broker_url": "amqp://guest:guest@127.0.0.1:6423//", "redis_url": redis_url,
+                              "key_prefix": key_prefix})
+    batch_items(root)
+    out = shelly(root, "batch", "--tasks", "in.jsonl", "--output", "out.jsonl", "--quiet")
+    assert out.returncode == 1, out.stderr
+    assert the_line(out).startswith("shelly: the broker cannot be reached")
+    assert not (root / "out.jsonl").exists() or (root / "out.jsonl").read_text() == ""
+
+
+def test_a_redis_that_needs_a_password_given_none_is_named_within_seconds(tmp_path: Path, password_redis: int) -> None:
+    url = f"redis://127.0.0.1:{password_redis}/0"
+    root = project(tmp_path, {"broker_url": url, "redis_url": url})
+    batch_items(root)
+    for args in (("run", "go"), ("batch", "--tasks", "in.jsonl", "--output", "out.jsonl", "--quiet")):
+        started = time.monotonic()
+        out = shelly(root, *args)
+        elapsed = time.monotonic() - started
+        assert out.returncode == 2, out.stderr
+        assert the_line(out).startswith("shelly: Redis requires a password and none was given"), args
+        assert elapsed < 10, f"{args}: {elapsed:.1f}s"
+    assert not (root / "out.jsonl").exists()
+
+
+def test_shelly_flower_without_a_broker_is_one_line_exit_2(tmp_path: Path) -> None:
+    (tmp_path / ".shelly").mkdir()
+    (tmp_path / ".shelly" / "config.yaml").write_text(yaml.safe_dump({
+        "providers": [scripted(lead=["hi"])], "agents": [{"name": "lead"}]}))
+    out = shelly(tmp_path, "flower", "--port", "1", env={"SHELLY_FLOWER_BASIC_AUTH": "ops:pw"})
+    assert out.returncode == 2, out.stderr
+    assert the_line(out).startswith("shelly: config: distributed.broker_url: a broker is required")
+
+
+def test_the_celery_app_outside_a_project_is_one_line_that_names_no_celery_option(tmp_path: Path) -> None:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SHELLY_")}
+    out = subprocess.run([sys.executable, "-m", "celery", "-A", "shelly_dist.runtime.celery_app", "worker"],
+                         cwd=tmp_path, env=base, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert the_line(out).startswith("shelly: config: no config file")
+    assert "SHELLY_CONFIG" in out.stderr and "--config" not in out.stderr

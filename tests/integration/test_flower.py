@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import free_port
 
-from .cluster import Cluster, wait_until
+from .cluster import Cluster, delegate, scripted, wait_until
 from .ops import FLOWER_AUTH, SHELLY, Processes, delegating_team, http_get, run_json, wait_for_http
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -65,16 +65,44 @@ def test_flower_api_lists_the_run_agent_tasks_with_agent_depth_session_and_previ
     out = run_json(cluster, "investigate")
 
     def helper_task() -> dict[str, Any] | None:
-        status, tasks = http_get(f"{flower}/api/tasks?taskname=shelly.run_agent", FLOWER_AUTH)
-        assert status == 200, status
-        found = [t for t in (tasks or {}).values() if _task_kwargs(t).get("agent") == "helper"]
+        found = [t for t in _tasks(flower) if _task_kwargs(t).get("agent") == "helper"]
         return found[0] if found and found[0].get("state") == "SUCCESS" else None
 
     task = wait_until(helper_task, 60, f"helper's shelly.run_agent task in /api/tasks\n{procs.log('flower')}")
-    assert task["name"] == "shelly.run_agent"
+    assert task["name"] == "shelly.run_agent[helper]"
     assert task["worker"] == hostname
     assert _task_kwargs(task) == {"agent": "helper", "depth": 1, "session": out["session"],
                                   "preview": "inspect the logs"}
+
+
+def _tasks(flower: str) -> list[dict[str, Any]]:
+    status, tasks = http_get(f"{flower}/api/tasks", FLOWER_AUTH)
+    assert status == 200, status
+    return list((tasks or {}).values())
+
+
+def test_a_failed_agent_run_is_a_failure_in_flower_with_its_reason(cluster: Cluster, procs: Processes):
+    cluster.write_config(
+        [scripted(lead=[delegate(("helper", "inspect the logs")), "lead done"],
+                  helper=[{"error": "the model broke down"}])],
+        [{"name": "lead", "description": "delegates", "options": {"max_delegation_depth": 1}},
+         {"name": "helper", "description": "helps"}],
+    )
+    hostname = cluster.start_worker("w1")
+    flower = start_flower(procs, env={"SHELLY_FLOWER_BASIC_AUTH": FLOWER_AUTH})
+    wait_until(lambda: hostname in (http_get(f"{flower}/api/workers", FLOWER_AUTH)[1] or {}), 60,
+               "flower to know the worker")
+    run_json(cluster, "investigate")
+
+    def helper_task() -> dict[str, Any] | None:
+        found = [t for t in _tasks(flower) if _task_kwargs(t).get("agent") == "helper" and t.get("state")
+                 in ("SUCCESS", "FAILURE")]
+        return found[0] if found else None
+
+    task = wait_until(helper_task, 60, f"helper's task to end in /api/tasks\n{procs.log('flower')}")
+    assert task["state"] == "FAILURE", task
+    assert "failed" in task["exception"] and "the model broke down" in task["exception"], task
+    assert task["name"] == "shelly.run_agent[helper]"
 
 
 def test_flower_api_refuses_requests_without_credentials(flower: str):

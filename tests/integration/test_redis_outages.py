@@ -77,6 +77,19 @@ def shelly(cluster: Cluster, *args: str) -> subprocess.Popen[str]:
                             env=cluster.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def waiting_team(cluster: Cluster) -> Path:
+    """A lead that delegates to a helper whose model call ends once the returned path exists."""
+    answer_now = cluster.root / "the-child-may-answer"
+    cluster.write_config(
+        [scripted(lead=[delegate(("helper", "wait for it")), "lead done"],
+                  helper=[{**complete("helped with {task}"), "until": str(answer_now)}])],
+        [{"name": "lead", "description": "delegates", "options": {"max_delegation_depth": 1}},
+         {"name": "helper", "description": "helps"}],
+        distributed=DEFAULT_TIMING,
+    )
+    return answer_now
+
+
 def pause(server: RedisServer) -> float:
     server.pause()
     time.sleep(OUTAGE)  # the fault itself: Redis stays stopped this long
@@ -105,14 +118,7 @@ def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
     own: tuple[RedisServer, Cluster], fault: str
 ) -> None:
     server, cluster = own
-    answer_now = cluster.root / "the-child-may-answer"  # the child's model call ends once this exists
-    cluster.write_config(
-        [scripted(lead=[delegate(("helper", "wait for it")), "lead done"],
-                  helper=[{**complete("helped with {task}"), "until": str(answer_now)}])],
-        [{"name": "lead", "description": "delegates", "options": {"max_delegation_depth": 1}},
-         {"name": "helper", "description": "helps"}],
-        distributed=DEFAULT_TIMING,
-    )
+    answer_now = waiting_team(cluster)
     cluster.start_worker("w1")
     run = shelly(cluster, "run", "go", "--json")
     follower: subprocess.Popen[str] | None = None

@@ -11,7 +11,8 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-from typing import Any
+import time
+from typing import Any, NoReturn
 
 from celery import Celery, Task
 from celery.signals import worker_shutdown
@@ -25,6 +26,7 @@ from shelly_dist.runtime.celery import (
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.process import WorkerProcess, WorkerSpec
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.state.refusal import refusal
 
 BOOTSTRAP_ENV = "SHELLY_WORKER_BOOTSTRAP"
 DEFAULT_BOOTSTRAP = "shelly_dist.engine.worker:worker_spec"
@@ -32,6 +34,8 @@ DEFAULT_BOOTSTRAP = "shelly_dist.engine.worker:worker_spec"
 so the runtime layer never imports the engine (which sits above it) — it is handed to it."""
 
 STORE_RETRY_SECONDS = 2.0
+REFUSED_BACKOFF = (0.5, 5.0)
+"""First and longest pause (seconds, doubling) while Redis refuses writes; see :func:`_advance`."""
 BUSY_RETRY_SECONDS = 0.5
 """First back-off of a run whose agent has no free max_concurrency slot (doubling, at most 10 s)."""
 FOREIGN_RETRY_SECONDS = 5.0
@@ -82,6 +86,20 @@ def ensure_broker(app: Celery, retries: int = BROKER_CHECK_RETRIES) -> None:
         conn.ensure_connection(max_retries=retries)
 
 
+def shadow_name(name: str, kwargs: dict[str, Any]) -> str | None:
+    """The name Flower's task list and the worker's log lines show for a run's task: Celery's
+    ``shadow``, ``shelly.run_agent[researcher]``, so a row names its agent (the task that runs is
+    still ``name``; the session is in the kwargs beside it)."""
+    agent = kwargs.get("agent")
+    return f"{name}[{agent}]" if agent else None
+
+
+class RunEnded(Exception):
+    """A run's task ended its run ``failed`` or ``canceled``: raised so Celery reports the task
+    as FAILURE, with the reason (Flower showed a failed or canceled agent run as SUCCESS). Declared
+    in the tasks' ``throws``: logged in one line, no traceback; nothing retries it."""
+
+
 def send_run_task(app: Celery, name: str, args: list[Any], kwargs: dict[str, Any], *, queue: str) -> bool:
     """Send the task of a run the journal already holds with its deadline (a queued root, children
     registered by ``EXPECT``, a parent whose join completed, a re-enqueue by a reaper); returns
@@ -89,7 +107,7 @@ def send_run_task(app: Celery, name: str, args: list[Any], kwargs: dict[str, Any
     raised: failing the run for it would lose work the journal keeps. The caller then makes the run
     due at once (:meth:`.Journal.due_now`), so a worker's reaper sends it again on its next scan."""
     try:
-        app.send_task(name, args=args, kwargs=kwargs, queue=queue)
+        app.send_task(name, args=args, kwargs=kwargs, queue=queue, shadow=shadow_name(name, kwargs))
     except (OperationalError, OSError) as exc:
         logger.warning("broker: did not take %s of run %s (%s); a worker's reaper sends it again",
                        name, args[0] if args else "?", exc)
@@ -115,7 +133,7 @@ def worker_process(app: Celery, hostname: str) -> WorkerProcess:
     return WorkerProcess.get(spec, send, hostname)
 
 
-def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> dict[str, str]:
+def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> NoReturn:
     """This worker cannot open its engine (a prefork child whose MCP server fails, say): fail the
     run with the cause instead of leaving its parent waiting forever, and join it as usual."""
     import asyncio
@@ -129,7 +147,7 @@ def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> di
     error = f"worker {task.request.hostname}: cannot start: {exc}"
 
     async def enqueue(name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        task.app.send_task(name, args=args, kwargs=kwargs, queue=spec.settings.queue)
+        task.app.send_task(name, args=args, kwargs=kwargs, queue=spec.settings.queue, shadow=shadow_name(name, kwargs))
 
     async def fail() -> None:
         client = connect(spec.settings.redis_url, client_name="shelly-worker-unopened")
@@ -145,7 +163,7 @@ def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> di
 
     logger.error("run %s: %s", run_id, error)
     asyncio.run(fail())
-    return {"run": run_id, "outcome": "failed", "detail": error}
+    raise RunEnded(f"run {run_id} failed: {error}")
 
 
 def _advance(task: Task, run_id: str, root: str, session: str = "", agent: str = "") -> dict[str, str]:
@@ -153,29 +171,45 @@ def _advance(task: Task, run_id: str, root: str, session: str = "", agent: str =
         process = worker_process(task.app, task.request.hostname or "worker")
     except (ConfigError, MCPError, OSError) as exc:
         return _fail_unopened(task, run_id, root, exc)
-    try:
-        progress = process.call(process.executor.advance(run_id, root, session=session, agent=agent))
-    except StoreError as exc:  # Redis unreachable for now: the journal is intact, try again later
-        logger.warning("run %s: %s; retrying", run_id, exc)
-        raise task.retry(countdown=STORE_RETRY_SECONDS, max_retries=None) from exc
+    pause, refused_since = REFUSED_BACKOFF[0], None
+    while True:
+        try:
+            progress = process.call(process.executor.advance(run_id, root, session=session, agent=agent))
+            break
+        except StoreError as exc:  # Redis unreachable for now: the journal is intact, try again later
+            refused = refusal(exc)
+            if refused is None:
+                logger.warning("run %s: %s; retrying", run_id, exc)
+                raise task.retry(countdown=STORE_RETRY_SECONDS, max_retries=None) from exc
+            # Redis refuses writes (full, say): a retry could not be published to the same Redis, and
+            # Celery would call that unrecoverable and exit; so this task waits here, with backoff,
+            # and advances the run again (from its last checkpoint) once Redis takes writes.
+            level = logging.WARNING if refused_since is None else logging.INFO
+            refused_since = refused_since or time.monotonic()
+            logger.log(level, "run %s: %s; advancing it again in %.1fs (refused for %.0fs)",
+                       run_id, refused, pause, time.monotonic() - refused_since)
+            time.sleep(pause)
+            pause = min(pause * 2, REFUSED_BACKOFF[1])
     if progress.outcome == "busy":  # max_concurrency: every slot of the agent is taken; back off and retry
         countdown = min(BUSY_RETRY_SECONDS * 2 ** min(task.request.retries or 0, 5), 10.0)
         raise task.retry(countdown=countdown, max_retries=None)
     if progress.outcome == "foreign":  # a rolling update: leave it for a worker of its generation
         logger.info("run %s: config %s, not ours; re-queued for its generation", run_id, progress.detail)
         raise task.retry(countdown=FOREIGN_RETRY_SECONDS, max_retries=None)
+    if progress.outcome in ("failed", "canceled"):
+        raise RunEnded(f"run {run_id} {progress.outcome}: {progress.detail or progress.outcome}")
     return {"run": run_id, "outcome": progress.outcome, "detail": progress.detail}
 
 
 def _register_tasks(app: Celery) -> None:
-    @app.task(name=RUN_AGENT, bind=True, max_retries=None)
+    @app.task(name=RUN_AGENT, bind=True, max_retries=None, throws=(RunEnded,))
     def run_agent(
         self: Task, run_id: str, root: str, agent: str = "", depth: int = 0, session: str = "", preview: str = ""
     ) -> dict[str, str]:
         """Start (or continue) run ``run_id`` of ``agent`` at ``depth`` in ``session``."""
         return _advance(self, run_id, root, session, agent)
 
-    @app.task(name=RESUME_AGENT, bind=True, max_retries=None)
+    @app.task(name=RESUME_AGENT, bind=True, max_retries=None, throws=(RunEnded,))
     def resume_agent(
         self: Task, run_id: str, root: str, agent: str = "", depth: int = 0, session: str = "", preview: str = ""
     ) -> dict[str, str]:

@@ -64,6 +64,39 @@ async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str
     return runs
 
 
+ORPHAN_GRACE = 5.0
+"""Seconds a canceled tree's root driven by a coordinator gets to end on its own before
+:func:`end_orphaned_root` ends it (a live coordinator notices the flag within a poll interval while
+it waits on children, or before its next model call)."""
+
+
+async def end_orphaned_root(client: aioredis.Redis, keys: Keys, root: str, grace: float = ORPHAN_GRACE) -> bool:
+    """After a cancel: a root a coordinator drives that is still ``running`` after ``grace`` seconds
+    is taken for orphaned (its coordinator was killed: nothing else ever ends it) and recorded
+    ``canceled``. Returns whether it did. A coordinator that was only slow ends the run itself
+    as canceled when it notices the flag; this write does not stand in its way."""
+    import time
+
+    deadline = time.monotonic() + grace
+    with redis_errors("cancel"):
+        while True:
+            status, mode = await client.hmget(keys.run(root), ["status", "mode"])
+            if status is None or status in TERMINAL or mode != "coordinator":
+                return False
+            if time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(0.2)
+        now = str(time.time())
+        ended = await _hset_if_exists(client, keys.run(root), {
+            "status": "canceled", "error": "canceled (its coordinator did not end it: it was killed)",
+            "updated": now, "ended": now})
+        if ended:
+            await client.publish(keys.run_changed(root), "canceled")
+    if ended:
+        logger.warning("run %s: its coordinator did not end it after the cancel; recorded canceled", root)
+    return ended
+
+
 async def cancel_session(client: aioredis.Redis, keys: Keys, session: str) -> list[str]:
     """Cancel every root run of ``session``; returns the ids of the roots still recorded."""
     with redis_errors("cancel"):

@@ -39,11 +39,15 @@ from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import connect, redis_errors
 from shelly_dist.state.hub import Hub, Watch
+from shelly_dist.state.refusal import NOTICE, probe_writes
 from shelly_dist.state.subscription import Subscription
 
 logger = logging.getLogger(__name__)
 
 NO_WORKER_HINT = 30.0
+WRITE_PROBE_EVERY = 2.0
+"""Seconds between two probes, while the coordinator waits, of whether Redis takes writes (a full
+Redis still answers every read the wait makes, so only a write tells; see ``state/refusal.py``)."""
 """Seconds after which a coordinator whose children have not started says why it may be waiting."""
 
 SUBMIT_OUTAGE = 60.0
@@ -100,6 +104,11 @@ class CeleryRuntime:
         if self._broker_checked is None or (self._broker_checked.done() and self._broker_checked.exception()):
             self._broker_checked = asyncio.ensure_future(self._reachable())
         await asyncio.shield(self._broker_checked)
+
+    async def check(self) -> None:
+        """Raise now when Redis or the broker cannot be reached (what a batch checks before it
+        submits its first item); checked once per process, like every run's first send."""
+        await self._check_broker()
 
     async def _reachable(self) -> None:
         # Redis first: with one Redis as both broker and store, its error names the store setting.
@@ -329,6 +338,7 @@ class _Awaiter:
         """Wait until an entry has joined under each of ``keys`` (re-read on every wake-up)."""
         rt, run_id = self.runtime, self.record.id
         hint_at: float | None = time.monotonic() + NO_WORKER_HINT
+        probe_at = time.monotonic() + WRITE_PROBE_EVERY
         while True:
             seen = wakeups.generation
             got, canceled = await read_through("coordinator",
@@ -340,6 +350,9 @@ class _Awaiter:
             if hint_at is not None and time.monotonic() > hint_at:
                 hint_at = None
                 await self._hint_if_unstarted(ids)
+            if time.monotonic() > probe_at:
+                probe_at = time.monotonic() + WRITE_PROBE_EVERY
+                NOTICE.update(await probe_writes(rt.journal.client, rt.journal.keys.write_probe()))
             await wakeups.moved(seen)
 
     async def _hint_if_unstarted(self, ids: list[str]) -> None:

@@ -20,6 +20,7 @@ from shelly_dist.events import Event
 from shelly_dist.state.blocking import cancellable, read_through
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
+from shelly_dist.state.refusal import write_through
 
 STREAM_MAXLEN = 20_000
 """Approximate cap on a session stream's entries (each a batch): bounded state (DESIGN §3 r10)."""
@@ -89,13 +90,16 @@ class StreamSink:
     async def _write(self, payload: str, *, expire: bool, read: tuple[str, str] | None = None) -> str | None:
         if not payload:
             return None
-        with redis_errors("events"):
+        async def write() -> list[Any]:
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
                 pipe.expire(self._key, self._retention, nx=not expire)
                 if read is not None:
                     pipe.hget(*read)
-                answers = await pipe.execute()
+                return await pipe.execute()  # type: ignore[no-any-return]
+
+        with redis_errors("events"):
+            answers = await write_through(write)  # Redis full: wait, the events are kept meanwhile
         return (answers[-1] or "") if read is not None else None
 
 

@@ -31,8 +31,18 @@ logger = logging.getLogger(__name__)
 _MARK = "_shelly_closed_connection_is_a_connection_error"
 
 
+WRITE_REFUSALS: tuple[type[Exception], ...] = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError)
+"""Redis refusing writes (full under ``noeviction``; a read-only replica). Kombu calls them channel
+errors, so an acknowledgement refused by a full Redis (its ``MULTI`` is refused as a whole) ended
+the worker as ``Unrecoverable error``; as connection errors, the consumer logs the refused
+acknowledgement and reconnects with backoff, and the worker lives (issue 25)."""
+
+
 def install() -> None:
-    """Patch kombu's Redis channel once per process (idempotent)."""
+    """Patch kombu's Redis channel and transport once per process (idempotent)."""
+    transport = kombu_redis.Transport
+    missing = tuple(e for e in WRITE_REFUSALS if e not in transport.connection_errors)
+    transport.connection_errors = (*transport.connection_errors, *missing)
     channel = kombu_redis.Channel
     if getattr(channel._connparams, _MARK, False):
         return

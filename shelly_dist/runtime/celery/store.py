@@ -21,6 +21,7 @@ from shelly_dist.runtime.celery.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import is_cluster, redis_errors
 from shelly_dist.state.keys import Keys
+from shelly_dist.state.refusal import write_through
 
 
 class LeaseLost(RunError):
@@ -57,10 +58,11 @@ class RunStore:
 
     async def run_script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
         """Run a journal script; a fencing refusal becomes :class:`LeaseLost`, other Redis errors
-        ``StoreError``."""
+        ``StoreError``. While Redis refuses writes (full), the script is tried again with backoff
+        (:func:`~shelly_dist.state.refusal.write_through`): every script is safe to repeat."""
         with redis_errors("journal"):
             try:
-                return await script(keys=keys, args=args)
+                return await write_through(lambda: script(keys=keys, args=args))
             except ResponseError as exc:
                 if str(exc).startswith(scripts.LEASE_LOST):
                     raise LeaseLost(f"journal: {exc}") from exc

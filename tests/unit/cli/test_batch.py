@@ -74,3 +74,63 @@ async def test_an_in_process_batch_keeps_nothing_of_its_finished_items(workdir: 
     async with await Engine.open(config, shelly_dir=workdir / ".shelly") as engine:
         assert await run_batch(engine, items, workdir / "out.jsonl", concurrency=2) == 0
         assert engine.cached_sessions() == {"registries": 0, "stores": 0, "boards": 0}
+
+
+def test_two_lines_of_one_id_are_an_error_naming_the_lines(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir)
+    tasks = write_tasks(workdir / "in.jsonl", '{"id": "a", "task": "x"}', '{"id": "b", "task": "y"}',
+                        '{"id": "a", "task": "z"}')
+    result = invoke("batch", "--tasks", str(tasks), "--output", "out.jsonl", "--quiet")
+    assert result.exit_code == 2
+    assert "id 'a' on lines 1, 3" in result.stderr
+    assert not (workdir / "out.jsonl").exists()
+
+
+def test_a_line_with_a_bad_utf8_byte_is_one_skipped_line(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, {"*": ["done: {task}"]})
+    (workdir / "in.jsonl").write_bytes(
+        b'{"id": "a", "task": "x"}\n{"id": "b", "task": "\xff"}\n{"id": "c", "task": "z"}\n')
+    result = invoke("batch", "--tasks", "in.jsonl", "--output", "out.jsonl", "--quiet")
+    assert result.exit_code == 1
+    assert "line 2: not UTF-8 (byte 0xff" in result.stderr
+    assert set(records(workdir / "out.jsonl")) == {"a", "c"}
+
+
+def test_a_torn_last_output_line_is_cut_reported_and_its_item_run_again(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, {"*": ["done: {task}"]})
+    tasks = write_tasks(workdir / "in.jsonl", '{"id": "a", "task": "x"}', '{"id": "b", "task": "y"}')
+    (workdir / "out.jsonl").write_text('{"id": "a", "status": "completed"}\n{"id": "b", "stat')
+    result = invoke("batch", "--tasks", str(tasks), "--output", "out.jsonl", "--quiet")
+    assert result.exit_code == 0
+    assert "line 2 was cut short" in result.stderr
+    assert records(workdir / "out.jsonl")["b"]["reply"] == "done: y"
+
+
+def test_a_last_output_record_without_its_newline_gets_one_and_is_kept(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, {"*": ["done: {task}"]})
+    tasks = write_tasks(workdir / "in.jsonl", '{"id": "a", "task": "x"}', '{"id": "b", "task": "y"}')
+    (workdir / "out.jsonl").write_text('{"id": "a", "status": "completed"}')
+    assert invoke("batch", "--tasks", str(tasks), "--output", "out.jsonl", "--quiet").exit_code == 0
+    assert [r["id"] for r in map(json.loads, (workdir / "out.jsonl").read_text().splitlines())] == ["a", "b"]
+
+
+async def test_an_item_that_meets_a_store_failure_is_not_recorded_and_the_batch_names_it(workdir: Path) -> None:
+    import pytest
+
+    from shelly_dist.cli.batch import BatchItem, run_batch
+    from shelly_dist.engine import Engine
+    from shelly_dist.errors import RunError, StoreError
+
+    class BrokenPool:
+        async def run(self, agent: str, item_id: str, messages: object) -> dict[str, str]:
+            raise StoreError("coordinator: redis error: ConnectionError: Connection refused")
+
+        async def cancel_all(self) -> None: ...
+
+    write_config(workdir)
+    output = workdir / "out.jsonl"
+    async with await Engine.open(None, shelly_dir=str(workdir / ".shelly")) as engine:
+        with pytest.raises(RunError, match=r"2 of 2 items not run: .*a rerun runs them"):
+            await run_batch(engine, [BatchItem(id="a", task="x"), BatchItem(id="b", task="y")], output,
+                            concurrency=2, pool=BrokenPool())  # type: ignore[arg-type]
+    assert not output.exists()

@@ -108,3 +108,13 @@ def test_documented_command_is_backed_by_a_test(doc: str, command: str) -> None:
 
 def test_every_backing_test_exists() -> None:
     assert [t for t in COVERED.values() if not _exists(t)] == []
+
+
+def test_no_doc_cites_a_markdown_file_the_repo_lacks() -> None:
+    """A doc pointing at a file users cannot open (docs cited DESIGN.md, which ships elsewhere)."""
+    missing = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "deploy" / "README.md"]:
+        for cited in set(re.findall(r"[\w./-]*[A-Za-z_]\.md\b", doc.read_text(encoding="utf-8"))):
+            if not any((base / cited).exists() for base in (ROOT, doc.parent)):
+                missing.append(f"{doc.relative_to(ROOT)} cites {cited}")
+    assert missing == []

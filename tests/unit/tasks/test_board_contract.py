@@ -141,6 +141,15 @@ async def test_update_merges_metadata_and_replaces_blocked_by(board: Board) -> N
     assert await board.get(task.id) == updated
 
 
+async def test_update_that_would_close_a_blocked_by_cycle_is_rejected(board: Board) -> None:
+    a = await board.create("a")
+    b = await board.create("b", blocked_by=[a.id])
+    c = await board.create("c", blocked_by=[b.id])
+    with pytest.raises(StoreError, match=f'task "{a.id}" cannot be blocked by "{c.id}": that makes a cycle'):
+        await board.update(a.id, blocked_by=[c.id])
+    assert (await board.get(a.id)).blocked_by == []
+
+
 @pytest.mark.parametrize("status", ["pending", "in_progress", "completed", "failed", "canceled"])
 async def test_update_accepts_any_of_the_five_statuses(board: Board, status: str) -> None:
     task = await board.create("t")
