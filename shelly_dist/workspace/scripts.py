@@ -1,0 +1,57 @@
+"""The workspace's Lua scripts, in one place, registered once per client (see ``WorkspaceScripts``).
+
+Every key a script touches comes from ``KEYS`` and all of them share the session's hash tag
+(``state/keys.py``), so they run on a cluster too.
+"""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+# KEYS: channel list. ARGV: the message JSON after its "{" (no id/timestamp), timestamp, ttl.
+# The id is the message's position (1-based): assigned and stored in one step, so ids are gapless.
+APPEND = """
+local id = redis.call('LLEN', KEYS[1]) + 1
+redis.call('RPUSH', KEYS[1], '{"id":' .. id .. ',"timestamp":' .. ARGV[2] .. ',' .. ARGV[1])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return id
+"""
+
+# KEYS: cursors hash, channel list. ARGV: agent, until, ttl. Moves the cursor forward only and
+# never past the last message; returns the cursor.
+ACK = """
+local current = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+local wanted = math.min(tonumber(ARGV[2]), redis.call('LLEN', KEYS[2]))
+if wanted > current then
+  redis.call('HSET', KEYS[1], ARGV[1], wanted)
+  current = wanted
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return current
+"""
+
+# KEYS: lease key. ARGV: token, ttl ms. 1 when the token still held it (and now holds it longer).
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# KEYS: lease key. ARGV: token.
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+class WorkspaceScripts:
+    """The scripts, registered on one client (redis-py loads each by its sha on first use)."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self.append = client.register_script(APPEND)
+        self.ack = client.register_script(ACK)
+        self.renew = client.register_script(RENEW)
+        self.release = client.register_script(RELEASE)
