@@ -22,6 +22,7 @@ from shelly_dist.engine.config_models import DistributedConfig
 from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.state import Keys, MemoryStore, Store
 from shelly_dist.tasks import Board, MemoryBoard
+from shelly_dist.workspace import MemoryWorkspace, Workspace
 
 
 class SessionStores:
@@ -35,6 +36,7 @@ class SessionStores:
         self._stores: SessionCache[Store] = SessionCache()
         self._boards: SessionCache[Board] = SessionCache()
         self._offload: SessionCache[OffloadStore] = SessionCache()
+        self._workspaces: SessionCache[Workspace] = SessionCache()
         self._ledger: BudgetLedger | None = None
         self._reflections: ReflectionStore | None = None
         self._client: Any = None
@@ -72,6 +74,11 @@ class SessionStores:
     def board(self, session: str) -> Board:
         """The task board of ``session`` (created on first use)."""
         return self._cached(self._boards, session, MemoryBoard, "shelly_dist.tasks.redis", "RedisBoard")
+
+    def workspace(self, session: str) -> Workspace:
+        """The team workspace of ``session`` (channel, inboxes, documents; created on first use)."""
+        return self._cached(self._workspaces, session, MemoryWorkspace, "shelly_dist.workspace.redis",
+                            "RedisWorkspace")
 
     def offload(self, session: str) -> OffloadStore:
         """Where the ``offload`` effect of ``session`` keeps results (Redis when shared)."""
@@ -126,6 +133,7 @@ class SessionStores:
         self._stores.discard(session)
         self._boards.discard(session)
         self._offload.discard(session)
+        self._workspaces.discard(session)
 
     def bound(self, *, max_size: int, ttl: float) -> None:
         """Forget Redis-backed handles beyond ``max_size`` sessions or unused for ``ttl`` seconds
@@ -135,6 +143,7 @@ class SessionStores:
             self._stores.set_limits(max_size=max_size, ttl=ttl)
             self._boards.set_limits(max_size=max_size, ttl=ttl)
             self._offload.set_limits(max_size=max_size, ttl=ttl)
+            self._workspaces.set_limits(max_size=max_size, ttl=ttl)
 
     def cached_sessions(self) -> dict[str, int]:
         """Sessions with a blackboard, and with a task board, held in this process."""
