@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from shelly_dist.engine.config_models import DistributedConfig
 from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.state import Keys, MemoryStore, Store
 from shelly_dist.tasks import Board, MemoryBoard
-from shelly_dist.workspace import MemoryWorkspace, Workspace
+from shelly_dist.workspace import ChannelMessage, MemoryWorkspace, Workspace
 
 
 class SessionStores:
@@ -40,6 +41,9 @@ class SessionStores:
         self._ledger: BudgetLedger | None = None
         self._reflections: ReflectionStore | None = None
         self._client: Any = None
+        self.on_post: Callable[[str, ChannelMessage, list[str]], Awaitable[None]] | None = None
+        """Told of every team post that lands in some inbox, with its session (set by the
+        engine or the worker to start wakes: ``runtime/local_wakes.py``, ``runtime/celery/wakes.py``)."""
 
     @classmethod
     def from_config(cls, cfg: DistributedConfig) -> SessionStores:
@@ -76,9 +80,24 @@ class SessionStores:
         return self._cached(self._boards, session, MemoryBoard, "shelly_dist.tasks.redis", "RedisBoard")
 
     def workspace(self, session: str) -> Workspace:
-        """The team workspace of ``session`` (channel, inboxes, documents; created on first use)."""
-        return self._cached(self._workspaces, session, MemoryWorkspace, "shelly_dist.workspace.redis",
-                            "RedisWorkspace")
+        """The team workspace of ``session`` (channel, inboxes, documents; created on first use).
+        Its posts that land in an inbox are passed to :attr:`on_post` (the runtime's wakes)."""
+        def build() -> Workspace:
+            if self.shared:
+                from shelly_dist.workspace.redis import RedisWorkspace
+
+                ws: Workspace = RedisWorkspace(self._redis(), self.keys, **self._options(session))
+            else:
+                ws = MemoryWorkspace()
+
+            async def posted(message: ChannelMessage, agents: list[str]) -> None:
+                if self.on_post is not None:
+                    await self.on_post(session, message, agents)
+
+            ws.listeners.append(posted)
+            return ws
+
+        return self._workspaces.get(session, build)
 
     def offload(self, session: str) -> OffloadStore:
         """Where the ``offload`` effect of ``session`` keeps results (Redis when shared)."""

@@ -9,7 +9,8 @@ and may run more than once (Redis retries it on a conflicting write), so rules a
 
 Tables: ``members`` (the team's agents), ``docs`` (name → text), ``owners`` (document → agent,
 set by a binding election), ``resources`` (sha256 → content), ``status`` (agent → status JSON),
-``proposals`` (id → proposal JSON), ``dead`` (``agent:up_to`` → dead letter JSON).
+``proposals`` (id → proposal JSON), ``dead`` (``agent:up_to`` → dead letter JSON), ``wakes``
+(wake run id → the wake, while its run is on the pool), ``meta`` (``project``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
 from shelly_dist.errors import StoreError
@@ -42,6 +43,8 @@ RECENT = 50
 """Messages a channel read returns by default (and a wake's prompt shows)."""
 
 TextRule = Callable[[str | None], str]
+Listener = Callable[[ChannelMessage, list[str]], Awaitable[None]]
+"""Called after a post with the agents whose inbox it lands in (how @mentions wake agents)."""
 
 
 def resource_id(content: str) -> str:
@@ -51,6 +54,10 @@ def resource_id(content: str) -> str:
 
 class WorkspaceBase(ABC):
     """The workspace of one session. Agents are named by their config name."""
+
+    def __init__(self) -> None:
+        self.listeners: list[Listener] = []
+        """Told of every post that lands in some inbox (the runtime's wake trigger)."""
 
     # -- storage primitives -------------------------------------------------------------------
 
@@ -110,6 +117,13 @@ class WorkspaceBase(ABC):
         """The team's agents, sorted."""
         return sorted(await self._all("members"))
 
+    async def set_project(self, text: str) -> None:
+        """What the team works on: the first section of every wake's prompt."""
+        await self._put("meta", "project", text)
+
+    async def project(self) -> str:
+        return await self._get("meta", "project") or ""
+
     # -- channel ------------------------------------------------------------------------------
 
     async def send(self, sender: str, content: str, *, to: str | None = None, kind: Kind = "message") -> ChannelMessage:
@@ -127,7 +141,12 @@ class WorkspaceBase(ABC):
         fields: dict[str, Any] = {"from": sender, "content": content, "mentions": mentions, "kind": kind}
         if to is not None:
             fields["to"] = to
-        return await self._append(fields)
+        message = await self._append(fields)
+        woken = [agent for agent in members if for_inbox(message, agent)]
+        if woken:
+            for listener in list(self.listeners):
+                await listener(message, woken)
+        return message
 
     async def read(self, agent: str | None, *, since: int = 0, limit: int = RECENT) -> list[ChannelMessage]:
         """The last ``limit`` messages after id ``since`` that ``agent`` may see (``None``: all)."""
@@ -141,9 +160,11 @@ class WorkspaceBase(ABC):
 
     # -- inbox --------------------------------------------------------------------------------
 
-    async def inbox(self, agent: str, *, up_to: int | None = None) -> list[InboxEntry]:
-        """``agent``'s unacked messages (up to id ``up_to`` when given), with their priority."""
-        after = await self.cursor(agent)
+    async def inbox(self, agent: str, *, up_to: int | None = None, after: int | None = None) -> list[InboxEntry]:
+        """``agent``'s unacked messages (after id ``after`` instead of its cursor, up to id ``up_to``
+        when given), with their priority."""
+        if after is None:
+            after = await self.cursor(agent)
         return [InboxEntry(message=m, priority=priority_of(m)) for m in await self._after(after)
                 if for_inbox(m, agent) and (up_to is None or m.id <= up_to)]
 
@@ -279,6 +300,27 @@ class WorkspaceBase(ABC):
 
         return await self._change(pid, "team_proposal_cancel", stop)
 
+    async def idle(self) -> bool:
+        """Whether the team has nothing to do: no agent running, every inbox empty, no active
+        proposal (a workflow run ends once this holds for its debounce)."""
+        if any(s.state == "running" for s in (await self.statuses()).values()):
+            return False
+        for agent in await self.members():
+            if await self.inbox(agent):
+                return False
+        return not any(p.status == "active" for p in await self.proposals())
+
+    # -- wakes in flight (the pool's: a wake's run ends on whichever worker finishes it) --------
+
+    async def save_wake(self, run_id: str, record: str) -> None:
+        await self._put("wakes", run_id, record)
+
+    async def saved_wake(self, run_id: str) -> str | None:
+        return await self._get("wakes", run_id)
+
+    async def forget_wake(self, run_id: str) -> None:
+        await self._delete("wakes", run_id)
+
     # -- dead letters -------------------------------------------------------------------------
 
     async def dead_letter(self, letter: DeadLetter) -> None:
@@ -288,9 +330,6 @@ class WorkspaceBase(ABC):
         raw = await self._all("dead")
         return sorted((DeadLetter.model_validate_json(v) for v in raw.values()), key=lambda d: d.failed_at)
 
-    async def drop_dead_letters(self, agent: str) -> int:
-        """Forget ``agent``'s dead letters (before a replay); how many there were."""
-        gone = [field for field in await self._all("dead") if field.split(":", 1)[0] == agent]
-        for field in gone:
-            await self._delete("dead", field)
-        return len(gone)
+    async def drop_dead_letter(self, agent: str, up_to: int) -> bool:
+        """Forget a dead letter once a replay has handled its messages."""
+        return await self._delete("dead", f"{agent}:{up_to}")

@@ -17,6 +17,7 @@ class MemoryWorkspace(WorkspaceBase):
     """A team workspace in this process. Use it from one event loop."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._channel: list[str] = []
         self._cursors: dict[str, int] = {}
         self._tables: dict[str, dict[str, str]] = {}

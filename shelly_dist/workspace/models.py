@@ -90,6 +90,8 @@ class DeadLetter(BaseModel):
     """A wake that failed every attempt: the messages it could not handle stay unacked."""
 
     agent: str
+    after: int
+    """The agent's ack cursor when the wake began: the letter holds its inbox messages in (after, up_to]."""
     up_to: int
     error: str
     attempts: int

@@ -31,6 +31,7 @@ class RedisWorkspace(WorkspaceBase):
     def __init__(
         self, client: aioredis.Redis, keys: Keys | None = None, *, session: str, retention: int = DEFAULT_RETENTION
     ) -> None:
+        super().__init__()
         self._client = client
         self._keys = keys or Keys()
         self._session = session
@@ -102,8 +103,8 @@ class RedisWorkspace(WorkspaceBase):
 
     async def acquire_wake(self, agent: str, token: str, ttl: float) -> bool:
         with redis_errors(ORIGIN):
-            return bool(await self._client.set(self._keys.workspace_wake(self._session, agent), token,
-                                               nx=True, px=int(ttl * 1000)))
+            return bool(await self._scripts.acquire(keys=[self._keys.workspace_wake(self._session, agent)],
+                                                    args=[token, int(ttl * 1000)]))
 
     async def renew_wake(self, agent: str, token: str, ttl: float) -> bool:
         with redis_errors(ORIGIN):

@@ -30,6 +30,15 @@ redis.call('EXPIRE', KEYS[1], ARGV[3])
 return current
 """
 
+# KEYS: lease key. ARGV: token, ttl ms. 1 when the lease was free or already this token's (a
+# redelivered wake task takes its own lease again).
+ACQUIRE = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
 # KEYS: lease key. ARGV: token, ttl ms. 1 when the token still held it (and now holds it longer).
 RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -52,6 +61,7 @@ class WorkspaceScripts:
 
     def __init__(self, client: aioredis.Redis) -> None:
         self.append = client.register_script(APPEND)
+        self.acquire = client.register_script(ACQUIRE)
         self.ack = client.register_script(ACK)
         self.renew = client.register_script(RENEW)
         self.release = client.register_script(RELEASE)

@@ -52,6 +52,7 @@ from shelly_dist.runtime.celery.lease import Lease, LeaseLost
 from shelly_dist.runtime.celery.policy import PoolPolicy
 from shelly_dist.runtime.celery.record import RunRecord
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.wake import TeamContext, is_wake_run
 from shelly_dist.state.connection import redis_errors
 
 logger = logging.getLogger(__name__)
@@ -393,6 +394,8 @@ class Executor:
                    session_id=record.session,
                    data={"status": status, "worker": self.hostname, "entry": entry.to_json(),
                          "usage": run.state.usage.model_dump() if run else {}}))
+        if is_wake_run(record.id, record.depth) and isinstance(self.ctx, TeamContext):  # a team's wake
+            await self.ctx.wake_ended(record, status, reply=reply, error=entry.error or "")
         await self.policy.on_end(record.parent, record.parent_key,  # policy: fail-fast
                                  request or record.request, entry)
         await sink.settle()

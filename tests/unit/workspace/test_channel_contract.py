@@ -131,3 +131,8 @@ async def test_only_one_holder_of_an_agents_wake_lease(ws: Workspace) -> None:
     assert not await ws.acquire_wake("coder", "b", 5)
     await ws.release_wake("coder", "a")
     assert await ws.acquire_wake("coder", "b", 5)
+
+
+async def test_the_holder_of_a_wake_lease_may_take_it_again(ws: Workspace) -> None:
+    assert await ws.acquire_wake("coder", "a", 5)
+    assert await ws.acquire_wake("coder", "a", 5)
