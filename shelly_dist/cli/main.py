@@ -30,6 +30,7 @@ from shelly_dist.cli.runs import runs_command
 from shelly_dist.cli.state import state_group
 from shelly_dist.cli.tasks import tasks_group
 from shelly_dist.cli.worker import worker_command
+from shelly_dist.cli.workflow import workflow_group
 
 
 def configure_logging(verbose: int) -> None:
@@ -66,6 +67,7 @@ cli.add_command(answer_command)
 cli.add_command(flower_command)
 cli.add_command(mcp_group)
 cli.add_command(doctor_command)
+cli.add_command(workflow_group)
 
 
 def main() -> None:

@@ -124,6 +124,20 @@ class WorkspaceBase(ABC):
     async def project(self) -> str:
         return await self._get("meta", "project") or ""
 
+    async def request_stop(self) -> None:
+        """Ask a ``workflow start`` of this session to end (``shelly workflow stop``)."""
+        await self._put("meta", "stop", "1")
+
+    async def stop_requested(self) -> bool:
+        return await self._get("meta", "stop") is not None
+
+    async def set_agent_prompt(self, agent: str, text: str) -> None:
+        """Words for ``agent`` alone, added to the project section of its wakes (``prompt.append``)."""
+        await self._put("meta", f"prompt:{agent}", text)
+
+    async def agent_prompt(self, agent: str) -> str:
+        return await self._get("meta", f"prompt:{agent}") or ""
+
     # -- channel ------------------------------------------------------------------------------
 
     async def send(self, sender: str, content: str, *, to: str | None = None, kind: Kind = "message") -> ChannelMessage:

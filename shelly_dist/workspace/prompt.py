@@ -73,6 +73,7 @@ async def wake_prompt(
     """The whole prompt of a wake of ``agent`` for ``inbox``."""
     recent = await ws.read(agent, limit=RECENT)
     text = await ws.doc_read(document) if document == DEFAULT_DOCUMENT or document in await ws.doc_list() else ""
+    project = "\n".join(t for t in (project.strip(), (await ws.agent_prompt(agent)).strip()) if t)
     sections = [project_section(agent, project), inbox_section(inbox), channel_section(recent),
                 document_section(document, text), retry_section(attempt, attempts, error), WORKFLOW, STOP_RULES]
     return "\n\n".join(s for s in sections if s)
