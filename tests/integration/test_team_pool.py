@@ -1,0 +1,96 @@
+"""Teams that talk on a real pool (issue 24): every wake a journal root run on a real worker."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+
+from .cluster import Cluster, scripted, wait_until
+
+pytestmark = pytest.mark.timeout(240)
+
+REVIEW = {
+    "coder": [{"tool_calls": [{"name": "channel_send", "arguments": {"message": "@reviewer patch ready"}}]},
+              "patch written"],
+    "reviewer": [{"tool_calls": [{"name": "team_doc_write", "arguments": {"content": "review: approved"}}]},
+                 "approved"],
+}
+
+
+def write_workflow(root: Path, kickoff: str = "@coder please fix the parser") -> Path:
+    path = root / "review.yaml"
+    path.write_text(yaml.safe_dump({"name": "review", "agents": {"coder": {"ref": "coder"},
+                                                                 "reviewer": {"ref": "reviewer"}},
+                                    "kickoff": kickoff}))
+    return path
+
+
+def wake_records(cluster: Cluster) -> list[dict[str, Any]]:
+    keys = [k for k in cluster.redis.scan_iter(match=cluster.prefix + "run:{wake*") if k.count(":") == 3]
+    return [cluster.redis.hgetall(k) for k in keys]
+
+
+def test_a_review_workflow_runs_to_idle_on_two_workers_with_every_wake_on_a_worker(cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", **REVIEW)],
+                         [{"name": "coder", "provider": "team", "toolboxes": ["team"]},
+                          {"name": "reviewer", "provider": "team", "toolboxes": ["team"]}])
+    workers = cluster.start_workers("wa", "wb")
+    done = cluster.shelly("workflow", "run", str(write_workflow(cluster.root)), timeout=180)
+    assert done.returncode == 0, f"{done.stderr}\n{cluster.worker_log()}"
+    assert done.stdout.strip() == "review: approved"
+    assert done.stderr.startswith("session ")
+    wakes = wake_records(cluster)
+    assert sorted(r["agent"] for r in wakes) == ["coder", "reviewer"]
+    assert all(r["status"] == "done" and r["worker"] in workers for r in wakes)
+
+
+def test_an_inline_agent_is_refused_on_a_pool_naming_it(cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", coder=["ok"])],
+                         [{"name": "coder", "provider": "team", "toolboxes": ["team"]}])
+    path = cluster.root / "inline.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "agents": {"coder": {"ref": "coder"}, "helper": {"provider": "team"}},
+                                    "kickoff": "@helper hi"}))
+    done = cluster.shelly("workflow", "run", str(path))
+    assert done.returncode != 0 and "helper is not" in done.stderr
+
+
+def test_a_worker_killed_during_a_wake_loses_no_message_and_acks_only_after_success(cluster: Cluster) -> None:
+    killed = threading.Event()
+    calls: list[int] = []
+
+    def respond(req: RecordedRequest) -> Reply:
+        calls.append(1)
+        if not killed.is_set():
+            return Reply(text="too late", delay=120)  # in flight when its worker is killed
+        return Reply(text="fixed after the crash")
+
+    with ModelServer(format="openai", responder=respond) as server:
+        mock = {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+                "rate_limit": {"max_retries": 0}}
+        cluster.write_config([mock], [{"name": "coder", "provider": "mock", "toolboxes": ["team"]},
+                                      {"name": "reviewer", "provider": "mock", "toolboxes": ["team"]}])
+        workers = cluster.start_workers("wa", "wb")
+        run = cluster.popen("workflow", "run", str(write_workflow(cluster.root, "@coder fix it")))
+        try:
+            server.wait_for_requests(1, timeout=60)
+            [wake] = wait_until(lambda: [r for r in wake_records(cluster) if r.get("worker")], 30, "the wake's run")
+            session = wake["session"]
+            cursors = f"{cluster.prefix}s:{{{session}}}:ws:cursors"
+            assert cluster.redis.hget(cursors, "coder") is None  # nothing acked while the wake runs
+            killed.set()
+            cluster.kill_worker(wake["worker"])
+            stdout, stderr = run.communicate(timeout=150)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    assert run.returncode == 0, f"{stderr}\n{cluster.worker_log()}"
+    assert stdout.strip() == "fixed after the crash"
+    assert cluster.redis.hget(cursors, "coder") == "1"
+    [after] = [r for r in wake_records(cluster) if r["agent"] == "coder"]
+    assert after["status"] == "done" and after["worker"] in workers and after["worker"] != wake["worker"]
