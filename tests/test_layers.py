@@ -8,7 +8,7 @@ from pathlib import Path
 import shelly_dist
 
 LAYERS = {
-    "chats": 1, "models": 2, "providers": 3, "tools": 4, "skills": 5, "agent": 6,
+    "observability": 0, "chats": 1, "models": 2, "providers": 3, "tools": 4, "skills": 5, "agent": 6,
     "state": 7, "tasks": 7, "workspace": 7, "runtime": 8, "engine": 9, "cli": 10,
 }
 
@@ -41,3 +41,73 @@ def test_the_check_sees_an_upward_import(tmp_path: Path):
     bad = tmp_path / "bad.py"
     bad.write_text("from shelly_dist.engine import Engine\n")
     assert imported_layers(bad) == {("engine", 1)}
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, known: set[str]) -> set[str]:
+    """The package's modules ``path`` imports: at module level, inside a function (a lazy import
+    is a circle put off, not removed) or under ``if TYPE_CHECKING:`` (two modules that name each
+    other's types are one idea cut in two). ``from pkg import mod`` counts as ``pkg.mod``."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                out.add(full if full in known else node.module)
+    return out & known
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Who imports whom among the modules of ``package`` (a dotted name inside shelly_dist)."""
+    root = Path(shelly_dist.__file__).parent
+    paths = {module_name(root, p): p for p in root.rglob("*.py")}
+    inside = {m: p for m, p in paths.items() if m == package or m.startswith(package + ".")}
+    return {m: imports_of(p, set(inside)) - {m} for m, p in inside.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: its strongly connected parts of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while (w := stack.pop()) != v:
+                part.append(w)
+            if part:
+                found.append(sorted([v, *part]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_agent_package_has_no_import_circle():
+    """The agent layer reads bottom-up — records, prompt, options, ``Agent``, the registry, the
+    delegate tools, ``Run``, the child's life — and the runtime that runs children lives in
+    ``runtime/`` (DESIGN §6). The circle this replaced: agent, delegation, handoff, inline,
+    options, orchestration, prompt, registry, run."""
+    assert circles(import_graph("shelly_dist.agent")) == []
+
+
+def test_the_check_sees_an_import_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []

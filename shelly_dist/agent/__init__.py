@@ -5,10 +5,11 @@ The agent never knows which runtime runs it: a step can stop at a delegation as 
 whoever runs the step decides how the children run.
 """
 
+from shelly_dist.agent import children
 from shelly_dist.agent.agent import Agent
 from shelly_dist.agent.board import TaskBoardHook
+from shelly_dist.agent.children import progress_sink
 from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
-from shelly_dist.agent.inline import InlineDelegator, progress_sink
 from shelly_dist.agent.middleware import Middleware, Runner, logger, output_guardrail, recovery, timeout
 from shelly_dist.agent.naming import instance_name, task_slug
 from shelly_dist.agent.options import AgentOptions
@@ -27,7 +28,6 @@ __all__ = [
     "Entry",
     "Factory",
     "Finished",
-    "InlineDelegator",
     "Middleware",
     "Phase",
     "Registry",
@@ -39,6 +39,7 @@ __all__ = [
     "TaskBoardHook",
     "board_status",
     "child_messages",
+    "children",
     "entry_from_outcome",
     "instance_name",
     "logger",

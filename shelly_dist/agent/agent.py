@@ -3,25 +3,61 @@
 An agent has two names: ``name`` is the instance (``coder-refactor-1`` for a spawned child) and
 ``config_name`` is the registry key used for self-exclusion and the self-delegation check, always
 compared case-insensitively. The loop itself lives in :mod:`shelly_dist.agent.run`; ``run()`` here
-is the in-process convenience that runs it to the end with children as asyncio tasks.
+is the convenience that runs it to the end in this process (children wherever its delegator says).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
+from shelly_dist import identity
+from shelly_dist.agent.entry import Entry
 from shelly_dist.agent.middleware import compose
 from shelly_dist.agent.options import AgentOptions
 from shelly_dist.agent.prompt import PromptInputs, build_system_prompt
 from shelly_dist.chats import Chat, Message, Role
 from shelly_dist.errors import UsageError
 from shelly_dist.models import Completer, UsageTracker
+from shelly_dist.observability import tracing
 from shelly_dist.tools import ToolBox
 
-if TYPE_CHECKING:
-    from shelly_dist.agent.registry import Registry
-    from shelly_dist.agent.run import Delegator, Run
+
+class Roster(Protocol):
+    """What an agent asks of the registry it belongs to (:class:`~.registry.Registry` is one):
+    the agents it may name, and fresh instances of them."""
+
+    def get(self, name: str) -> Entry | None: ...
+
+    def list(self) -> list[Entry]: ...
+
+    def spawn(self, name: str, depth: int = 0) -> Agent: ...
+
+    def next_id(self, name: str) -> int: ...
+
+
+class Runnable(Protocol):
+    """A run of an agent (:class:`~.run.Run`), as :meth:`Agent.execute` drives it."""
+
+    async def until_done(self) -> Message: ...
+
+    async def close(self) -> None: ...
+
+
+Driver = Callable[["Agent", Any], Awaitable[Message]]
+"""Runs an agent's loop to its end in this process with a delegator (``None``: its own) — how
+:meth:`Agent.run` works. The embedded runtime (:mod:`shelly_dist.runtime.local`) supplies it when
+imported (``import shelly_dist`` does), so the agent imports no runtime: where children run is a
+runtime's decision, layer 8."""
+
+_driver: Driver | None = None
+
+
+def drive_with(driver: Driver) -> None:
+    """Make ``driver`` the way :meth:`Agent.run` runs (the embedded runtime calls this)."""
+    global _driver
+    _driver = driver
 
 
 class Agent:
@@ -45,7 +81,7 @@ class Agent:
         self.options = options or AgentOptions()
         self.depth = 0
         self.chat = Chat()
-        self.registry: Registry | None = None
+        self.registry: Roster | None = None
         self.usage = UsageTracker()
         self._toolboxes: list[ToolBox] = []
 
@@ -59,7 +95,7 @@ class Agent:
             if not any(box is have for have in self._toolboxes):
                 self._toolboxes.append(box)
 
-    def set_registry(self, registry: Registry) -> None:
+    def set_registry(self, registry: Roster) -> None:
         self.registry = registry
 
     def can_delegate(self) -> bool:
@@ -101,25 +137,25 @@ class Agent:
             )
         )
 
-    async def run(self, prompt: str | None = None, *, delegator: Delegator | None = None) -> Message:
+    async def run(self, prompt: str | None = None, *, delegator: Any = None) -> Message:
         """Run the loop to its end in this process and return the final reply.
 
         ``prompt`` (when given) is appended as a user message first. Children of ``delegate`` run
-        as asyncio tasks unless another ``delegator`` is given. Middleware wraps the whole run.
+        where ``delegator`` (a :class:`~.run.Delegator`) says; by default as asyncio tasks in this
+        process (the embedded runtime's). Middleware wraps the whole run.
         """
-        from shelly_dist.agent.inline import InlineDelegator
-        from shelly_dist.agent.run import Run
-
+        if _driver is None:
+            raise UsageError(f"agent {self.name!r}: no runtime to run it (import shelly_dist.runtime.local)")
         if prompt is not None:
             self.chat.append(Message.text("user", Role.USER, prompt))
-        run = Run.start(self, delegator=delegator or InlineDelegator())
-        return await self.execute(run)
+        return await _driver(self, delegator)
 
-    async def execute(self, run: Run) -> Message:
+    async def execute(self, run: Runnable) -> Message:
         """Run ``run`` (a :class:`Run` of this agent) to its end inside this agent's middleware;
         however it ends, its interactive children still waiting are cancelled."""
         try:
-            return await compose(self.options.middleware, run.until_done)()
+            with tracing.invoke_agent(self.config_name or self.name, run.state.run_id, session=identity.session_id()):
+                return await compose(self.options.middleware, run.until_done)()
         finally:
             await asyncio.shield(run.close())
 

@@ -13,8 +13,8 @@ import json
 
 from pydantic import BaseModel, Field, ValidationError
 
+from shelly_dist.agent.agent import Roster
 from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEntry
-from shelly_dist.agent.registry import Registry
 from shelly_dist.agent.stops import SIBLING_FAILED, TASK_CANCELED, DelegationClosed, SiblingFailed
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import (
@@ -76,7 +76,7 @@ def plan_children(
     *,
     call_id: str,
     arguments: str,
-    registry: Registry | None,
+    registry: Roster | None,
     config_name: str,
     instance_name: str,
     depth: int,

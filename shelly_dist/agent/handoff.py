@@ -26,7 +26,7 @@ from shelly_dist.tools.schema import shared_schema
 from shelly_dist.tools.tool import parse_input
 
 if TYPE_CHECKING:
-    from shelly_dist.agent.registry import Registry
+    from shelly_dist.agent.agent import Roster
 
 MAX_HANDOFFS_DEFAULT = 3
 """The chain limit when the delegating agent's ``max_handoffs`` is not above 0 (Shelly's)."""
@@ -67,7 +67,7 @@ def handoff_message(from_agent: str, reason: str, context: str) -> str:
             f"{context}\n</handoff_context>")
 
 
-def next_peer(request: ChildRequest, state: RunState, registry: Registry | None) -> ChildRequest | DelegateEntry | None:
+def next_peer(request: ChildRequest, state: RunState, registry: Roster | None) -> ChildRequest | DelegateEntry | None:
     """After a child's run ended normally: ``None`` when it did not hand off; else the peer's
     request, or the delegation's error entry when the handoff is refused."""
     handoff = state.handoff

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
+from shelly_dist.agent.agent import Roster
 from shelly_dist.agent.delegation import delegate_tool
-from shelly_dist.agent.registry import Registry
 from shelly_dist.tools import Tool, ToolBox
 
 
-def list_agents_tool(registry: Registry, config_name: str) -> Tool:
+def list_agents_tool(registry: Roster, config_name: str) -> Tool:
     """Lists every registered agent except the caller (by config name, case-insensitively)."""
 
     async def handler(arguments: str) -> str:
@@ -26,5 +26,5 @@ def list_agents_tool(registry: Registry, config_name: str) -> Tool:
     )
 
 
-def orchestration_toolbox(registry: Registry, config_name: str) -> ToolBox:
+def orchestration_toolbox(registry: Roster, config_name: str) -> ToolBox:
     return ToolBox([list_agents_tool(registry, config_name), delegate_tool()], name="orchestration")

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from shelly_dist.agent.registry import Entry
+from shelly_dist.agent.entry import Entry
 
 
 class SkillLike(Protocol):

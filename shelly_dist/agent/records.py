@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from shelly_dist.agent.limits.base import BudgetScope
 from shelly_dist.chats import Message, ToolResult
 from shelly_dist.models import Usage
+from shelly_dist.observability import tracing
 
 
 class CompletionResult(BaseModel):
@@ -122,6 +123,10 @@ class ChildRequest(BaseModel):
     delegation_id: str = ""
     """``d-N`` in interactive delegation: the child's ``request_input`` questions go to the parent's
     model (answered with ``answer_delegation_questions``); empty in blocking delegation."""
+    trace: dict[str, str] = Field(default_factory=tracing.carrier)
+    """The W3C trace context of the parent's ``execute_tool delegate`` span, taken when the request
+    is built and journaled with it: the child's ``invoke_agent`` spans, on any worker and after
+    any resume, are its children (empty without tracing)."""
 
     def asks_parent(self) -> bool:
         """Whether this child's questions go to the parent's model: an interactive delegation's own

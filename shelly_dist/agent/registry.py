@@ -10,40 +10,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from shelly_dist.agent.entry import Entry
 from shelly_dist.errors import AgentError
 
 if TYPE_CHECKING:
     from shelly_dist.agent.agent import Agent
 
+__all__ = ["Entry", "Factory", "Registry"]
+
 Factory = Callable[[], "Agent"]
 """Builds a fresh agent instance: its completer, toolboxes and options."""
-
-
-@dataclass
-class Entry:
-    """What other agents learn about an agent from ``list_agents`` and the system prompt."""
-
-    name: str
-    description: str = ""
-    skills: list[str] = field(default_factory=list)
-    estimated_cost: str = ""
-    max_concurrency: int = 0
-
-    def to_json(self) -> dict[str, Any]:
-        """Shelly's JSON: every field but ``name`` left out when empty."""
-        data: dict[str, Any] = {"name": self.name}
-        if self.description:
-            data["description"] = self.description
-        if self.skills:
-            data["skills"] = list(self.skills)
-        if self.estimated_cost:
-            data["estimated_cost"] = self.estimated_cost
-        if self.max_concurrency:
-            data["max_concurrency"] = self.max_concurrency
-        return data
 
 
 class Registry:

@@ -28,8 +28,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import shelly_dist.agent.reflections as reflections
 from shelly_dist import events
-from shelly_dist.agent import reflections
 from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
 from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
@@ -53,6 +53,7 @@ from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExce
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
 from shelly_dist.models import Completer, Usage
+from shelly_dist.observability import tracing
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.hooks import bind_run_memory
 from shelly_dist.tools.suspend import SuspendCall
@@ -449,7 +450,8 @@ class Run:
             else:
                 jobs.append(self._tool_call(call, tool))
         self._running = len(jobs)
-        await asyncio.gather(*jobs)
+        await asyncio.gather(*(tracing.execute_tool(c.name, c.id, job, self.state.tool_results)
+                               for c, job in zip(todo, jobs, strict=True)))
         missing = self.missing()
         if missing or self.state.awaiting:
             self.state.phase = Phase.SUSPENDED

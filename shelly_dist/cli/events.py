@@ -7,6 +7,7 @@ import time
 
 import click
 
+from shelly_dist import events
 from shelly_dist.cli.distributed import redis_for
 from shelly_dist.cli.errors import run_async
 from shelly_dist.cli.options import config_options, json_option, session_option
@@ -14,19 +15,25 @@ from shelly_dist.events import Event
 
 
 def _line(event: Event) -> str:
+    """One line per event (kinds and fields: docs/events.md)."""
     stamp = time.strftime("%H:%M:%S", time.localtime(event.timestamp))
     data = event.data
     detail = ""
-    if event.kind in ("run_started", "run_resumed"):
-        detail = f"on {data.get('worker', '?')} depth {data.get('depth', '')}".strip()
-    elif event.kind == "run_finished":
-        detail = f"{data.get('status')} on {data.get('worker', '?')}"
-    elif event.kind in ("tool_call_start", "tool_call_end"):
+    where = f"on {data['worker']} " if data.get("worker") else ""
+    if event.kind in (events.RUN_STARTED, events.RUN_RESUMED):
+        detail = f"{where}depth {data.get('depth', '')}".strip()
+    elif event.kind == events.RUN_FINISHED:
+        entry = data.get("entry") or {}
+        why = entry.get("error") or (f"handed off to {entry['handoff']}" if entry.get("handoff") else "")
+        detail = f"{data.get('status')} {where}".strip() + (f": {why}" if why else "")
+    elif event.kind in (events.TOOL_CALL_START, events.TOOL_CALL_END):
         detail = str(data.get("tool", ""))
-    elif event.kind == "message_added":
+    elif event.kind == events.MESSAGE_ADDED:
         detail = str(data.get("text", "")).replace("\n", " ")[:100]
-    elif event.kind == "run_queued":
+    elif event.kind == events.RUN_QUEUED:
         detail = f"{data.get('child_agent')} ({data.get('child_run')})"
+    elif event.kind == events.ERROR:
+        detail = str(data.get("error", ""))
     return f"{stamp} {event.run_id:<24} {event.agent:<28} {event.kind:<18} {detail}".rstrip()
 
 

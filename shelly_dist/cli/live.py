@@ -36,6 +36,18 @@ class AgentRow:
     worker: str = ""
 
 
+def _on(worker: str) -> str:
+    """`` on <worker>`` for a run on the pool; nothing for one in this process."""
+    return f" on {worker}" if worker else ""
+
+
+def _tokens(usage: object) -> int:
+    """Input plus output tokens of a ``usage`` field (0 when absent)."""
+    if not isinstance(usage, dict):
+        return 0
+    return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+
+
 def _short(text: str, limit: int = ACTION_LIMIT) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -53,47 +65,69 @@ class Board:
         return self.rows[name]
 
     def apply(self, event: Event) -> str | None:
-        """Update the rows from ``event``; return a plain line worth printing, or ``None``."""
+        """Update the rows from ``event``; return a plain line worth printing, or ``None``.
+
+        The kinds and their fields are docs/events.md's, the same from both runtimes."""
         row, data = self.row(event.agent), event.data
+        pad = "  " * row.depth
         if event.kind == events.AGENT_START:
             row.depth, row.status, row.action = int(data.get("depth") or 0), "running", "started"
             return f"{'  ' * row.depth}▶ {row.name} started (depth {row.depth})"
         if event.kind == events.MESSAGE_ADDED and data.get("role") == "assistant":
-            usage = data.get("usage") or {}
-            row.tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            row.tokens += _tokens(data.get("usage"))
             tools = data.get("tool_calls") or []
             row.action = f"calls {', '.join(tools)}" if tools else _short(str(data.get("text") or ""))
             return None
         if event.kind == events.TOOL_CALL_START:
             row.action = f"→ {data.get('tool')}"
-            return f"{'  ' * row.depth}  {row.name} → {data.get('tool')}"
+            return f"{pad}  {row.name} → {data.get('tool')}"
         if event.kind == events.TOOL_CALL_END and data.get("is_error"):
             row.action = f"✗ {data.get('tool')}"
             return None
         if event.kind == events.AGENT_END:
             row.status, row.action = "done", "finished"
-            return f"{'  ' * row.depth}✔ {row.name} finished ({row.tokens} tokens)"
+            row.tokens = max(row.tokens, _tokens(data.get("usage")))
+            failed = [r for r in self.rows.values() if r.depth > row.depth and r.status == "failed"]
+            if failed:  # the answer came, but not from every child: say so, not a plain success
+                names = ", ".join(f"{r.name} ({r.action})" for r in failed)
+                return (f"{pad}! {row.name} finished ({row.tokens} tokens); "
+                        f"{len(failed)} child{'ren' if len(failed) > 1 else ''} failed: {names}")
+            return f"{pad}✔ {row.name} finished ({row.tokens} tokens)"
         if event.kind in (events.RUN_STARTED, events.RUN_RESUMED):
             row.worker = str(data.get("worker") or row.worker)
             if "depth" in data:
                 row.depth = int(data.get("depth") or 0)
             row.status = "running"
             verb = "started" if event.kind == events.RUN_STARTED else "resumed"
-            row.action = f"{verb} on {row.worker}"
-            return f"{'  ' * row.depth}▶ {row.name} {verb} on {row.worker} (depth {row.depth})"
+            row.action = f"{verb}{_on(row.worker)}"
+            return f"{'  ' * row.depth}▶ {row.name} {verb}{_on(row.worker)} (depth {row.depth})"
         if event.kind == events.RUN_WAITING:
             row.status, row.action = "waiting", f"waiting on {data.get('waiting_on', '?')} children"
             return None
         if event.kind == events.RUN_FINISHED:
-            row.status = {"done": "done", "canceled": "canceled"}.get(str(data.get("status")), "failed")
-            entry = data.get("entry") or {}
-            row.action = _short(str(entry.get("error") or entry.get("result") or row.status))
-            mark = "✔" if row.status == "done" else "✗"
-            return f"{'  ' * row.depth}{mark} {row.name} {row.status} on {row.worker} ({row.tokens} tokens)"
+            return self._finished(row, data)
         if event.kind == events.ERROR:
             row.status, row.action = "failed", _short(str(data.get("error") or ""))
-            return f"{'  ' * row.depth}✗ {row.name} failed: {data.get('error')}"
+            return f"{pad}✗ {row.name} failed: {data.get('error')}"
         return None
+
+    @staticmethod
+    def _finished(row: AgentRow, data: dict[str, object]) -> str:
+        """A run's end: its status, where, why when it did not succeed, and what it cost."""
+        row.status = {"done": "done", "canceled": "canceled"}.get(str(data.get("status")), "failed")
+        row.worker = str(data.get("worker") or row.worker)
+        row.tokens = max(row.tokens, _tokens(data.get("usage")))
+        entry = data.get("entry") if isinstance(data.get("entry"), dict) else {}
+        assert isinstance(entry, dict)
+        pad, cost = "  " * row.depth, f"({row.tokens} tokens)"
+        if entry.get("handoff"):
+            row.action = f"handed off to {entry['handoff']}"
+            return f"{pad}↪ {row.name} handed off to {entry['handoff']}{_on(row.worker)} {cost}"
+        reason = str(entry.get("error") or "")
+        row.action = _short(reason or str(entry.get("result") or row.status))
+        if row.status == "done":
+            return f"{pad}✔ {row.name} done{_on(row.worker)} {cost}"
+        return f"{pad}✗ {row.name} {row.status}{_on(row.worker)}: {reason or 'no reason given'} {cost}"
 
     def table(self) -> Table:
         table = Table(box=None, pad_edge=False, header_style="bold")
@@ -152,7 +186,7 @@ class LiveView:
             if self._live is not None:
                 self._live.update(self.board.table())
             elif line is not None:
-                self.console.print(line, markup=False, highlight=False)
+                self.console.print(line, markup=False, highlight=False, soft_wrap=True)  # one line per event
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

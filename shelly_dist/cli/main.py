@@ -1,6 +1,8 @@
 """The ``shelly`` command: a click group, one module per command.
 
-``main`` loads ``.env`` from the working directory first (real environment variables win), then
+``main`` first re-executes itself on a clean environment block, so that no program a tool starts
+can read the process's secrets in ``/proc/<ppid>/environ`` (:mod:`shelly_dist.cleanenv`), then
+loads ``.env`` from the working directory (real environment variables win), then
 hands over to click. Logging is configured here and only here: a rich handler on stderr, WARNING
 by default, ``-v`` for INFO, ``-vv`` for DEBUG. Commands stay thin (parse, open the engine,
 ``asyncio.run``, render) and map failures to exit codes through :mod:`shelly_dist.cli.errors`.
@@ -13,6 +15,8 @@ import logging
 import click
 
 from shelly_dist import __version__
+from shelly_dist.cleanenv import reexec_without_secrets
+from shelly_dist.cli.a2a import a2a_group
 from shelly_dist.cli.agents import agents_command
 from shelly_dist.cli.batch import batch_command
 from shelly_dist.cli.cancel import cancel_command
@@ -34,12 +38,24 @@ from shelly_dist.cli.workflow import workflow_group
 
 
 def configure_logging(verbose: int) -> None:
-    """Rich log lines on stderr; the level from the number of ``-v``."""
+    """Rich log lines on stderr, or JSON lines with ``SHELLY_LOG_FORMAT=json``; the level from
+    the number of ``-v``."""
     from rich.console import Console
     from rich.logging import RichHandler
 
+    from shelly_dist.observability.logs import JsonFormatter, log_format
+
     level = logging.WARNING if verbose <= 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
+    try:
+        structured = log_format() == "json"
+    except Exception as exc:
+        fail(exc)
+    handler: logging.Handler
+    if structured:
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler = RichHandler(console=Console(stderr=True), show_path=False, rich_tracebacks=False)
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
 
 
@@ -49,6 +65,18 @@ def configure_logging(verbose: int) -> None:
 def cli(verbose: int) -> None:
     """shelly: teams of LLM agents, embedded or on a Celery worker pool."""
     configure_logging(verbose)
+    configure_tracing()
+
+
+def configure_tracing() -> None:
+    """OpenTelemetry from the standard ``OTEL_*`` variables (a no-op without them); the spans still
+    buffered are exported when the process exits."""
+    import atexit
+
+    from shelly_dist.observability import tracing
+
+    if tracing.configure_from_env("shelly"):
+        atexit.register(tracing.shutdown)
 
 
 cli.add_command(init_command)
@@ -66,6 +94,7 @@ cli.add_command(questions_command)
 cli.add_command(answer_command)
 cli.add_command(flower_command)
 cli.add_command(mcp_group)
+cli.add_command(a2a_group)
 cli.add_command(doctor_command)
 cli.add_command(workflow_group)
 
@@ -73,6 +102,7 @@ cli.add_command(workflow_group)
 def main() -> None:
     """Console-script entry point: whatever escapes a command (an import inside Celery's worker,
     say) is mapped to its one line and exit code here, never a traceback."""
+    reexec_without_secrets()
     load_dotenv(".env")
     try:
         cli(prog_name="shelly")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import click
 
 from shelly_dist.cli.errors import fail
+from shelly_dist.errors import UsageError
 
 if TYPE_CHECKING:
     from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -88,6 +89,10 @@ def loop_answers(loop: asyncio.AbstractEventLoop, timeout: float) -> bool:
 @click.option("--shelly-dir", default=".shelly", show_default=True)
 @click.option("--heartbeat-file", default=None, help="Heartbeat file for probes (default $SHELLY_HEARTBEAT_FILE).")
 @click.option("--heartbeat-interval", type=float, default=10.0, show_default=True)
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None, envvar="SHELLY_METRICS_PORT",
+              help="Serve Prometheus metrics on /metrics at this port ($SHELLY_METRICS_PORT).")
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, envvar="SHELLY_METRICS_HOST",
+              help="Address the metrics server binds ($SHELLY_METRICS_HOST; 0.0.0.0 for a scraper elsewhere).")
 def worker_command(
     concurrency: int | None,
     pool: str,
@@ -98,8 +103,13 @@ def worker_command(
     shelly_dir: str,
     heartbeat_file: str | None,
     heartbeat_interval: float,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a worker that advances delegated runs from the queue."""
+    if metrics_port is not None and pool == "prefork":
+        fail(UsageError("worker: --metrics-port needs the threads or solo pool (each prefork child would "
+                        "count alone, and one port serves one process)"))
     if config_path:
         os.environ["SHELLY_CONFIG"] = os.path.abspath(config_path)
     os.environ["SHELLY_DIR"] = os.path.abspath(shelly_dir)
@@ -113,9 +123,11 @@ def worker_command(
         check_reachable(app)
     except Exception as exc:
         fail(exc)
-    # The worker logs like any Celery worker, at --loglevel, in Celery's format (operators grep it).
+    # The worker logs like any Celery worker, at --loglevel, in Celery's format (operators grep it),
+    # or as JSON lines with SHELLY_LOG_FORMAT=json.
     app.conf.worker_hijack_root_logger = True
     node = hostname or "shelly@" + socket.gethostname()
+    structured = structured_logs(node)
     if pool != "prefork":  # no fork ahead: open the engine and its MCP servers now, failing fast
         try:
             from shelly_dist.runtime.celery.app import worker_process
@@ -123,13 +135,44 @@ def worker_command(
             worker_process(app, node)
         except Exception as exc:
             fail(exc)
+    if metrics_port is not None:
+        serve_metrics(metrics_host, metrics_port)
     heartbeat = Heartbeat(heartbeat_file, interval=heartbeat_interval, probe=_loop_alive)
     worker_ready.connect(lambda **_: heartbeat.start(), weak=False)
     worker_shutdown.connect(lambda **_: heartbeat.stop(), weak=False)
     # The process that runs the tasks: this one (threads, solo) or each forked child (prefork).
     (worker_process_init if pool == "prefork" else worker_ready).connect(freeze_startup_objects, weak=False)
-    app.worker_main(celery_argv(app.shelly_settings, pool=pool, loglevel=loglevel, queues=queues, node=node,
-                                concurrency=concurrency))
+    argv = celery_argv(app.shelly_settings, pool=pool, loglevel=loglevel, queues=queues, node=node,
+                       concurrency=concurrency)
+    app.worker_main(["--quiet", *argv] if structured else argv)  # no banner among the JSON lines
+
+
+def structured_logs(node: str) -> bool:
+    """With ``SHELLY_LOG_FORMAT=json``, Celery's handlers (the worker's and its tasks') write JSON
+    lines carrying ``node`` as ``worker``; whether they do."""
+    from celery.signals import after_setup_logger, after_setup_task_logger
+
+    from shelly_dist.observability.logs import log_format, set_worker, use_json
+
+    try:
+        structured = log_format() == "json"
+    except Exception as exc:
+        fail(exc)
+    set_worker(node)
+    if structured:
+        for signal in (after_setup_logger, after_setup_task_logger):
+            signal.connect(lambda logger, **_: use_json(logger), weak=False)
+    return structured
+
+
+def serve_metrics(host: str, port: int) -> None:
+    """Start the ``/metrics`` server, or fail naming the port (one in use, say)."""
+    from shelly_dist.observability import metrics
+
+    try:
+        metrics.serve(port, host)
+    except OSError as exc:
+        fail(UsageError(f"worker: --metrics-port {port}: cannot serve on {host}:{port} ({exc.strerror or exc})"))
 
 
 def celery_argv(

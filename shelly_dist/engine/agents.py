@@ -14,7 +14,8 @@ safe minimum; deeper trees must be asked for explicitly, as the templates do.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from shelly_dist.agent import Agent, AgentOptions, Registry
 from shelly_dist.agent.effects import Effect
@@ -30,6 +31,9 @@ from shelly_dist.state import blackboard_prompt
 from shelly_dist.tasks import board_hook
 from shelly_dist.tools.loopdetect import LoopDetector
 from shelly_dist.tools.policy import ToolPolicy
+
+if TYPE_CHECKING:
+    from shelly_dist.engine.a2a.remote import RemoteAgent
 
 
 def delegation_depth(config: Config, spec: AgentConfig) -> int:
@@ -84,8 +88,10 @@ def build_registry(
     skills: SkillStore,
     context: str = "",
     on_event: EventSink | None = None,
+    remotes: Sequence[RemoteAgent] = (),
 ) -> Registry:
-    """A registry with one factory per configured agent, bound to ``session``.
+    """A registry with one factory per configured agent, bound to ``session``, and one per remote
+    A2A agent (``remotes``).
 
     A skill an agent lists that is not loaded is skipped (see :func:`config_warnings`).
     """
@@ -148,4 +154,18 @@ def build_registry(
             estimated_cost=spec.estimated_cost,
             max_concurrency=spec.max_concurrency,
         )
+    for remote in remotes:
+        register_remote(registry, remote, on_event)
     return registry
+
+
+def register_remote(registry: Registry, remote: RemoteAgent, on_event: EventSink | None) -> None:
+    """A remote A2A agent as a delegation target: an agent with no tools whose one "model call" is
+    the remote task (:class:`~shelly_dist.engine.a2a.remote.A2ACompleter`)."""
+    from shelly_dist.engine.a2a.remote import A2ACompleter
+
+    def factory() -> Agent:
+        return Agent(remote.name, remote.description, "", completer=A2ACompleter(remote.config),
+                     options=AgentOptions(on_event=on_event))
+
+    registry.register(remote.name, remote.description, factory, skills=["a2a"])

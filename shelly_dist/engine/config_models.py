@@ -208,6 +208,21 @@ class MCPServerConfig(Section):
     """The server's tools are safe to run again after a worker died while one ran."""
 
 
+class A2AAgentConfig(OursSection):
+    """A remote A2A agent other agents may delegate to like a local one (``a2a_agents:``)."""
+
+    name: str = Field(min_length=1)
+    """How our agents call it (``delegate``, ``list_agents``)."""
+    url: str = Field(min_length=1)
+    """Its base URL: the Agent Card is read from ``<url>/.well-known/agent-card.json``."""
+    token: str = ""
+    """Bearer token its server requires (``${VAR}`` to keep it out of the file)."""
+    description: str = ""
+    """Overrides the card's description in ``list_agents`` (default: the card's)."""
+    timeout: float = Field(600.0, gt=0)
+    """Seconds a delegated task may take before it is cancelled and fails."""
+
+
 # --- agents ---------------------------------------------------------------------------------
 
 
@@ -368,6 +383,8 @@ class Config(Section):
     permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
     loop_detection: LoopDetectionConfig = Field(default_factory=LoopDetectionConfig)
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
+    a2a_agents: list[A2AAgentConfig] = Field(default_factory=list)
+    """Remote A2A agents, delegation targets like the local ones (ours)."""
     _warnings: list[str] = PrivateAttr(default_factory=list)
 
     @property

@@ -140,4 +140,8 @@ def problems(cfg: Config) -> list[Problem]:
     if cfg.entry_agent and cfg.agent(cfg.entry_agent) is None:
         out.append(("entry_agent", f'unknown agent "{cfg.entry_agent}"'))
     out += _distributed_problems(cfg)
+    out += _duplicates("A2A agent", "a2a_agents", [r.name for r in cfg.a2a_agents])
+    local = {a.name for a in cfg.agents}
+    out += [(f"a2a_agents[{i}].name", f'"{r.name}" is also a local agent') for i, r in enumerate(cfg.a2a_agents)
+            if r.name in local]
     return out

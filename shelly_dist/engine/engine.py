@@ -28,6 +28,7 @@ from typing import Any
 
 from shelly_dist import events, identity
 from shelly_dist.agent import Registry
+from shelly_dist.engine.a2a.remote import RemoteAgent, remote_agents
 from shelly_dist.engine.agents import build_registry, config_warnings
 from shelly_dist.engine.config import find_config, fingerprint, load_config, report
 from shelly_dist.engine.config_models import Config, MCPServerConfig
@@ -113,6 +114,8 @@ class Engine:
         self.wakes: Wakes | None = None
         """Who runs the team wakes that @mentions start: this process, or the pool (see ``team_wakes``)."""
         self._mcp_clients = mcp_clients
+        self.remote_agents: list[RemoteAgent] = []
+        """The ``a2a_agents:`` with their cards' descriptions (read by :meth:`open`)."""
         self._registries: SessionCache[Registry] = SessionCache()
         self._counter = itertools.count(1)
         self._closed = False
@@ -165,6 +168,7 @@ class Engine:
             engine.providers.prices = await asyncio.to_thread(load_prices, config, sd)
             await asyncio.to_thread(engine.toolboxes.prepare)
             report(config_warnings(config, skills, env))  # strict mode: raises ConfigError
+            engine.remote_agents = await remote_agents(config.a2a_agents)
             if runtime is not None:
                 engine.runtime = runtime
             elif config.distributed.broker_url:
@@ -240,6 +244,7 @@ class Engine:
             skills=self.skills,
             context=self.context,
             on_event=self.event_sink(session),
+            remotes=self.remote_agents,
         ))
 
     def bound_sessions(self, *, max_size: int, ttl: float) -> None:

@@ -23,6 +23,7 @@ from shelly_dist.errors import ConfigError
 from shelly_dist.events import EventSink, discard
 from shelly_dist.models import Completer
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
+from shelly_dist.models.observed import ObservedCompleter
 from shelly_dist.models.pricing import PricedCompleter, PriceEntry, PriceTable
 from shelly_dist.models.ratelimit import RateLimitSettings
 from shelly_dist.providers.factory import create_completer, default_max_tokens, with_fallback
@@ -120,14 +121,15 @@ class Providers:
             return built
 
     def _priced(self, provider: ProviderConfig, completer: Completer) -> Completer:
-        """``completer`` priced at its model; a model the table does not know is left unwrapped
-        (its calls cost 0), which is said at DEBUG only."""
+        """``completer`` priced at its model, and observed (metrics) outside the pricing; a model the
+        table does not know is left unpriced (its calls cost 0), which is said at DEBUG only."""
         price = self.prices.lookup(provider.kind, provider.model)
         if price is None:
             log.debug("pricing: no price for provider %s (%s %r): its calls cost 0",
                       provider.name, provider.kind, provider.model)
-            return completer
-        return PricedCompleter(completer, price)
+        else:
+            completer = PricedCompleter(completer, price)
+        return ObservedCompleter(completer, provider=provider.name, model=provider.model, kind=provider.kind)
 
     def _build(self, provider: ProviderConfig) -> Completer:
         return create_completer(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from shelly_dist.runtime.local_wakes import LocalWakes
+from shelly_dist.runtime.local.wakes import LocalWakes
 from shelly_dist.runtime.wake import Wakes
 
 if TYPE_CHECKING:

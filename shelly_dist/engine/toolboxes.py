@@ -136,5 +136,6 @@ class Toolboxes:
                 trusted_domains=p.trusted_domains,
                 exec_env=p.exec_env,
                 approver=self.approver,  # type: ignore[arg-type]
+                protected=(self.shelly_dir.root, self.shelly_dir.local),
             )
         return self._permissions

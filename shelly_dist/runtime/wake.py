@@ -1,6 +1,6 @@
 """A wake: one run of a team agent for the messages waiting in its inbox (DESIGN §7).
 
-The same two halves serve both runtimes (embedded: ``runtime/local_wakes.py``; the pool:
+The same two halves serve both runtimes (embedded: ``runtime/local/wakes.py``; the pool:
 ``runtime/celery/wakes.py``), which differ only in how the run in between executes:
 
 * :func:`begin_wake` takes the agent's wake lease (one wake per agent at a time, across the pool),
@@ -72,7 +72,7 @@ class Wake:
 
 
 class Wakes(Protocol):
-    """Who runs a process's wakes: :class:`~shelly_dist.runtime.local_wakes.LocalWakes` (this
+    """Who runs a process's wakes: :class:`~shelly_dist.runtime.local.wakes.LocalWakes` (this
     loop) or :class:`~shelly_dist.runtime.celery.wakes.PoolWakes` (the pool)."""
 
     async def on_post(self, session: str, message: ChannelMessage, agents: list[str]) -> None:

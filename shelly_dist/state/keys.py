@@ -113,6 +113,15 @@ class Keys:
     def saved_sessions(self) -> str:
         """Sorted set of saved session ids, scored by their ``updated_at``."""
         return f"{self.prefix}sessions"
+    def a2a_task(self, session: str) -> str:
+        """The A2A task ``shelly a2a serve`` runs as this session (its task id is the session id),
+        as protobuf JSON."""
+        return f"{self.session(session)}:a2a"
+
+    def a2a_tasks(self) -> str:
+        """Sorted set of the A2A tasks' ids, scored by their last update (``tasks/list``)."""
+        return f"{self.prefix}a2a-tasks"
+
     def reflections(self) -> str:
         """Sorted set of reflection notes of failed children (member = the note, score = when
         written), shared by every session of this prefix."""

@@ -18,6 +18,12 @@ An interactive ``shelly run`` passes an :class:`InteractiveApprover` and gets Sh
 
 Only grants made through the approver are written back to the store, in the object form; the
 legacy flat array of directories is still read.
+
+Whatever is granted, tools never change the control plane (DESIGN §3 rule 16):
+:meth:`Permissions.check_real` refuses a change to ``<root>/.shelly`` (config, skills, the state
+directory when inside), to every ``protected`` path (the state directory, the permission store
+wherever they live) and to anything inside a directory named ``.git``, so an agent cannot grant
+itself a command or plant an MCP server, a hook or ``core.fsmonitor`` for the next run to execute.
 """
 
 from __future__ import annotations
@@ -147,12 +153,19 @@ class Permissions:
         store_path: str | Path | None = None,
         approver: Approver | None = None,
         persisted: dict[str, list[str]] | None = None,
+        protected: Iterable[str | Path] = (),
     ) -> None:
         self.root = Path(_norm(root))
         self.exec_env: tuple[str, ...] = tuple(dict.fromkeys(exec_env))
         """Environment variables passed on to the programs tools start (``permissions.exec_env``),
         besides PATH, HOME and LANG; nothing else of this process's environment reaches them."""
         self.store_path = Path(store_path) if store_path is not None else None
+        self.protected: tuple[str, ...] = _protected_forms(
+            [self.root / ".shelly", self.root / ".git", *protected, *([self.store_path] if self.store_path else [])],
+            self.root,
+        )
+        """Paths no tool may change or contain in a change (see :meth:`check_real`), in their lexical
+        and symlink-resolved forms."""
         self.approver: Approver = approver or HeadlessApprover()
         self.session_trusted = False
         """Set when the user answered "trust this session" to a change confirmation."""
@@ -176,9 +189,11 @@ class Permissions:
         trusted_domains: Iterable[str] = (),
         exec_env: Iterable[str] = (),
         approver: Approver | None = None,
+        protected: Iterable[str | Path] = (),
     ) -> Permissions:
         """Read ``store_path`` (blocking; call at start-up) and merge it with the config lists."""
         return cls(
+            protected=protected,
             root=root,
             fs_directories=fs_directories,
             trusted_commands=trusted_commands,
@@ -226,6 +241,44 @@ class Permissions:
         for target in dict.fromkeys((path, real)):
             await self._check_dir(tool, await asyncio.to_thread(_gated_dir, target), path)
         return path
+
+    async def check_real(self, tool: str, raw: str, *, change: bool, tree: bool = False, follow: bool = True) -> Path:
+        """Allow access to ``raw`` or raise; returns its symlink-resolved path, which is what the
+        caller must operate on (with a walk that follows no symlink, so a link swapped in after
+        this check is refused rather than followed).
+
+        ``change`` (write, move, delete, mkdir) also refuses the control plane, whatever the
+        approvals say: see :meth:`protection`; ``tree`` (delete, a move's source) also refuses a
+        directory that holds a protected path. ``follow=False`` (delete, move, a copy's source)
+        resolves the parent only, so a symlink is acted on itself, not its target.
+        """
+        path = self.resolve(raw)
+        if follow:
+            real = Path(await asyncio.to_thread(os.path.realpath, path))
+        else:
+            real = Path(await asyncio.to_thread(os.path.realpath, path.parent)) / path.name
+        if change:
+            for form in dict.fromkeys((path, real)):
+                if reason := self.protection(form, contains=tree):
+                    raise ToolError(f"{tool}: refused: {raw} {reason}", tool=tool)
+        for target in dict.fromkeys((path, real)):
+            await self._check_dir(tool, await asyncio.to_thread(_gated_dir, target), path)
+        return real
+
+    def protection(self, path: str | Path, *, contains: bool = False) -> str:
+        """Why no tool may change ``path`` ("" when it may): it is, or is inside, a protected
+        path or a ``.git`` directory, or (``contains``, for a delete or move of a directory) it
+        holds a protected path. Compared case-insensitively, so ``.GIT`` or ``.Shelly`` on a
+        case-insensitive file system (macOS, Windows shares) is no way around."""
+        p = _norm(path).casefold()
+        if ".git" in Path(p).parts:
+            return "is inside a .git directory (repository internals are off limits to tools)"
+        for guarded in self.protected:
+            if path_within(p, guarded.casefold()):
+                return f"is inside {guarded} (the configuration and permission store are off limits to tools)"
+            if contains and path_within(guarded.casefold(), p):
+                return f"contains {guarded} (the configuration and permission store are off limits to tools)"
+        return ""
 
     async def _check_dir(self, tool: str, directory: str, shown: Path) -> None:
         roots = _roots.get()
@@ -329,6 +382,17 @@ class Permissions:
                            "directory)", self.store_path, exc.strerror or exc)
             return
         logger.info("permissions: persisted %s %s to %s", kind, value, self.store_path)
+
+
+def _protected_forms(paths: Iterable[str | Path], root: Path) -> tuple[str, ...]:
+    """Each path made absolute against ``root``, in its lexical and symlink-resolved forms."""
+    forms: list[str] = []
+    for p in paths:
+        absolute = Path(p) if Path(p).is_absolute() else root / p
+        for form in (_norm(absolute), os.path.realpath(absolute)):
+            if form not in forms:
+                forms.append(form)
+    return tuple(forms)
 
 
 def _gated_dir(target: Path) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -133,3 +134,19 @@ def test_ctrl_c_stops_the_run_and_exits_130(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_an_embedded_failed_child_is_shown_failed_with_its_reason_and_the_run_not_as_a_success(
+    tmp_path: Path,
+) -> None:
+    lead = [{"tool_calls": [{"name": "delegate", "arguments": {"tasks": [
+        {"agent": "helper", "task": "fix the parser", "context": ""}]}}]}, "all done"]
+    scripted(tmp_path, {"lead": lead, "helper": [{"error": "simulated outage"}]},
+             agents=[{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "helper"}],
+             entry_agent="lead")
+    result = shelly(tmp_path, "run", "go")
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert re.search(r"^  ✗ helper-fix-1 failed: .*simulated outage.* \(0 tokens\)$", err, re.M), err
+    assert re.search(r"^! lead finished \(\d+ tokens\); 1 child failed: helper-fix-1 \(", err, re.M), err
+    assert "✔ helper" not in err and not re.search(r"^✔ lead", err, re.M), err

@@ -10,11 +10,12 @@ import select
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 import yaml
 
-from .cluster import DEFAULT_TIMING, Cluster, scripted
+from .cluster import DEFAULT_TIMING, Cluster, complete, delegate, scripted
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -96,3 +97,35 @@ def test_the_live_table_on_a_terminal_ends_with_every_remote_child_done(cluster:
         for child in ("researcher", "writer"):
             row = rf"^\s+{child}-\S+\s+1\s+{re.escape(host)}\s+done\s.*\s[1-9]\d*\s*$"
             assert re.search(row, final, re.M), f"no finished {child} row with worker and tokens:\n{final}"
+
+
+def lead_delegating_then_listing(child_script: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A lead that delegates to ``helper``, then calls ``list_agents``, then answers."""
+    lead = [delegate(("helper", "fix the parser")), {"tool_calls": [{"name": "list_agents", "arguments": {}}]},
+            "all done"]
+    return [scripted(lead=lead, helper=child_script)], [
+        {"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "helper"}]
+
+
+def test_the_plain_view_on_the_pool_shows_a_childs_end_before_its_parents_next_step(cluster: Cluster) -> None:
+    providers, agents = lead_delegating_then_listing([complete("fixed")])
+    cluster.write_config(providers, agents, distributed=DEFAULT_TIMING, entry_agent="lead")
+    cluster.start_worker("w1")
+    for _ in range(3):
+        lines = run(cluster, "go").stderr.splitlines()
+        child_done = next(i for i, line in enumerate(lines) if re.match(r"^  ✔ helper-\S+ done on ", line))
+        next_step = next(i for i, line in enumerate(lines) if "lead → list_agents" in line)
+        assert child_done < next_step, "\n".join(lines)
+
+
+def test_a_failed_child_on_the_pool_is_shown_with_its_reason_and_the_run_is_not_shown_as_a_success(
+    cluster: Cluster,
+) -> None:
+    providers, agents = lead_delegating_then_listing([{"error": "simulated outage"}])
+    cluster.write_config(providers, agents, distributed=DEFAULT_TIMING, entry_agent="lead")
+    cluster.start_worker("w1")
+    err = run(cluster, "go").stderr
+    assert re.search(r"^  ✗ helper-\S+ failed on \S+: .*simulated outage.* \(0 tokens\)$", err, re.M), err
+    assert re.search(r"^! lead finished \(\d+ tokens\); 1 child failed: helper-\S+ \(.*simulated outage", err,
+                     re.M), err
+    assert not re.search(r"^✔ lead finished", err, re.M), err

@@ -146,7 +146,7 @@ class CeleryRuntime:
             if canceled:
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
 
-        awaiter = _Awaiter(self, lease, stream)
+        awaiter = _Awaiter(self, lease, stream, tail)
         self.answerer.attach(lease, agent.options.on_event, stream.flush)
         run = Run.start(agent, messages, run_id=run_id, delegator=awaiter, checkpoint=flush, before_model=before_model)
         status, error = "failed", ""
@@ -266,11 +266,13 @@ class CeleryRuntime:
 class _Awaiter:
     """The coordinator's delegator: dispatch the children, then await their entries in Redis."""
 
-    def __init__(self, runtime: CeleryRuntime, lease: Lease, stream: StreamSink) -> None:
+    def __init__(self, runtime: CeleryRuntime, lease: Lease, stream: StreamSink, tail: _Tail | None = None) -> None:
         self.runtime = runtime
         self.lease = lease
         self.record = lease.record
         self.stream = stream
+        self.tail = tail
+        """The live view's feed of the children's events: caught up before the root goes on."""
         self._stack = contextlib.AsyncExitStack()
         self._wakeups: Watch | None = None
         self._opening = asyncio.Lock()
@@ -293,7 +295,7 @@ class _Awaiter:
         wakeups = await self._subscribed()
         ids = await dispatch_children(rt._send, self.lease, requests, iteration, rt.fingerprint, parent)
         await self.stream.flush()
-        return await self._entries(wakeups, [child_key(r, iteration) for r in requests], ids)
+        return await self._caught_up(await self._entries(wakeups, [child_key(r, iteration) for r in requests], ids))
 
     async def answer(self, parent: Run, delegations: list[LiveDelegation], answers: list[str]) -> list[DelegateEntry]:
         """Interactive delegation: answer the waiting children (resumed on any worker), then await
@@ -304,7 +306,16 @@ class _Awaiter:
                                              limit=parent.agent.options.question_timeout)
         await resume_each(rt.journal, rt._send, due)
         keys = [child_key(d.request, iteration) for d in delegations]
-        return await self._entries(wakeups, keys, [d.reply_to.get("run", "") for d in delegations])
+        entries = await self._entries(wakeups, keys, [d.reply_to.get("run", "") for d in delegations])
+        return await self._caught_up(entries)
+
+    async def _caught_up(self, entries: list[DelegateEntry]) -> list[DelegateEntry]:
+        """Hand the root its children's entries only once the live view has shown their events
+        (a child's events are in the stream before its entry joins): the view prints in causal
+        order, the children's ends before the root's next step."""
+        if self.tail is not None:
+            await self.tail.catch_up()
+        return entries
 
     async def close(self, parent: Run) -> None:
         """The root run ended: its interactive children still waiting end ``canceled``."""
@@ -371,14 +382,23 @@ class _Tail:
 
     async def _pass(self, entries: AsyncIterator[tuple[str, list[Event]]], until: str | None = None) -> None:
         """Forward the events of other runs from ``entries``, moving :attr:`_last` past each entry
-        once forwarded; stop after the entry at or past ``until`` (when given)."""
+        once forwarded (an entry :meth:`catch_up` forwarded already is skipped: each is forwarded
+        once, with no await between the check and the move); stop after the entry at or past
+        ``until`` (when given)."""
         async for entry_id, batch in entries:
-            for event in batch:
-                if event.run_id != self._run_id:
-                    self._sink(event)
-            self._last = entry_id
+            if not not_before(self._last, entry_id):
+                for event in batch:
+                    if event.run_id != self._run_id:
+                        self._sink(event)
+                self._last = entry_id
             if until is not None and not_before(entry_id, until):
                 return
+
+    async def catch_up(self) -> None:
+        """Forward every entry written so far, at once, beside the paced follower (which skips
+        what this forwarded). Bounded like the drain: a Redis gone at this moment costs the view
+        lines, never the run."""
+        await self._drain()
 
     async def close(self, *, drain: bool) -> None:
         """Stop forwarding; with ``drain``, after forwarding everything written so far."""
@@ -391,8 +411,9 @@ class _Tail:
     async def _drain(self) -> None:
         """Read the rest of the stream, up to its newest entry now, at once (no follower pacing).
 
-        The follower is stopped first; it moves :attr:`_last` only after forwarding an entry, so
-        reading on from :attr:`_last` neither skips nor repeats one. Waiting for the paced
+        It moves :attr:`_last` only after forwarding an entry, and the follower (stopped first at
+        the end; still running for :meth:`catch_up`) skips what is behind it, so reading on from
+        :attr:`_last` neither skips nor repeats one. Waiting for the paced
         follower instead cost every top-level run up to two :data:`LIVE_INTERVAL` pauses (≈ 200 ms per
         run in ``python -m bench``'s delegation overhead, issue 16).
         """

@@ -30,19 +30,18 @@ from shelly_dist.agent import (
     Run,
     RunState,
     Suspended,
-    board_status,
+    children,
     entry_from_outcome,
-    instance_name,
 )
-from shelly_dist.agent.handoff import next_peer
 from shelly_dist.agent.interaction import auto_answer
 from shelly_dist.agent.interactive import suspend_question
 from shelly_dist.agent.records import LiveDelegation
-from shelly_dist.agent.stops import BoardCancelScope, SiblingFailed
+from shelly_dist.agent.stops import SiblingFailed
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
-from shelly_dist.events import Event
+from shelly_dist.events import EventSink
 from shelly_dist.identity import acting_as
+from shelly_dist.observability import metrics, tracing
 from shelly_dist.runtime.celery import interactive, questions, round_timeout
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.events import StreamSink
@@ -163,9 +162,10 @@ class Executor:
         assert task is not None
         self.cancel_watch.track(record.root, task)  # type: ignore[arg-type]
         self.cancel_watch.track(record.id, task)  # type: ignore[arg-type]  # policy: sibling stops
+        metrics.RUNS_IN_FLIGHT.inc()
         try:
             async with lease.heartbeat(task):  # type: ignore[arg-type]
-                with acting_as(session=record.session):
+                with acting_as(session=record.session, run=record.id), run_span(record):  # logs carry both
                     return await self._advance(lease, sink)
         except LeaseLost as exc:
             logger.warning("run %s: %s; abandoned (another worker carries it on)", run_id, exc)
@@ -186,6 +186,7 @@ class Executor:
                 await lease.drop()
             raise
         finally:
+            metrics.RUNS_IN_FLIGHT.dec()
             with contextlib.suppress(StoreError):
                 await sink.flush()
 
@@ -239,12 +240,9 @@ class Executor:
         run.before_model = before_model
         run.delegator = _WorkerDelegator(self, lease)
         board = agent.options.task_board if request is not None and request.task_id else None
-        if request is not None and board is not None and run.state.iteration == 0 and offset == 0:
-            try:
-                await board.claim(request.task_id, agent.name)  # type: ignore[arg-type]
-            except Exception as exc:
-                entry = DelegateEntry(agent=request.agent, error=f'failed to claim task "{request.task_id}": {exc}')
-                return await self._end(lease, sink, "failed", entry)
+        if request is not None and run.state.iteration == 0 and offset == 0:
+            if (refused := await children.claim_task(board, request, agent.name)) is not None:
+                return await self._end(lease, sink, "failed", refused)
         ending = {"run": run, "board": board, "request": request}
         if request is not None and (stop := record.stop):  # read with the claim
             # stopped while it waited (a failed sibling; its interactive delegation closed): it ends
@@ -265,15 +263,17 @@ class Executor:
                         if left > 0:
                             return Progress("waiting", f"{left} children pending")
                         continue
-                async with asyncio.timeout(self.settings.step_time_limit), self._board_scope(board, request):
+                metrics.STEPS.labels(record.agent).inc()
+                async with asyncio.timeout(self.settings.step_time_limit), children.board_scope(board, request):
                     outcome = await run.step()
                 if isinstance(outcome, Finished):
-                    peer = next_peer(request, run.state, agent.registry) if request is not None else None
-                    if isinstance(peer, ChildRequest):
-                        return await self._hand_off(lease, sink, run, peer)
-                    if isinstance(peer, DelegateEntry):  # a refused handoff is the entry's error
-                        return await self._end(lease, sink, "failed", peer, **ending)  # type: ignore[arg-type]
                     entry = entry_from_outcome(record.agent, reply=outcome.reply, completion=outcome.completion)
+                    if request is not None:
+                        step = children.next_step(request, run, entry)
+                        if isinstance(step, ChildRequest):
+                            return await self._hand_off(lease, sink, run, step)
+                        if step is not entry:  # a refused handoff is the entry's error
+                            return await self._end(lease, sink, "failed", step, **ending)  # type: ignore[arg-type]
                     return await self._end(lease, sink, "done", entry, **ending,  # type: ignore[arg-type]
                                            reply=outcome.reply.text_content())
                 if isinstance(outcome, Suspended):
@@ -304,11 +304,6 @@ class Executor:
                                        max_iterations=agent.options.max_iterations)
             return await self._end(lease, sink, "failed", entry, **ending)  # type: ignore[arg-type]
 
-    @staticmethod
-    def _board_scope(board: Any, request: ChildRequest | None) -> BoardCancelScope:
-        """Policy: the step is stopped when the child's task is canceled on the board."""
-        return BoardCancelScope(board, request.task_id if request is not None else None)
-
     async def _rebuild(self, record: RunRecord, sink: StreamSink) -> tuple[Run, ChildRequest | None]:
         registry = self.ctx.registry(record.session)
         request = ChildRequest.model_validate_json(record.request) if record.request else None
@@ -316,35 +311,42 @@ class Executor:
             state = RunState.model_validate_json(record.state)
             state.messages = await self.journal.messages(record.id, record.msg_count)
             run = Run.rebuild(registry, state)
-            run.agent.options.on_event = sink
+            run.agent.options.on_event = self._child_sink(sink, request, run.agent.name)
             run.emit(events.RUN_RESUMED, worker=self.hostname, step=state.iteration)
             return run, request
         agent = registry.spawn(record.agent, record.depth)
-        agent.options.on_event = sink
         if request is not None:
             n = record.instance_n or await self.journal.next_instance(record.session, request.spawned())
-            agent.name = instance_name(request.spawned(), request.task, n)
+            children.name_child(agent, request, n)
+            agent.options.on_event = self._child_sink(sink, request, agent.name)
             run = Run.start_child(agent, request, run_id=record.id)
         else:
+            agent.options.on_event = metrics.counting_tools(sink)
             raw = json.loads(record.input) if record.input else None
             first = ([Message.model_validate(m) for m in raw] if raw
                      else [Message.text("user", Role.USER, record.task)])
             run = Run.start(agent, first, run_id=record.id)
-        run.emit(events.RUN_STARTED, worker=self.hostname, depth=record.depth, parent=record.parent,
-                 task=record.task[:200])
+        children.started(run, parent=record.parent, task=record.task, worker=self.hostname)
+        metrics.RUNS_STARTED.labels(record.agent).inc()
         return run, request
+
+    @staticmethod
+    def _child_sink(sink: StreamSink, request: ChildRequest | None, name: str) -> EventSink:
+        """A delegated child's events, plus Shelly's ``delegation_progress`` for its texts."""
+        counted = metrics.counting_tools(sink)
+        return counted if request is None else children.progress_sink(counted, request.parent_agent, name)
 
     async def _hand_off(self, lease: Lease, sink: StreamSink, run: Run, peer: ChildRequest) -> Progress:
         """The child handed its delegation off: end its run and start the peer's on the same entry."""
         record = lease.record
         await lease.write_held()  # the reply that handed off: journaled before the run ends
         await sink.settle()
-        result = {"agent": peer.agent, "handoff": peer.spawned()}
-        sink(Event(kind=events.RUN_FINISHED, agent=run.agent.name, run_id=record.id, session_id=record.session,
-                   data={"status": "done", "worker": self.hostname, "entry": result,
-                         "usage": run.state.usage.model_dump()}))
+        result = children.handoff_entry(peer)
+        sink(children.finished(run.agent.name, record.id, ending=children.Ending.DONE, entry=result,
+                               usage=run.state.usage.model_dump(), worker=self.hostname, session=record.session))
         peer_id, queued = await hand_off(lease, peer, result, events=sink.drain(),
                                          usage=run.state.usage.model_dump_json(), instance=run.agent.name)
+        metrics.RUNS_FINISHED.labels(record.agent, "done").inc()
         if queued:
             await self.enqueue(RUN_AGENT, [peer_id, record.root],
                                {"agent": peer.spawned(), "depth": peer.depth, "session": record.session,
@@ -377,11 +379,7 @@ class Executor:
             await run.close()
         if request is not None:  # a handoff's peer reports under the name its delegation asked for
             entry.agent = request.agent
-        if board is not None and request is not None and request.task_id:
-            try:
-                await board.update_status(request.task_id, board_status(entry))
-            except Exception as exc:
-                entry.warning = f'task board update failed for "{request.task_id}": {exc}'
+        await children.settle_task(board, request, entry)
         fields: dict[str, str] = {}
         if run is not None:
             fields["usage"] = run.state.usage.model_dump_json()
@@ -390,17 +388,29 @@ class Executor:
             fields["reply"] = reply
         if entry.error:
             fields["error"] = entry.error
-        sink(Event(kind=events.RUN_FINISHED, agent=run.agent.name if run else record.agent, run_id=record.id,
-                   session_id=record.session,
-                   data={"status": status, "worker": self.hostname, "entry": entry.to_json(),
-                         "usage": run.state.usage.model_dump() if run else {}}))
+        name = run.agent.name if run else record.agent
+        if request is not None:  # Shelly's delegation_progress of kind result, as embedded
+            sink(children.result_progress(name, request.parent_agent, record.id, entry))
+        sink(children.finished(name, record.id, ending=status, entry=entry.to_json(),
+                               usage=run.state.usage.model_dump() if run else {}, worker=self.hostname,
+                               session=record.session))
         if is_wake_run(record.id, record.depth) and isinstance(self.ctx, TeamContext):  # a team's wake
             await self.ctx.wake_ended(record, status, reply=reply, error=entry.error or "")
         await self.policy.on_end(record.parent, record.parent_key,  # policy: fail-fast
                                  request or record.request, entry)
         await sink.settle()
         await finish_and_join(self.journal, self.enqueue, lease, status, entry, events=sink.drain(), **fields)
+        metrics.RUNS_FINISHED.labels(record.agent, status).inc()
         return Progress(status, entry.error or "")
+
+
+def run_span(record: RunRecord) -> contextlib.AbstractContextManager[Any]:
+    """This advance's ``invoke_agent`` span, under the parent's ``execute_tool delegate`` span
+    journaled in the child's request: a resume is marked ``shelly.resumed``, a claim of a state
+    an earlier attempt did not get past (a redelivery, a reaped run) ``shelly.retry``."""
+    parent = json.loads(record.request).get("trace") if record.request else None
+    return tracing.invoke_agent(record.agent, record.id, session=record.session, parent=parent,
+                                resumed=bool(record.state), retry=record.attempts > 1)
 
 
 async def finish_and_join(

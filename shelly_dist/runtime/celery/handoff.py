@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from shelly_dist.agent import ChildRequest
+from shelly_dist.agent.children import peer_run_id
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.scripts import _EVENTS, _FENCE
 
@@ -47,11 +48,6 @@ return {redis.call('HGET', peer, 'status') or '', 1}
 """End the leased child's run as handed off and create its peer's run on the same entry (fenced;
 a repeat finds the child ended and returns the peer's status, with 0: nothing written). The
 session's stream is the optional last key (not passed on a cluster: see ``state/keys.py``)."""
-
-
-def peer_run_id(run_id: str, peer: ChildRequest) -> str:
-    """Deterministic (a repeated hand-off names the same peer) and prefixed by the tree's ids."""
-    return f"{run_id}-h{peer.handoffs}"
 
 
 async def hand_off(

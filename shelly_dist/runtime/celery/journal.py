@@ -9,7 +9,6 @@ each is a single atomic round trip, and every write to a run is made through the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -21,6 +20,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError, WatchError
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
+from shelly_dist.agent.children import child_run_id
 from shelly_dist.chats import Message
 from shelly_dist.errors import StoreError
 from shelly_dist.runtime.celery import scripts
@@ -39,13 +39,6 @@ __all__ = ["TERMINAL", "Claim", "Journal", "child_key", "child_run_id"]
 SESSION_RUNS_MAX = 10_000
 """Root runs a session's index keeps (the newest); older ones drop out of ``shelly runs`` and
 ``shelly cancel --session`` (their records still expire by retention)."""
-
-
-def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
-    """Deterministic, so a redelivered parent step names the same children again; it starts with
-    the parent's id, hence with the root's (a hash tag on the root covers the whole tree)."""
-    digest = hashlib.sha1(f"{iteration}:{request.key}".encode()).hexdigest()[:8]
-    return f"{parent_id}-{digest}"
 
 
 def child_key(request: ChildRequest, iteration: int) -> str:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from shelly_dist.observability import metrics
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.executor import Executor, WorkerContext
 from shelly_dist.runtime.celery.journal import Journal
@@ -103,6 +104,7 @@ class WorkerProcess:
 
         self._reaper = Reaper(journal, enqueue, self.spec.fingerprint)
         self._reaper.start()
+        self._lag = asyncio.create_task(metrics.watch_loop_lag(), name="shelly-loop-lag")
         logger.info("worker loop ready on %s (config %s)", self.hostname, self.spec.fingerprint)
         return Executor(ctx, journal, enqueue, self._cancel, hostname=self.hostname)
 
@@ -120,6 +122,7 @@ class WorkerProcess:
         self.executor.journal.renewer.close()
 
         async def _close() -> None:
+            self._lag.cancel()
             await self._reaper.aclose()
             await self._cancel.aclose()
             await self._ctx.aclose()

@@ -36,6 +36,7 @@ import logging
 import random
 import time
 
+from shelly_dist.observability import metrics
 from shelly_dist.runtime.celery import round_timeout
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT, Enqueue, enqueue_resume
 from shelly_dist.runtime.celery.journal import Journal
@@ -141,4 +142,5 @@ class Reaper:
         logger.warning("reaper: run %s (%s) is %s past its deadline; re-enqueued", run_id, agent, status)
         if await self.enqueue(name, [run_id, root_id], kwargs) is False:
             raise BrokerRefused(run_id)
+        metrics.RUNS_REAPED.inc()
         return 1

@@ -40,6 +40,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
+from shelly_dist.observability import metrics
 from shelly_dist.runtime.celery import scripts
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import sync_client
@@ -230,11 +231,13 @@ class Renewer:
         for h, kept in zip(group, answers, strict=True):
             if int(kept):
                 h.lease.deadline = started + self.settings.lease
+                metrics.LEASES_RENEWED.inc()
             else:
                 self._lose(h, "held by another worker")
 
     def _lose(self, held: _Held, reason: str) -> None:
         logger.warning("run %s: lease lost (%s); abandoning the step", held.lease.run_id, reason)
+        metrics.LEASES_LOST.inc()
         with self._lock:
             self._held.pop(held.lease.token, None)
 

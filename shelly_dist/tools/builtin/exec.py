@@ -5,11 +5,15 @@ check: the trusted name is exactly the program that runs. Output is capped at 1 
 a non-zero exit is an error result that still carries the output, so the model can read why.
 The program sees PATH, HOME, LANG and ``permissions.exec_env`` only, in a process group that a
 timeout kills whole (see :mod:`shelly_dist.tools.builtin._process`).
+
+``git`` (and any ``git-*`` helper) is refused whatever the trust: ``git -c alias.x='!cmd' x``,
+``-c core.fsmonitor=…`` or ``-c core.hooksPath=…`` run any command, so git runs only through the
+git tools, which disable all of that (:mod:`shelly_dist.tools.builtin.git`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +24,7 @@ from shelly_dist.tools.tool import tool_from_model
 from shelly_dist.tools.toolbox import ToolBox
 
 DEFAULT_TIMEOUT = 120.0
+GIT_REFUSED = "exec_run: git runs through the git tools (git_status, git_diff, git_log, git_commit), not exec_run"
 
 
 class ExecInput(BaseModel):
@@ -33,6 +38,9 @@ def exec_toolbox(perms: Permissions, *, root: Path, timeout: float = DEFAULT_TIM
     async def run(inp: ExecInput) -> str:
         if not inp.command.strip():
             raise ToolError("exec_run: command is required", tool="exec_run")
+        program = PurePath(inp.command.strip()).name
+        if program == "git" or program.startswith("git-"):
+            raise ToolError(GIT_REFUSED, tool="exec_run")
         await perms.check_command("exec_run", inp.command, shown=" ".join([inp.command, *inp.args]))
         done = await run_program("exec_run", [inp.command, *inp.args], cwd=root, time_limit=timeout,
                                  env=program_env(perms.exec_env))

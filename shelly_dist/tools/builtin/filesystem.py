@@ -1,8 +1,10 @@
 """The ``filesystem`` toolbox: Shelly's ``fs_*`` tools behind directory approval.
 
-Every path goes through :meth:`Permissions.check_path` before any I/O (so ``..`` and symlinks
-cannot leave an allowed directory), every mutation computes a unified diff (bounded, off the
-event loop: :mod:`~shelly_dist.tools.builtin._diff`) and passes
+Every path goes through :meth:`Permissions.check_real` before any I/O (so ``..`` and symlinks
+cannot leave an allowed directory, and no change reaches ``.shelly/``, the permission store or
+``.git/``), the I/O operates on the checked path without following symlinks and writes
+atomically (:mod:`._safefs`), every mutation computes a unified diff (bounded, off the event
+loop: :mod:`~shelly_dist.tools.builtin._diff`) and passes
 :meth:`Permissions.confirm_change`, and every blocking call runs in a thread. Writes to one path
 are serialised by a per-path lock; ``fs_move``/``fs_copy`` take their two locks in sorted order so
 two opposite moves cannot deadlock. Existing files keep their mode; new files are created 0600.
@@ -11,9 +13,9 @@ two opposite moves cannot deadlock. Existing files keep their mode; new files ar
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
-import shutil
 import stat
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from shelly_dist.errors import ToolError
 from shelly_dist.tools.blocking import run_blocking
+from shelly_dist.tools.builtin import _safefs
 from shelly_dist.tools.builtin._diff import bounded_diff
 from shelly_dist.tools.permissions import Permissions
 from shelly_dist.tools.tool import Tool, tool_from_model
@@ -91,49 +94,42 @@ def replace_once(tool: str, content: str, old: str, new: str, *, where: str = ""
 
 def _read_text(tool: str, path: Path) -> str:
     try:
-        if path.stat().st_size > MAX_READ:
-            raise ToolError(f"{tool}: file exceeds maximum read size of 10 MB: {path}", tool=tool)
-        return path.read_text(encoding="utf-8", errors="replace")
+        data = _safefs.read_bytes(path, MAX_READ)
     except FileNotFoundError as exc:
         raise ToolError(f"{tool}: no such file: {path}", tool=tool) from exc
     except IsADirectoryError as exc:
         raise ToolError(f"{tool}: is a directory: {path}", tool=tool) from exc
+    except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            raise ToolError(f"{tool}: file exceeds maximum read size of 10 MB: {path}", tool=tool) from exc
+        raise
+    return data.decode("utf-8", errors="replace")
 
 
 def _read_or_empty(path: Path) -> str:
+    """The current text of a file about to be replaced ("" when there is none or it is no regular
+    file: the write replaces it)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
+        return _safefs.read_bytes(path, 1 << 40).decode("utf-8", errors="replace")
+    except (FileNotFoundError, _safefs.NotRegular):
         return ""
 
 
 def _write_text(path: Path, content: str) -> None:
-    """Write keeping an existing file's mode; a new file gets 0600 and its parents are created."""
-    try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o600
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(content)
-    os.chmod(path, mode)
+    """Atomic write keeping an existing file's mode; a new file gets 0600 and its parents are created."""
+    _safefs.write_atomic(path, content.encode("utf-8"))
 
 
 def _list(path: Path) -> str:
-    entries = []
-    for entry in sorted(os.scandir(path), key=lambda e: e.name):
-        try:
-            is_dir = entry.is_dir()
-            size = entry.stat().st_size
-        except OSError:
-            continue
-        entries.append({"name": entry.name, "type": "dir" if is_dir else "file", "size": size})
+    entries = [
+        {"name": name, "type": "dir" if is_dir else "file", "size": size}
+        for name, is_dir, size in _safefs.list_dir(path)
+    ]
     return json.dumps(entries)
 
 
 def _stat(path: Path) -> str:
-    st = path.stat()
+    st = _safefs.stat_entry(path)
     return json.dumps(
         {
             "name": path.name,
@@ -146,28 +142,17 @@ def _stat(path: Path) -> str:
 
 
 def _delete(tool: str, path: Path, recursive: bool) -> None:
-    if path.is_dir() and not path.is_symlink():
-        if recursive:
-            shutil.rmtree(path)
-        elif any(path.iterdir()):
-            raise ToolError(f"{tool}: directory not empty (set recursive): {path}", tool=tool)
-        else:
-            path.rmdir()
-    else:
-        path.unlink()
+    try:
+        _safefs.delete(path, recursive=recursive)
+    except OSError as exc:
+        if exc.errno == errno.ENOTEMPTY:
+            raise ToolError(f"{tool}: directory not empty (set recursive): {path}", tool=tool) from exc
+        raise
 
 
-def _copy(source: Path, destination: Path) -> None:
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    if source.is_dir():
-        shutil.copytree(source, destination, symlinks=True)
-    else:
-        shutil.copy2(source, destination, follow_symlinks=False)
-
-
-def _move(source: Path, destination: Path) -> None:
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(source, destination)
+def _lands_inside(source: Path, destination: Path, moving: bool) -> bool:
+    """Whether the entry goes into directory ``destination`` (a move, or a file's copy)."""
+    return os.path.isdir(destination) and (moving or not os.path.isdir(source))
 
 
 class _Filesystem:
@@ -195,12 +180,14 @@ class _Filesystem:
             raise
         except FileNotFoundError as exc:
             raise ToolError(f"{tool}: no such file or directory: {exc.filename}", tool=tool) from exc
+        except (_safefs.PathSwapped, _safefs.NotRegular) as exc:
+            raise ToolError(f"{tool}: {exc.strerror}: {exc.filename}", tool=tool) from exc
         except OSError as exc:
             raise ToolError(f"{tool}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), tool=tool) from exc
 
     async def rewrite(self, tool: str, raw: str, change) -> str:  # type: ignore[no-untyped-def]
         """Read, transform with ``change(old) -> new``, confirm the diff, write. Returns "ok"."""
-        path = await self.perms.check_path(tool, raw)
+        path = await self.perms.check_real(tool, raw, change=True)
         async with self.locked(path):
             old = await self.io(tool, _read_text, tool, path)
             new = change(old)
@@ -211,11 +198,11 @@ class _Filesystem:
     # --- handlers ---
 
     async def read(self, inp: PathInput) -> str:
-        path = await self.perms.check_path("fs_read", inp.path)
+        path = await self.perms.check_real("fs_read", inp.path, change=False)
         return await self.io("fs_read", _read_text, "fs_read", path)
 
     async def read_lines(self, inp: ReadLinesInput) -> str:
-        path = await self.perms.check_path("fs_read_lines", inp.path)
+        path = await self.perms.check_real("fs_read_lines", inp.path, change=False)
         lines = (await self.io("fs_read_lines", _read_text, "fs_read_lines", path)).splitlines()
         total = len(lines)
         if inp.offset > max(total, 1):
@@ -229,7 +216,7 @@ class _Filesystem:
         return f"[Lines {inp.offset}-{last} of {total}]\n{body}"
 
     async def write(self, inp: WriteInput) -> str:
-        path = await self.perms.check_path("fs_write", inp.path)
+        path = await self.perms.check_real("fs_write", inp.path, change=True)
         async with self.locked(path):
             old = await self.io("fs_write", _read_or_empty, path)
             diff = await bounded_diff("fs_write", old, inp.content, a=f"a/{inp.path}", b=f"b/{inp.path}")
@@ -253,44 +240,49 @@ class _Filesystem:
         return await self.rewrite("fs_patch", inp.path, apply)
 
     async def list(self, inp: PathInput) -> str:
-        path = await self.perms.check_path("fs_list", inp.path)
+        path = await self.perms.check_real("fs_list", inp.path, change=False)
         return await self.io("fs_list", _list, path)
 
     async def delete(self, inp: DeleteInput) -> str:
-        path = await self.perms.check_path("fs_delete", inp.path)
+        path = await self.perms.check_real("fs_delete", inp.path, change=True, tree=True, follow=False)
         async with self.locked(path):
             await self.perms.confirm_change("fs_delete", path, f"delete {path}")
             await self.io("fs_delete", _delete, "fs_delete", path, inp.recursive)
         return "ok"
 
     async def _two_paths(self, tool: str, inp: TwoPathInput, fn) -> str:  # type: ignore[no-untyped-def]
-        source = await self.perms.check_path(tool, inp.source)
-        destination = await self.perms.check_path(tool, inp.destination)
+        moving = tool == "fs_move"
+        source = await self.perms.check_real(tool, inp.source, change=moving, tree=moving, follow=False)
+        destination = await self.perms.check_real(tool, inp.destination, change=True)
+        if await self.io(tool, _lands_inside, source, destination, moving):
+            destination = destination / source.name
+        if reason := self.perms.protection(destination):
+            raise ToolError(f"{tool}: refused: {inp.destination} {reason}", tool=tool)
         async with self.locked(source, destination):
             await self.perms.confirm_change(tool, destination, f"{tool} {source} -> {destination}")
             await self.io(tool, fn, source, destination)
         return "ok"
 
     async def move(self, inp: TwoPathInput) -> str:
-        return await self._two_paths("fs_move", inp, _move)
+        return await self._two_paths("fs_move", inp, _safefs.move)
 
     async def copy(self, inp: TwoPathInput) -> str:
-        return await self._two_paths("fs_copy", inp, _copy)
+        return await self._two_paths("fs_copy", inp, _safefs.copy)
 
     async def stat(self, inp: PathInput) -> str:
-        path = await self.perms.check_path("fs_stat", inp.path)
+        path = await self.perms.check_real("fs_stat", inp.path, change=False)
         return await self.io("fs_stat", _stat, path)
 
     async def diff(self, inp: DiffInput) -> str:
-        a = await self.perms.check_path("fs_diff", inp.file_a)
-        b = await self.perms.check_path("fs_diff", inp.file_b)
+        a = await self.perms.check_real("fs_diff", inp.file_a, change=False)
+        b = await self.perms.check_real("fs_diff", inp.file_b, change=False)
         old = await self.io("fs_diff", _read_text, "fs_diff", a)
         new = await self.io("fs_diff", _read_text, "fs_diff", b)
         return await bounded_diff("fs_diff", old, new, a=inp.file_a, b=inp.file_b) or "Files are identical."
 
     async def mkdir(self, inp: PathInput) -> str:
-        path = await self.perms.check_path("fs_mkdir", inp.path)
-        await self.io("fs_mkdir", lambda: path.mkdir(parents=True, exist_ok=True))
+        path = await self.perms.check_real("fs_mkdir", inp.path, change=True)
+        await self.io("fs_mkdir", _safefs.make_dirs, path)
         return "ok"
 
 

@@ -6,10 +6,19 @@ before git runs: paths must be relative without ``..``, a commit message must no
 ``-``, and the log format must be one of git's built-in pretty names (``format:`` strings could
 otherwise embed arbitrary text). git gets the same minimal environment as ``exec_run`` (PATH,
 HOME, LANG and ``permissions.exec_env``).
+
+git is also a program runner: hooks, ``core.fsmonitor``, filter, textconv and external diff
+drivers, ``gpg.program`` and pagers all name commands that ``status``, ``diff``, ``log`` or
+``commit`` would execute. None of them runs here (DESIGN §3 rule 16): every call carries
+:data:`HARDENING`, neither the system nor the global config is read (the user's identity is
+carried over explicitly for commits), and every driver the repository's config declares is
+blanked. Tools cannot write ``.git/`` either (:meth:`Permissions.check_real`); ``exec_run``
+refuses ``git`` altogether.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
@@ -19,6 +28,25 @@ from shelly_dist.tools.builtin._process import program_env, run_program
 from shelly_dist.tools.permissions import Permissions
 from shelly_dist.tools.tool import tool_from_model
 from shelly_dist.tools.toolbox import ToolBox
+
+HARDENING = (
+    "-c", "core.hooksPath=/dev/null",
+    "-c", "core.fsmonitor=false",
+    "-c", "core.pager=cat",
+    "-c", "diff.external=",
+    "-c", "commit.gpgSign=false",
+    "-c", "log.showSignature=false",
+    "-c", "safe.bareRepository=explicit",
+    "--no-pager",
+)  # fmt: skip
+"""Options before every git subcommand: no hook, monitor, pager, external diff or signing program
+runs, and a bare repository planted in the work tree is not picked up."""
+
+DRIVER_KEYS = r"^(filter|diff|merge)\..+\.(clean|smudge|process|textconv|command|driver|required)$"
+"""Config keys by which ``.gitattributes`` makes git run a program; each one found is blanked."""
+
+GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0"}
+"""No system or global config (a global ``core.fsmonitor`` would run too), never a prompt."""
 
 PRETTY_FORMATS = frozenset({"oneline", "short", "medium", "full", "fuller", "reference", "email", "raw"})
 DEFAULT_TIMEOUT = 60.0
@@ -55,24 +83,44 @@ def check_relative(tool: str, path: str) -> str:
 def git_toolbox(perms: Permissions, *, root: Path, timeout: float = DEFAULT_TIMEOUT) -> ToolBox:
     """The ``git`` toolbox (group ``git``), running in ``root``."""
 
-    async def git(tool: str, *args: str) -> str:
+    env = {**program_env(perms.exec_env), **GIT_ENV}
+
+    async def quiet(tool: str, *args: str, user_config: bool = False) -> list[str]:
+        """Lines of a read-only ``git config`` query (nothing on a non-zero exit)."""
+        done = await run_program(tool, ["git", *HARDENING, *args], cwd=root, time_limit=timeout,
+                                 env=program_env(perms.exec_env) if user_config else env)
+        return done.stdout.splitlines() if done.returncode == 0 else []
+
+    async def git(tool: str, *args: str, extra: tuple[str, ...] = ()) -> str:
         await perms.check_command(tool, "git", shown="git " + " ".join(args))
-        done = await run_program(tool, ["git", *args], cwd=root, time_limit=timeout, env=program_env(perms.exec_env))
+        found = await quiet(tool, "config", "--name-only", "--get-regexp", DRIVER_KEYS)
+        blank = [arg for key in found for arg in ("-c", f"{key}=")]
+        argv = ["git", *HARDENING, *blank, *extra, *args]
+        done = await run_program(tool, argv, cwd=root, time_limit=timeout, env=env)
         if done.returncode != 0:
             raise ToolError(f"{tool}: git {args[0]} failed (exit {done.returncode})\n{done.output()}", tool=tool)
         return done.output()
+
+    async def identity(tool: str) -> tuple[str, ...]:
+        """The committer identity git would use with the user's full config, as ``-c`` options
+        (the global config is otherwise not read)."""
+        out: list[str] = []
+        for key in ("user.name", "user.email"):
+            for value in (await quiet(tool, "config", "--get", key, user_config=True))[:1]:
+                out += ["-c", f"{key}={value}"]
+        return tuple(out)
 
     async def status(inp: StatusInput) -> str:
         return await git("git_status", "status", *(["--short"] if inp.short else []))
 
     async def diff(inp: DiffInput) -> str:
-        args = ["diff", *(["--staged"] if inp.staged else [])]
+        args = ["diff", "--no-ext-diff", "--no-textconv", *(["--staged"] if inp.staged else [])]
         if inp.path:
             args += ["--", check_relative("git_diff", inp.path)]
         return await git("git_diff", *args)
 
     async def log(inp: LogInput) -> str:
-        args = ["log", f"-n{inp.count}"]
+        args = ["log", "--no-ext-diff", "--no-textconv", f"-n{inp.count}"]
         if inp.format:
             if inp.format not in PRETTY_FORMATS:
                 raise ToolError(f"git_log: format must be one of {', '.join(sorted(PRETTY_FORMATS))}", tool="git_log")
@@ -89,7 +137,8 @@ def git_toolbox(perms: Permissions, *, root: Path, timeout: float = DEFAULT_TIME
         files = [check_relative("git_commit", f) for f in inp.files]
         if files:
             await git("git_commit", "add", "--", *files)
-        return await git("git_commit", "commit", *(["-a"] if inp.all else []), "-m", inp.message)
+        who = await identity("git_commit")
+        return await git("git_commit", "commit", *(["-a"] if inp.all else []), "-m", inp.message, extra=who)
 
     return ToolBox(
         [

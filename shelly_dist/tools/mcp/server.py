@@ -93,7 +93,8 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-def _listen(host: str, port: int) -> socket.socket:
+def listen(host: str, port: int) -> socket.socket:
+    """A non-blocking TCP socket bound to ``host:port`` and listening (``port=0`` picks a free one)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -125,13 +126,21 @@ async def serve_http(
     free one), so a client may connect from then on: connections wait in the backlog until the
     server is up. Cancelling this coroutine shuts the server down gracefully, then re-raises.
     """
-    import uvicorn  # only the HTTP transport needs it
-
-    sock = _listen(host, port)
+    sock = listen(host, port)
     bound_port = int(sock.getsockname()[1])
     app: Any = server.streamable_http_app(streamable_http_path=path, host=host)
     if token:
         app = BearerTokenAuth(app, token)
+    if on_listening is not None:
+        on_listening(bound_port)
+    await serve_asgi(app, sock)
+
+
+async def serve_asgi(app: Any, sock: socket.socket) -> None:
+    """Serve the ASGI ``app`` with uvicorn on the listening ``sock`` until cancelled; cancelling
+    shuts it down gracefully, then re-raises. The socket is closed on the way out."""
+    import uvicorn  # only the HTTP servers need it
+
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -139,8 +148,6 @@ async def serve_http(
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
     http = uvicorn.Server(config)
-    if on_listening is not None:
-        on_listening(bound_port)
     task = asyncio.ensure_future(http.serve(sockets=[sock]))
     try:
         await asyncio.shield(task)

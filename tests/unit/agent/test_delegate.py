@@ -251,7 +251,7 @@ async def test_spawned_children_get_instance_names_config_slug_counter():
                                {"agent": "coder", "task": "the fix"}), "ok"], max_delegation_depth=1)
     team.add("coder", ["done"])
     lead = team.spawn("lead")
-    lead.options.on_event = lambda e: seen.append(e.agent) if e.kind == "agent_start" else None
+    lead.options.on_event = lambda e: seen.append(e.agent) if e.kind == "run_started" else None
     await lead.run("go")
     assert sorted(seen) == ["coder-fix-2", "coder-refactor-1"]
 

@@ -11,11 +11,11 @@ import pytest
 
 from shelly_dist.agent import Agent
 from shelly_dist.agent.interactive import ANSWER_TOOL, NOT_ENABLED, answer_tool, go_duration
-from shelly_dist.agent.interactive_local import LiveChild, LiveChildren
 from shelly_dist.agent.records import ChildRequest
 from shelly_dist.chats import Role
 from shelly_dist.errors import AgentError
 from shelly_dist.events import Event
+from shelly_dist.runtime.local.interactive import LiveChild, LiveChildren
 
 from .helpers import Team, call, complete
 from .test_delegate_board import FakeBoard

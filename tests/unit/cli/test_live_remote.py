@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from shelly_dist import events
+from shelly_dist.cli.events import _line
 from shelly_dist.cli.live import Board
 from shelly_dist.events import Event
 
@@ -31,3 +32,34 @@ def test_canceled_remote_run_is_shown_as_canceled():
                              data={"status": "canceled", "entry": {"agent": "w", "error": "task canceled"}}))
     assert board.rows["w-a-1"].status == "canceled" and "✗ w-a-1 canceled" in line
 
+
+
+def test_a_failed_run_is_shown_with_its_reason_even_before_it_started():
+    board = Board()
+    line = board.apply(Event(kind=events.RUN_FINISHED, agent="x", data={
+        "status": "failed", "worker": "w2", "entry": {"agent": "x", "error": "run r: config fingerprint mismatch"},
+        "usage": {}}))
+    assert line == "✗ x failed on w2: run r: config fingerprint mismatch (0 tokens)"
+
+
+def test_an_embedded_run_has_no_worker_and_its_tokens_come_with_its_end():
+    board = Board()
+    started = board.apply(Event(kind=events.RUN_STARTED, agent="k-a-1", data={"worker": "", "depth": 1}))
+    done = board.apply(Event(kind=events.RUN_FINISHED, agent="k-a-1", data={
+        "status": "done", "worker": "", "entry": {"agent": "k", "result": "ok"},
+        "usage": {"input_tokens": 7, "output_tokens": 3}}))
+    assert (started, done) == ("  ▶ k-a-1 started (depth 1)", "  ✔ k-a-1 done (10 tokens)")
+
+
+def test_a_handoff_is_shown_as_one_not_as_a_success():
+    board = Board()
+    board.apply(Event(kind=events.RUN_STARTED, agent="a-x-1", data={"worker": "w1", "depth": 1}))
+    line = board.apply(Event(kind=events.RUN_FINISHED, agent="a-x-1", data={
+        "status": "done", "worker": "w1", "entry": {"agent": "a", "handoff": "b"}}))
+    assert line == "  ↪ a-x-1 handed off to b on w1 (0 tokens)"
+
+
+def test_events_lines_say_why_a_run_failed():
+    line = _line(Event(kind=events.RUN_FINISHED, agent="x", run_id="r1", timestamp=0, data={
+        "status": "failed", "worker": "w1", "entry": {"agent": "x", "error": "boom"}}))
+    assert line.endswith("run_finished       failed on w1: boom")

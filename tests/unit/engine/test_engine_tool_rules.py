@@ -65,7 +65,7 @@ async def test_agent_tools_deny_hides_the_tool_from_the_model_and_refuses_a_call
         session = engine.session()
         await session.send("go")
         assert await engine.stores.store(session.id).get("k") is None
-    completer = session.agent.completer
+    completer = session.agent.completer.inner  # type: ignore[attr-defined]  # inside the metrics wrapper
     assert isinstance(completer, ScriptedCompleter)
     offered = completer.requests[0].tool_names
     assert "shared_state_get" in offered and "shared_state_set" not in offered
@@ -77,7 +77,7 @@ async def test_agent_tools_allow_by_group_keeps_only_that_group(tmp_path: Path) 
     async with await Engine.open(cfg, shelly_dir=tmp_path / ".shelly") as engine:
         session = engine.session()
         await session.send("go")
-    completer = session.agent.completer
+    completer = session.agent.completer.inner  # type: ignore[attr-defined]  # inside the metrics wrapper
     assert isinstance(completer, ScriptedCompleter)
     offered = completer.requests[0].tool_names
     assert offered and all(name.startswith("shared_tasks_") for name in offered)

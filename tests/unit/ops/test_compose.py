@@ -86,3 +86,10 @@ def test_env_example_ships_no_password() -> None:
     assert example["REDIS_PASSWORD"] == "" and example["FLOWER_BASIC_AUTH"] == ""
     text = COMPOSE.read_text()
     assert "${REDIS_PASSWORD:-" not in text and "${FLOWER_BASIC_AUTH:-" not in text
+
+
+def test_worker_exposes_its_metrics_port_in_the_compose_network(compose: dict) -> None:
+    worker = compose["services"]["worker"]
+    assert worker["environment"]["SHELLY_METRICS_PORT"] == "9100"
+    assert worker["environment"]["SHELLY_METRICS_HOST"] == "0.0.0.0"
+    assert worker["expose"] == ["9100"]

@@ -14,7 +14,8 @@ import pytest
 
 from tests.unit.ops.support import ROOT
 
-DOCS = [ROOT / "docs" / "operations.md", ROOT / "deploy" / "README.md", ROOT / "workers" / "README.md"]
+DOCS = [ROOT / "docs" / "operations.md", ROOT / "deploy" / "README.md", ROOT / "workers" / "README.md",
+        ROOT / "docs" / "observability.md"]
 _DOCKERFILE = "test_build_context_sends_everything_pip_install_needs"
 _UNITS = "test_unit_has_the_sections_and_keys_it_needs"
 COVERED: dict[str, str] = {
@@ -55,6 +56,21 @@ COVERED: dict[str, str] = {
     ),
     r"celery -A shelly_dist\.runtime\.celery_app control cancel_consumer \S+ --destination \S+": (
         "test_prestop_cancel_consumer_stops_the_worker_taking_tasks"
+    ),
+    # docs/observability.md
+    r"shelly worker --metrics-port \d+ --metrics-host \S+": (
+        "test_worker_metrics_count_the_runs_steps_model_calls_and_tools_of_a_delegation"
+    ),
+    r"SHELLY_LOG_FORMAT=json shelly worker --concurrency \d+": (
+        "test_a_worker_logs_json_lines_with_the_run_session_agent_and_worker"
+    ),
+    r"pip install 'shelly-dist\[a2a\]'": "test_a_missing_sdk_names_the_pip_line",
+    r"pip install 'shelly-dist\[otel\]'|OTEL_EXPORTER_OTLP_ENDPOINT=\S+ OTEL_SERVICE_NAME=\S+ shelly worker": (
+        "test_a_delegation_over_two_workers_is_one_trace_with_children_under_their_delegate_spans"
+    ),
+    r"shelly a2a serve": "test_the_card_names_the_agent_its_description_skills_streaming_and_interface",
+    r"SHELLY_A2A_TOKEN=\S+ shelly a2a serve --host \S+ --port \d+": (
+        "test_with_a_token_the_card_is_public_and_declares_bearer_and_calls_need_the_token"
     ),
     # Run for real by the container CI job.
     r"podman build --format docker -f workers/Dockerfile -t shelly-worker:local \.": "ci:build_worker_image",

@@ -222,3 +222,16 @@ def test_kustomize_fails_loudly_until_the_secret_files_exist(target: str, tmp_pa
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "secrets/redis-auth.env" in out.stderr and "no such file" in out.stderr
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_worker_metrics_port_is_annotated_for_scraping_and_open_to_ingress(target: str) -> None:
+    docs = rendered(target)
+    pod = find(docs, "Deployment", "shelly-worker")["spec"]["template"]
+    env = {e["name"]: e.get("value", "") for e in container({"spec": {"template": pod}}, "worker")["env"]}
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == env["SHELLY_METRICS_PORT"]
+    assert env["SHELLY_METRICS_HOST"] == "0.0.0.0"
+    policy = find(docs, "NetworkPolicy", "shelly-worker-metrics")
+    assert [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]] == [int(env["SHELLY_METRICS_PORT"])]

@@ -133,3 +133,12 @@ async def test_exec_env_lists_what_the_program_may_see(project: Path, monkeypatc
     env = json.loads(await call(exec_toolbox(perms, root=project), "exec_run", command=PY, args=PRINT_ENV))
     assert env["SHELLY_TEST_LISTED"] == "visible"
     assert "SHELLY_TEST_SECRET" not in env
+
+
+@pytest.mark.parametrize("command", ["git", "/usr/bin/git", "git-upload-pack"])
+async def test_git_is_refused_even_when_trusted(project: Path, command: str) -> None:
+    tb = exec_toolbox(trusting(project, command), root=project)
+    marker = project / "pwned"
+    with pytest.raises(ToolError, match=r"^exec_run: git runs through the git tools \(git_status, git_diff"):
+        await call(tb, "exec_run", command=command, args=["-c", f"alias.x=!touch {marker}", "x"])
+    assert not marker.exists()

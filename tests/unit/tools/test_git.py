@@ -99,3 +99,93 @@ async def test_exec_env_passes_a_listed_variable_to_git(repo: Path, monkeypatch)
     perms = Permissions(root=repo, trusted_commands=["git"], exec_env=["GIT_DIR"])
     with pytest.raises(ToolError, match="not a git repository"):
         await call(git_toolbox(perms, root=repo), "git_status")
+
+
+# --- git runs no program a repository or a config names (DESIGN §3 rule 16) ---
+
+
+def _planter(repo: Path, name: str) -> tuple[str, Path]:
+    """An executable script that leaves a marker file when git runs it."""
+    marker = repo.parent / f"{name}.ran"
+    script = repo.parent / f"{name}.sh"
+    script.write_text(f"#!/bin/sh\ntouch {marker}\ncat\n")
+    script.chmod(0o755)
+    return str(script), marker
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True)
+
+
+async def test_hooks_planted_in_the_repository_do_not_run(tb: ToolBox, repo: Path) -> None:
+    script, marker = _planter(repo, "hook")
+    for hook in ("pre-commit", "commit-msg", "post-commit", "post-index-change"):
+        (repo / ".git" / "hooks" / hook).symlink_to(script)
+    (repo / "b.txt").write_text("b")
+    await call(tb, "git_status")
+    await call(tb, "git_commit", message="add b", files=["b.txt"])
+    assert not marker.exists()
+
+
+async def test_a_hooks_path_planted_in_the_config_does_not_run(tb: ToolBox, repo: Path) -> None:
+    script, marker = _planter(repo, "hookspath")
+    hooks = repo.parent / "hooks"
+    hooks.mkdir()
+    (hooks / "pre-commit").symlink_to(script)
+    _git(repo, "config", "core.hooksPath", str(hooks))
+    (repo / "a.txt").write_text("changed\n")
+    await call(tb, "git_commit", message="change a", all=True)
+    assert not marker.exists()
+
+
+async def test_fsmonitor_planted_in_the_config_does_not_run(tb: ToolBox, repo: Path) -> None:
+    script, marker = _planter(repo, "fsmonitor")
+    _git(repo, "config", "core.fsmonitor", script)
+    await call(tb, "git_status")
+    await call(tb, "git_diff")
+    assert not marker.exists()
+
+
+async def test_filter_and_diff_drivers_planted_do_not_run(tb: ToolBox, repo: Path) -> None:
+    script, marker = _planter(repo, "driver")
+    (repo / ".gitattributes").write_text("* filter=evil diff=evil\n")
+    _git(repo, "config", "filter.evil.clean", script)
+    _git(repo, "config", "filter.evil.required", "true")
+    _git(repo, "config", "diff.evil.textconv", script)
+    _git(repo, "config", "diff.evil.command", script)
+    _git(repo, "config", "diff.external", script)
+    (repo / "a.txt").write_text("changed\n")
+    assert "-one\n+changed" in await call(tb, "git_diff")
+    await call(tb, "git_status")
+    await call(tb, "git_commit", message="change a", all=True)
+    assert not marker.exists()
+
+
+async def test_signing_program_planted_does_not_run(tb: ToolBox, repo: Path) -> None:
+    script, marker = _planter(repo, "gpg")
+    _git(repo, "config", "commit.gpgSign", "true")
+    _git(repo, "config", "gpg.program", script)
+    _git(repo, "config", "log.showSignature", "true")
+    (repo / "a.txt").write_text("changed\n")
+    await call(tb, "git_commit", message="change a", all=True)
+    await call(tb, "git_log", count=1)
+    assert not marker.exists()
+
+
+async def test_global_config_is_not_read_but_the_identity_is(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script, marker = _planter(project, "global")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(
+        f"[user]\n\tname = Global Person\n\temail = g@example.com\n[core]\n\tfsmonitor = {script}\n"
+    )
+    monkeypatch.setenv("HOME", str(home))
+    _git(project, "init", "-q", "-b", "main")
+    (project / "a.txt").write_text("one\n")
+    tb = git_toolbox(Permissions(root=project, trusted_commands=["git"]), root=project)
+    await call(tb, "git_status")
+    await call(tb, "git_commit", message="first", files=["a.txt"])
+    assert "Global Person <g@example.com>" in await call(tb, "git_log", count=1, format="full")
+    assert not marker.exists()

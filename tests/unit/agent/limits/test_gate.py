@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from shelly_dist import ScriptedCompleter
-from shelly_dist.agent import Agent, AgentOptions, InlineDelegator, Registry, Run, RunState
+from shelly_dist.agent import Agent, AgentOptions, Registry, Run, RunState
 from shelly_dist.agent.limits import Budget, Limits, MemoryLedger
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import LimitExceeded
 from shelly_dist.models.pricing import PriceEntry
+from shelly_dist.runtime.local import InlineDelegator
 from tests.unit.agent.helpers import call, delegate, echo_toolbox
 
 LOOP = [call("echo", {"text": "again"})]

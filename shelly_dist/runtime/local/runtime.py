@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import uuid
 
-from shelly_dist.agent import Agent, InlineDelegator, Run
+from shelly_dist.agent import Agent, Delegator, Run
 from shelly_dist.chats import Message
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome
+from shelly_dist.runtime.local.delegator import InlineDelegator
+
+
+async def run_here(agent: Agent, delegator: Delegator | None = None) -> Message:
+    """``Agent.run``: the agent's run to its end in this process, children as asyncio tasks
+    unless another ``delegator`` is given (registered with the agent layer by this package)."""
+    return await agent.execute(Run.start(agent, delegator=delegator or InlineDelegator()))
 
 
 class LocalRuntime:

@@ -1,15 +1,15 @@
 """In-process delegation: every child is an asyncio task in this event loop.
 
-This is how ``Agent.run`` and the embedded runtime run children. It keeps Shelly's semantics —
+This is how ``Agent.run`` (by default) and the embedded runtime run children. It keeps Shelly's semantics —
 per-entry errors, siblings left running, results in input order — with two deliberate
 differences: an agent's ``max_concurrency`` caps how many of its instances run at once within a
-session (extra children wait their turn for a leased slot, :mod:`.slots`), and
-``delegate_fail_fast`` cancels the siblings of the first failed entry (:mod:`.stops`).
+session (extra children wait their turn for a leased slot, :mod:`shelly_dist.agent.slots`), and
+``delegate_fail_fast`` cancels the siblings of the first failed entry (:mod:`shelly_dist.agent.stops`).
 
-The task-board coupling is here too: a child with a ``task_id`` claims the task before it runs,
-its outcome moves the task, and cancelling the task on the board stops the child
-(:class:`~.stops.BoardCancelScope`). The pool's workers consult the same slots, stop texts and
-board scope, so a config means the same in both runtimes; only *where* a child runs differs.
+The child's life itself — naming, board claim and cancel scope, entry, handoff, board update,
+events — is :mod:`shelly_dist.agent.children`, which the pool's workers call at the same points;
+this module only decides that a child runs here, as an asyncio task, and when (slots, fail-fast,
+interactive children).
 """
 
 from __future__ import annotations
@@ -20,48 +20,20 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shelly_dist import events, identity
-from shelly_dist.agent.delegation import board_status, entry_from_outcome
-from shelly_dist.agent.handoff import next_peer
+from shelly_dist import identity
+from shelly_dist.agent import children
 from shelly_dist.agent.interaction import Answer, ChildQuestion, auto_answer
-from shelly_dist.agent.interactive_local import LiveChild, LiveChildren, next_event
-from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.records import ChildRequest, DelegateEntry, LiveDelegation
+from shelly_dist.agent.run import Run
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, MemorySlots, SlotLease
-from shelly_dist.agent.stops import SIBLING_FAILED, BoardCancelScope, stops_siblings
+from shelly_dist.agent.stops import SIBLING_FAILED, TASK_CANCELED, stops_siblings
 from shelly_dist.errors import AgentError
-from shelly_dist.events import Event, EventSink
+from shelly_dist.runtime.local.interactive import LiveChild, LiveChildren, next_event
 
 if TYPE_CHECKING:
     from shelly_dist.agent.agent import Agent
     from shelly_dist.agent.board import TaskBoardHook
     from shelly_dist.agent.registry import Registry
-    from shelly_dist.agent.run import Run
-
-PROGRESS_LIMIT = 500
-
-
-def progress_sink(parent: EventSink, parent_name: str, child_name: str) -> EventSink:
-    """Forward every child event unchanged, plus a ``delegation_progress`` for each non-empty
-    assistant text of the child itself (cut at 500 characters with "...")."""
-
-    def sink(event: Event) -> None:
-        parent(event)
-        if event.kind == events.MESSAGE_ADDED and event.agent == child_name and event.data.get("role") == "assistant":
-            text = str(event.data.get("text") or "")
-            if text:
-                if len(text) > PROGRESS_LIMIT:
-                    text = text[:PROGRESS_LIMIT] + "..."
-                parent(
-                    Event(
-                        kind=events.DELEGATION_PROGRESS,
-                        agent=child_name,
-                        run_id=event.run_id,
-                        data={"kind": "progress", "agent": child_name, "parent": parent_name, "message": text},
-                    )
-                )
-
-    return sink
 
 
 class InlineDelegator:
@@ -183,7 +155,7 @@ class InlineDelegator:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 if any(stops_siblings(r, t.result()) for t, r in zip(tasks, requests, strict=True) if t in done):
                     for t in pending:
-                        t.cancel()
+                        t.cancel(SIBLING_FAILED)  # the reason its run_finished and board task give
                     await asyncio.gather(*pending, return_exceptions=True)
                     break
         finally:
@@ -205,26 +177,29 @@ class InlineDelegator:
         name = request.spawned()
         child = registry.spawn(name, request.depth)
         child.set_registry(registry)
-        child.name = instance_name(name, request.task, registry.next_id(name))
+        children.name_child(child, request, registry.next_id(name))
         if child.options.task_board is None:
             child.options.task_board = parent.options.task_board
         child.options.request_input = self._asker(request) or auto_answer(request.context)
         if parent.options.on_event is not None:
-            child.options.on_event = progress_sink(parent.options.on_event, parent.name, child.name)
+            child.options.on_event = children.progress_sink(parent.options.on_event, parent.name, child.name)
         return child
 
     async def run_child(self, parent: Run, request: ChildRequest) -> DelegateEntry:
         """Run one child to its end and map its outcome onto its entry, following its handoffs
         (each peer runs as the same entry). Never raises but cancellation of the parent."""
+        run_id = children.child_run_id(parent.state.run_id, request, parent.state.iteration)
         outcome: DelegateEntry | ChildRequest = request
         while isinstance(outcome, ChildRequest):
-            outcome = await self._run_one(parent, outcome)
+            peer = outcome
+            outcome = await self._run_one(parent, peer, run_id)
+            if isinstance(outcome, ChildRequest):
+                run_id = children.peer_run_id(run_id, outcome)
         return outcome
 
-    async def _run_one(self, parent: Run, request: ChildRequest) -> DelegateEntry | ChildRequest:
-        """Run one child (or handoff peer); its entry, or the request of the peer it handed off to."""
-        from shelly_dist.agent.run import Run
-
+    async def _run_one(self, parent: Run, request: ChildRequest, run_id: str) -> DelegateEntry | ChildRequest:
+        """Run one child (or handoff peer) as run ``run_id``; its entry, or the request of the peer
+        it handed off to."""
         registry = parent.agent.registry
         assert registry is not None
         slot = await self._slot(registry, request)
@@ -234,55 +209,56 @@ class InlineDelegator:
             except AgentError as exc:
                 return DelegateEntry(agent=request.agent, error=str(exc))
             board = parent.agent.options.task_board if request.task_id else None
-            if board is not None and request.task_id:
-                try:
-                    await board.claim(request.task_id, child.name)
-                except Exception as exc:
-                    return DelegateEntry(agent=request.agent, error=f'failed to claim task "{request.task_id}": {exc}')
-            run = Run.start_child(child, request, delegator=self)
+            if (refused := await children.claim_task(board, request, child.name)) is not None:
+                return refused
+            run = Run.start_child(child, request, run_id=run_id, delegator=self)
             if slot is not None:
                 self._slot_of[run.state.run_id] = slot
             if (live := self._live_child(request)) is not None:
                 live.run_id = run.state.run_id
-            emit = parent.agent.options.on_event
-            if emit is not None:
-                emit(Event(kind=events.AGENT_START, agent=child.name, run_id=run.state.run_id,
-                           data={"parent": parent.agent.name, "task": request.task[:500], "depth": request.depth}))
+            children.started(run, parent=parent.state.run_id, task=request.task)
             try:
                 entry = await self._run(child, run, request, board)
+            except asyncio.CancelledError as exc:  # stopped from outside: ends canceled, as on the pool
+                await self._stopped(run, request, board, exc)
+                raise
             finally:
                 self._slot_of.pop(run.state.run_id, None)
-            peer = next_peer(request, run.state, registry) if not entry.error else None
-            if isinstance(peer, DelegateEntry):  # a refused handoff is the entry's error
-                entry = peer
-            # After a handoff the task stays with the chain: the peer claims it and settles it.
-            if not isinstance(peer, ChildRequest) and board is not None and request.task_id:
-                try:
-                    await board.update_status(request.task_id, board_status(entry))
-                except Exception as exc:
-                    entry.warning = f'task board update failed for "{request.task_id}": {exc}'
-            if emit is not None:
-                emit(Event(kind=events.AGENT_END, agent=child.name, run_id=run.state.run_id,
-                           data={"parent": parent.agent.name, "usage": run.state.usage.model_dump()}))
-            if isinstance(peer, ChildRequest):
-                return peer
-            if emit is not None:
-                emit(Event(kind=events.DELEGATION_PROGRESS, agent=child.name, run_id=run.state.run_id,
-                           data={"kind": "result", "agent": child.name, "parent": parent.agent.name,
-                                 "result": entry.to_json()}))
+            step = children.next_step(request, run, entry)
+            if isinstance(step, ChildRequest):
+                children.report(run, children.finished(child.name, run.state.run_id, ending=children.Ending.DONE,
+                                                       entry=children.handoff_entry(step),
+                                                       usage=run.state.usage.model_dump()))
+                return step
+            entry = step
+            await children.settle_task(board, request, entry)
+            children.report(run, children.result_progress(child.name, parent.agent.name, run.state.run_id, entry))
+            children.report(run, children.finished(child.name, run.state.run_id, ending=children.ending_of(entry),
+                                                   entry=entry.to_json(), usage=run.state.usage.model_dump()))
             return entry
+
+    @staticmethod
+    async def _stopped(run: Run, request: ChildRequest, board: TaskBoardHook | None,
+                       exc: asyncio.CancelledError) -> None:
+        """A child cancelled by a failed sibling (the cancel's message) or with its tree: its
+        board task is settled and its ``run_finished`` says ``canceled`` and why, as a worker's
+        would; the cancellation then goes on."""
+        reason = str(exc.args[0]) if exc.args and exc.args[0] in children.STOPPED else TASK_CANCELED
+        entry = DelegateEntry(agent=request.agent, error=reason)
+        with contextlib.suppress(Exception):
+            await asyncio.shield(children.settle_task(board, request, entry))
+        children.report(run, children.finished(run.agent.name, run.state.run_id, ending=children.Ending.CANCELED,
+                                               entry=entry.to_json(), usage=run.state.usage.model_dump()))
 
     async def _run(self, child: Agent, run: Run, request: ChildRequest, board: TaskBoardHook | None) -> DelegateEntry:
         live = self._live_child(request)
         try:
-            async with BoardCancelScope(board, request.task_id), \
+            async with children.board_scope(board, request), \
                     (live.closing_scope() if live is not None else contextlib.nullcontext()):
                 reply = await child.execute(run)
         except Exception as exc:
-            return entry_from_outcome(
-                request.agent, error=exc, instance=child.name, max_iterations=child.options.max_iterations
-            )
-        return entry_from_outcome(request.agent, reply=reply, completion=run.state.completion)
+            return children.outcome_entry(request, run, error=exc)
+        return children.outcome_entry(request, run, reply=reply)
 
 
 @dataclass(frozen=True)

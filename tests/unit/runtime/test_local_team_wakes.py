@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from shelly_dist.engine import Engine, config_from_data
-from shelly_dist.runtime.local_wakes import LocalWakes
+from shelly_dist.runtime.local.wakes import LocalWakes
 from shelly_dist.runtime.wake import WakeSettings
 from shelly_dist.workspace import USER, Workspace
 from tests.unit.state.test_slots import eventually

@@ -4,9 +4,9 @@
 by delegation id, registered once, cancelled all at once by :meth:`LiveChildren.close` (twice is
 harmless). :func:`next_event` is Shelly's ``waitForChildEvent``: the child's next question, or its
 entry when it ended, or — past ``question_timeout`` — the child cancelled and the timeout error.
-The in-process delegator (:class:`~.inline.InlineDelegator`) drives them.
+The in-process delegator (:class:`~.delegator.InlineDelegator`) drives them.
 
-A child cancelled that way ends its run with :class:`~.stops.DelegationClosed` rather than being
+A child cancelled that way ends its run with :class:`~shelly_dist.agent.stops.DelegationClosed` rather than being
 torn down, so the delegator settles it like any other end (its task on the board moves to
 ``failed``, as in Shelly): :meth:`LiveChild.closing_scope` is that conversion.
 """
@@ -48,7 +48,7 @@ class LiveChild:
     @contextlib.asynccontextmanager
     async def closing_scope(self) -> AsyncIterator[None]:
         """Around the child's run, inside its task: the cancellation :meth:`cancel` sends leaves
-        the block as :class:`~.stops.DelegationClosed` (any other cancellation passes through)."""
+        the block as :class:`~shelly_dist.agent.stops.DelegationClosed` (any other cancellation passes through)."""
         try:
             yield
         except asyncio.CancelledError as exc:

@@ -1,0 +1,189 @@
+"""A delegated child's life, written once for both runtimes.
+
+A child is spawned and named, claims its board task, runs inside the board's cancel scope, ends
+as an entry, may hand its delegation off to a peer, settles its board task, and reports its start
+and end with the same events (docs/events.md). Each runtime only decides *where* the child runs
+— an asyncio task in this process (:mod:`shelly_dist.runtime.local`) or a Celery task on a worker
+(:mod:`shelly_dist.runtime.celery.executor`) — and calls these pieces at the same points, so a
+config and a failure read the same in both (DESIGN §6, STYLE lesson 16).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from shelly_dist import events
+from shelly_dist.agent.delegation import board_status, entry_from_outcome
+from shelly_dist.agent.handoff import next_peer
+from shelly_dist.agent.naming import instance_name
+from shelly_dist.agent.records import ChildRequest, DelegateEntry
+from shelly_dist.agent.stops import DELEGATION_CLOSED, SIBLING_FAILED, TASK_CANCELED, BoardCancelScope
+from shelly_dist.events import Event, EventSink
+
+if TYPE_CHECKING:
+    from shelly_dist.agent.agent import Agent
+    from shelly_dist.agent.board import TaskBoardHook
+    from shelly_dist.agent.run import Run
+
+PROGRESS_LIMIT = 500
+"""Characters of a child's assistant text carried by a ``delegation_progress`` event (Shelly's)."""
+
+TASK_LIMIT = 200
+"""Characters of a child's task carried by its ``run_started`` and ``run_queued`` events."""
+
+__all__ = [
+    "Ending",
+    "board_scope",
+    "child_run_id",
+    "claim_task",
+    "ending_of",
+    "finished",
+    "handoff_entry",
+    "name_child",
+    "next_step",
+    "outcome_entry",
+    "peer_run_id",
+    "progress_sink",
+    "report",
+    "result_progress",
+    "settle_task",
+    "started",
+]
+
+
+class Ending(StrEnum):
+    """How a run ended, as its ``run_finished`` event and its journal record say."""
+
+    DONE = "done"
+    FAILED = "failed"
+    CANCELED = "canceled"
+
+
+STOPPED = (TASK_CANCELED, SIBLING_FAILED, DELEGATION_CLOSED)
+"""Entry errors of a child that was stopped (board cancel, a failed sibling, its interactive
+delegation closed, the tree cancelled) rather than one that failed on its own."""
+
+
+def ending_of(entry: DelegateEntry) -> Ending:
+    """A finished child's ending, read from its entry: stopped → canceled, another error → failed;
+    a child that reported ``task_complete`` with ``failed`` still ended ``done`` (its entry says)."""
+    if entry.error in STOPPED:
+        return Ending.CANCELED
+    return Ending.FAILED if entry.error else Ending.DONE
+
+
+def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
+    """A child's run id, the same in both runtimes: deterministic, so a redelivered parent step
+    names the same children again; it starts with the parent's id, hence with the root's (on the
+    pool a hash tag on the root covers the whole tree)."""
+    digest = hashlib.sha1(f"{iteration}:{request.key}".encode()).hexdigest()[:8]
+    return f"{parent_id}-{digest}"
+
+
+def peer_run_id(run_id: str, peer: ChildRequest) -> str:
+    """The run id of the peer a child (run ``run_id``) handed its delegation off to."""
+    return f"{run_id}-h{peer.handoffs}"
+
+
+def name_child(agent: Agent, request: ChildRequest, n: int) -> None:
+    """Give a spawned child its instance name (``coder-refactor-1``); ``n`` comes from the
+    runtime's counter (the registry's in a process, Redis's on the pool)."""
+    agent.name = instance_name(request.spawned(), request.task, n)
+
+
+async def claim_task(board: TaskBoardHook | None, request: ChildRequest, name: str) -> DelegateEntry | None:
+    """Claim the child's board task before its first step; the failed entry when the claim is refused."""
+    if board is None or not request.task_id:
+        return None
+    try:
+        await board.claim(request.task_id, name)
+    except Exception as exc:
+        return DelegateEntry(agent=request.agent, error=f'failed to claim task "{request.task_id}": {exc}')
+    return None
+
+
+def board_scope(board: TaskBoardHook | None, request: ChildRequest | None) -> BoardCancelScope:
+    """The scope a child's steps run in: cancelling its task on the board stops it."""
+    return BoardCancelScope(board, request.task_id if request is not None else None)
+
+
+def next_step(request: ChildRequest, run: Run, entry: DelegateEntry) -> DelegateEntry | ChildRequest:
+    """After the child ended with ``entry``: the request of the peer it handed off to (the same
+    entry carries on), or its entry (a refused handoff's error replaces it)."""
+    if entry.error:
+        return entry
+    peer = next_peer(request, run.state, run.agent.registry)
+    return entry if peer is None else peer
+
+
+def handoff_entry(peer: ChildRequest) -> dict[str, Any]:
+    """What the ``run_finished`` of a child that handed off carries as its entry."""
+    return {"agent": peer.agent, "handoff": peer.spawned()}
+
+
+async def settle_task(board: TaskBoardHook | None, request: ChildRequest | None, entry: DelegateEntry) -> None:
+    """Move the child's board task to where its entry says (never after a handoff: the peer
+    claims and settles it); a failed update is the entry's warning, not its error."""
+    if board is None or request is None or not request.task_id:
+        return
+    try:
+        await board.update_status(request.task_id, board_status(entry))
+    except Exception as exc:
+        entry.warning = f'task board update failed for "{request.task_id}": {exc}'
+
+
+def started(run: Run, *, parent: str, task: str, worker: str = "") -> None:
+    """Emit ``run_started`` for a run's first step (a run continued elsewhere emits ``run_resumed``)."""
+    run.emit(events.RUN_STARTED, worker=worker, depth=run.agent.depth, parent=parent, task=task[:TASK_LIMIT])
+
+
+def finished(
+    agent: str, run_id: str, *, ending: Ending | str, entry: dict[str, Any], usage: dict[str, Any],
+    worker: str = "", session: str = "",
+) -> Event:
+    """The ``run_finished`` event of a run that ended with ``entry`` (docs/events.md)."""
+    return Event(kind=events.RUN_FINISHED, agent=agent, run_id=run_id, session_id=session,
+                 data={"status": str(ending), "worker": worker, "entry": entry, "usage": usage})
+
+
+def outcome_entry(request: ChildRequest, run: Run, *, reply: Any = None, error: BaseException | None = None
+                  ) -> DelegateEntry:
+    """The entry of a child run that ended with ``reply`` or raised ``error``."""
+    if error is not None:
+        return entry_from_outcome(request.agent, error=error, instance=run.agent.name,
+                                  max_iterations=run.agent.options.max_iterations)
+    return entry_from_outcome(request.agent, reply=reply, completion=run.state.completion)
+
+
+def report(run: Run, event: Event) -> None:
+    """Send ``event`` to the run's sink (the parent's, through :func:`progress_sink`, embedded;
+    the session stream on a worker)."""
+    sink = run.agent.options.on_event
+    if sink is not None:
+        sink(event)
+
+
+def result_progress(child: str, parent: str, run_id: str, entry: DelegateEntry) -> Event:
+    """Shelly's ``delegation_progress`` of kind ``result``: the child's entry, as its parent gets it."""
+    return Event(kind=events.DELEGATION_PROGRESS, agent=child, run_id=run_id,
+                 data={"kind": "result", "agent": child, "parent": parent, "result": entry.to_json()})
+
+
+def progress_sink(parent: EventSink, parent_name: str, child_name: str) -> EventSink:
+    """Forward every child event unchanged, plus a ``delegation_progress`` for each non-empty
+    assistant text of the child itself (cut at 500 characters with "...")."""
+
+    def sink(event: Event) -> None:
+        parent(event)
+        if event.kind == events.MESSAGE_ADDED and event.agent == child_name and event.data.get("role") == "assistant":
+            text = str(event.data.get("text") or "")
+            if text:
+                if len(text) > PROGRESS_LIMIT:
+                    text = text[:PROGRESS_LIMIT] + "..."
+                parent(Event(kind=events.DELEGATION_PROGRESS, agent=child_name, run_id=event.run_id,
+                             data={"kind": "progress", "agent": child_name, "parent": parent_name,
+                                   "message": text}))
+
+    return sink

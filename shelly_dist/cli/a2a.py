@@ -1,0 +1,65 @@
+"""``shelly a2a serve``: an agent of the project as an A2A v1.0 server (``docs/observability.md``).
+
+Runs go where ``shelly run`` sends them: embedded, or the coordinator here with the tree on the
+worker pool when a broker is configured (then tasks are kept in Redis, so any replica answers).
+Off loopback a bearer token is required (``SHELLY_A2A_TOKEN``, or ``--token``, which ``ps``
+shows), as for ``shelly mcp serve --transport http``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from shelly_dist.cli.errors import fail, run_async
+from shelly_dist.cli.mcp import until_signal
+from shelly_dist.cli.options import config_options
+from shelly_dist.errors import UsageError
+
+TOKEN_ENV = "SHELLY_A2A_TOKEN"
+
+
+@click.group("a2a")
+def a2a_group() -> None:
+    """Agent2Agent (A2A v1.0): serve an agent to other agent platforms."""
+
+
+@a2a_group.command("serve")
+@click.option("--agent", "agent_name", default=None, help="The agent to serve (default: the entry agent).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8100, show_default=True, help="0 picks a free one.")
+@click.option("--token", envvar=TOKEN_ENV, default=None, show_envvar=True,
+              help="Bearer token every request but the card's must carry (required off loopback).")
+@click.option("--public-url", default=None,
+              help="The URL the Agent Card announces (default http://HOST:PORT/; set it behind a proxy).")
+@config_options
+def serve_command(agent_name: str | None, host: str, port: int, token: str | None, public_url: str | None,
+                  config_path: str | None, shelly_dir: str) -> None:
+    """Serve an agent over A2A: Agent Card, message/send, message/stream, tasks/get, tasks/cancel."""
+    from shelly_dist.engine.a2a import require_sdk
+    from shelly_dist.tools.mcp.bearer import is_loopback
+
+    try:
+        require_sdk("a2a serve")
+    except UsageError as exc:
+        fail(exc)
+    if not token and not is_loopback(host):
+        fail(UsageError(f"a2a serve: --host {host} is reachable from other machines: set {TOKEN_ENV} "
+                        "(or --token) so every request must carry Authorization: Bearer <token>"))
+
+    async def main() -> None:
+        from shelly_dist.engine import Engine
+        from shelly_dist.engine.a2a.server import serve
+
+        async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
+            agent = engine.agent_name(agent_name)
+
+            def listening(url: str) -> None:
+                auth = " (bearer token required)" if token else ""
+                click.echo(f"serving agent {agent} over A2A on {url} (runtime {engine.runtime.name}){auth}", err=True)
+
+            await serve(engine, agent, host=host, port=port, token=token, public_url=public_url,
+                        on_listening=listening)
+
+    sys.exit(run_async(until_signal(main())))

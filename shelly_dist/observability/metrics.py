@@ -1,0 +1,106 @@
+"""A worker's Prometheus metrics: what its runs, model calls, tools and leases do.
+
+Every layer records with one call into the process-wide metrics below; ``shelly worker
+--metrics-port`` serves them (:func:`serve`). Recording without a server costs a counter
+increment, so the embedded runtime records too and nobody reads it.
+
+Labels are bounded (DESIGN §9): an agent's config name (never an instance name or a run id), a
+provider's config name and its model, a tool's name, an outcome from a short fixed list. A run's
+or a session's id is never a label: a pool runs millions of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from shelly_dist.events import TOOL_CALL_END, Event, EventSink
+
+ENV_PORT = "SHELLY_METRICS_PORT"
+
+LOOP_LAG_INTERVAL = 1.0
+"""Seconds between two probes of the event loop's lag."""
+
+MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
+"""Model calls take from tens of milliseconds (a cache hit, a small model) to minutes."""
+
+RUNS_STARTED = Counter("shelly_runs_started_total", "Runs started on this worker (resumes not counted).",
+                       ["agent"])
+RUNS_FINISHED = Counter("shelly_runs_finished_total",
+                        "Runs ended on this worker, by outcome (done, failed, canceled).", ["agent", "outcome"])
+STEPS = Counter("shelly_steps_total", "Steps (a model call and its tools) advanced on this worker.", ["agent"])
+RUNS_IN_FLIGHT = Gauge("shelly_runs_in_flight", "Runs this worker holds a lease on now.")
+MODEL_CALL_SECONDS = Histogram("shelly_model_call_duration_seconds",
+                               "Model calls (their retries included), by provider and model.",
+                               ["provider", "model"], buckets=MODEL_BUCKETS)
+MODEL_CALL_ERRORS = Counter("shelly_model_call_errors_total", "Model calls that failed after their retries.",
+                            ["provider", "model"])
+MODEL_TOKENS = Counter("shelly_model_tokens_total",
+                       "Tokens of model calls, by kind (input, output, cache_read, cache_creation).",
+                       ["provider", "model", "kind"])
+MODEL_COST = Counter("shelly_model_cost_usd_total", "USD of model calls at the price table.",
+                     ["provider", "model"])
+TOOL_CALLS = Counter("shelly_tool_calls_total", "Tool calls ended, by outcome (ok, error).", ["tool", "outcome"])
+LEASES_RENEWED = Counter("shelly_leases_renewed_total", "Lease renewals Redis accepted.")
+LEASES_LOST = Counter("shelly_leases_lost_total", "Leases lost (held elsewhere, or not renewed in time).")
+RUNS_REAPED = Counter("shelly_runs_reaped_total", "Runs past their deadline this worker's reaper re-enqueued.")
+LOOP_LAG = Gauge("shelly_event_loop_lag_seconds",
+                 f"How late the worker's event loop ran a callback due {LOOP_LAG_INTERVAL:g}s after the last.")
+
+TOKEN_KINDS = ("input", "output", "cache_read", "cache_creation")
+
+
+@contextlib.contextmanager
+def model_call(provider: str, model: str) -> Iterator[None]:
+    """Time one model call; a call that raises is counted as an error."""
+    start = time.perf_counter()
+    try:
+        yield
+    except BaseException:
+        MODEL_CALL_ERRORS.labels(provider, model).inc()
+        raise
+    finally:
+        MODEL_CALL_SECONDS.labels(provider, model).observe(time.perf_counter() - start)
+
+
+def model_usage(provider: str, model: str, tokens: dict[str, int], cost_usd: float) -> None:
+    """Add one call's tokens (by kind, see :data:`TOKEN_KINDS`) and cost."""
+    for kind in TOKEN_KINDS:
+        if n := tokens.get(kind, 0):
+            MODEL_TOKENS.labels(provider, model, kind).inc(n)
+    if cost_usd:
+        MODEL_COST.labels(provider, model).inc(cost_usd)
+
+
+def tool_call(tool: str, *, is_error: bool) -> None:
+    TOOL_CALLS.labels(tool, "error" if is_error else "ok").inc()
+
+
+async def watch_loop_lag(interval: float = LOOP_LAG_INTERVAL) -> None:
+    """Measure how late this loop wakes a sleeper, every ``interval`` seconds, until cancelled: a
+    step doing sync work (a blocking call, a long JSON parse) delays every run of the process."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + interval
+        await asyncio.sleep(interval)
+        LOOP_LAG.set(max(0.0, loop.time() - due))
+
+
+def serve(port: int, host: str = "0.0.0.0", registry: CollectorRegistry = REGISTRY) -> None:
+    """Serve ``/metrics`` (Prometheus text) on a daemon thread."""
+    start_http_server(port, addr=host, registry=registry)
+
+
+def counting_tools(sink: EventSink) -> EventSink:
+    """``sink``, counting the tool calls whose end passes through it (:data:`TOOL_CALLS`)."""
+
+    def observe(event: Event) -> None:
+        if event.kind == TOOL_CALL_END:
+            tool_call(str(event.data.get("tool", "")), is_error=bool(event.data.get("is_error")))
+        sink(event)
+
+    return observe

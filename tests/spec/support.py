@@ -1,0 +1,116 @@
+"""Run one delegation scenario on either runtime and observe what both must agree on.
+
+A scenario is a team (scripted models per agent) and a task. :func:`observe` runs it through the
+engine as ``shelly run`` does — embedded (children as asyncio tasks) or on the pool (children on a
+real ``shelly worker`` subprocess, the coordinator in this process) — and returns what a user can
+see: the ``delegate`` results the lead got, how each child run ended, the event kinds of each
+child, the tokens spent and the final answer. The spec tests assert that both runtimes give the
+same :class:`Observed` (DESIGN §6: a behaviour that differs is a failing test).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from shelly_dist.chats import Message, ToolCall, ToolResult
+from shelly_dist.engine import Engine
+from shelly_dist.events import Event
+from tests.integration.cluster import Cluster
+from tests.integration.conftest import cluster
+
+__all__ = ["Cluster", "Observed", "Scenario", "cluster", "complete", "delegate", "observe"]
+
+POOL_ONLY = {"run_queued", "run_waiting", "run_resumed"}
+"""Kinds that say where a run is placed on the pool (docs/events.md); an embedded run has no queue."""
+
+
+@dataclass
+class Scenario:
+    """A team and a task: ``scripts`` per agent name (the scripted provider's format)."""
+
+    scripts: dict[str, list[Any]]
+    agents: list[dict[str, Any]]
+    task: str = "go"
+    entry_agent: str = "lead"
+
+
+@dataclass
+class Observed:
+    """What both runtimes must agree on."""
+
+    entries: list[list[dict[str, Any]]]
+    """Each ``delegate`` result the lead got, in order (the JSON array of entries)."""
+    endings: list[tuple[str, str]]
+    """(agent asked for, status) of every child's ``run_finished``, sorted."""
+    kinds: dict[str, set[str]] = field(default_factory=dict)
+    """The event kinds of each child's runs, by the agent asked for (pool-only kinds left out)."""
+    tokens: int = 0
+    """Input plus output tokens of every child run (from their ``run_finished``)."""
+    reply: str = ""
+
+
+def write_team(cluster: Cluster, scenario: Scenario, runtime: str) -> None:
+    """The scenario's config in the cluster's project; embedded, without a ``distributed:`` section."""
+    providers = [{"name": "team", "kind": "scripted", "model": "script", "script": scenario.scripts}]
+    if runtime == "pool":
+        cluster.write_config(providers, scenario.agents, entry_agent=scenario.entry_agent)
+        return
+    config = {"providers": providers, "agents": scenario.agents, "entry_agent": scenario.entry_agent}
+    (cluster.root / ".shelly" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observed:
+    """Run ``scenario`` on ``runtime`` (``embedded`` or ``pool``) and observe it."""
+    write_team(cluster, scenario, runtime)
+    if runtime == "pool":
+        cluster.start_worker("w1")
+    seen: list[Event] = []
+    async with await Engine.open(None, shelly_dir=cluster.root / ".shelly", env=cluster.env()) as engine:
+        assert engine.runtime.name == ("celery" if runtime == "pool" else "local")
+        sub = engine.bus.subscribe(buffer=100_000)
+        session = engine.session(persist=False)
+        outcome = await session.send(scenario.task)
+        sub.close()
+        async for event in sub:
+            seen.append(event)
+        entries = delegate_results(session.agent.chat.messages())
+    return _observed(seen, entries, outcome.reply.text_content())
+
+
+def delegate_results(messages: list[Message]) -> list[list[dict[str, Any]]]:
+    """The parsed result of every ``delegate`` call in ``messages``, in order."""
+    calls = {p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and p.name == "delegate"}
+    return [json.loads(p.content) for m in messages for p in m.parts
+            if isinstance(p, ToolResult) and p.tool_call_id in calls]
+
+
+def _observed(seen: list[Event], entries: list[list[dict[str, Any]]], reply: str) -> Observed:
+    asked_for: dict[str, str] = {}
+    endings: list[tuple[str, str]] = []
+    tokens = 0
+    for e in seen:
+        if e.kind == "run_finished":
+            agent = str(e.data["entry"].get("agent", ""))
+            asked_for[e.run_id] = agent
+            endings.append((agent, str(e.data["status"])))
+            usage = e.data.get("usage") or {}
+            tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    kinds: dict[str, set[str]] = {}
+    for e in seen:
+        if e.run_id in asked_for and e.kind not in POOL_ONLY:
+            kinds.setdefault(asked_for[e.run_id], set()).add(e.kind)
+    return Observed(entries=entries, endings=sorted(endings), kinds=kinds, tokens=tokens, reply=reply)
+
+
+def delegate(*tasks: dict[str, Any]) -> dict[str, Any]:
+    """A scripted reply calling ``delegate`` with ``tasks`` (``agent``, ``task``, optional keys)."""
+    return {"tool_calls": [{"name": "delegate", "arguments": {
+        "tasks": [{"context": "", **t} for t in tasks]}}]}
+
+
+def complete(summary: str, status: str = "completed") -> dict[str, Any]:
+    return {"tool_calls": [{"name": "task_complete", "arguments": {"status": status, "summary": summary}}]}

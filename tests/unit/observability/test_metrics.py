@@ -1,0 +1,34 @@
+"""The worker's metrics helpers: tool calls counted from the events they pass, the loop's lag."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from prometheus_client import REGISTRY
+
+from shelly_dist import events
+from shelly_dist.events import Event
+from shelly_dist.observability import metrics
+
+
+def test_counting_tools_counts_ended_tool_calls_by_outcome_and_passes_every_event_on():
+    tool = uuid.uuid4().hex
+    seen: list[Event] = []
+    sink = metrics.counting_tools(seen.append)
+    sink(Event(kind=events.TOOL_CALL_START, data={"tool": tool}))
+    sink(Event(kind=events.TOOL_CALL_END, data={"tool": tool, "is_error": False}))
+    sink(Event(kind=events.TOOL_CALL_END, data={"tool": tool, "is_error": True}))
+    assert len(seen) == 3
+    assert REGISTRY.get_sample_value("shelly_tool_calls_total", {"tool": tool, "outcome": "ok"}) == 1
+    assert REGISTRY.get_sample_value("shelly_tool_calls_total", {"tool": tool, "outcome": "error"}) == 1
+
+
+async def test_loop_lag_shows_a_blocked_loop():
+    watcher = asyncio.create_task(metrics.watch_loop_lag(interval=0.1))
+    await asyncio.sleep(0)  # the watcher is asleep on its first interval
+    time.sleep(0.3)  # noqa: ASYNC251  # a step doing sync work blocks the loop 0.2 s past the wake-up
+    await asyncio.sleep(0.01)  # the watcher wakes (late) before this sleeper
+    watcher.cancel()
+    assert REGISTRY.get_sample_value("shelly_event_loop_lag_seconds") >= 0.15
