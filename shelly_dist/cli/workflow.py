@@ -13,8 +13,9 @@ from shelly_dist.cli.options import config_options, session_scoped
 from shelly_dist.engine.config import find_config, load_config
 from shelly_dist.engine.engine import Engine
 from shelly_dist.engine.workflow import load_workflow, pool_ready, team_config
-from shelly_dist.engine.workflow_run import final_output, start_workflow, wait_idle, wait_stopped
+from shelly_dist.engine.workflow_run import final_output, start_workflow, unschedule, wait_idle, wait_stopped
 from shelly_dist.errors import UsageError
+from shelly_dist.runtime.schedules import Scheduler
 
 EXIT_DEAD_LETTERS = 1
 
@@ -39,12 +40,22 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
         config = team_config(config, workflow)
     console = Console(stderr=True)
     async with await Engine.open(config, shelly_dir=shelly_dir) as engine:
-        session, ws = await start_workflow(engine.stores.workspace, workflow, params=params, tag=tag)
+        due = engine.stores.due_index()
+        # Embedded, this process ticks the schedules; on a pool every worker does.
+        scheduler = Scheduler(due, engine.stores.workspace) if engine.runtime.name == "local" else None
+        session, ws = await start_workflow(engine.stores.workspace, workflow, params=params, tag=tag, due=due)
         console.print(f"session {session} (workflow {workflow.name})", markup=False, highlight=False)
-        if until_stopped:
-            await wait_stopped(ws)
-        else:
-            await wait_idle(ws)
+        if scheduler is not None:
+            scheduler.start()
+        try:
+            if until_stopped:
+                await wait_stopped(ws)
+            else:
+                await wait_idle(ws)
+        finally:
+            if scheduler is not None:
+                await scheduler.aclose()
+            await unschedule(workflow, session, due)
         output = await final_output(ws)
         dead = await ws.dead_letters()
     for letter in dead:

@@ -24,6 +24,7 @@ from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.state import Keys, MemoryStore, Store
 from shelly_dist.tasks import Board, MemoryBoard
 from shelly_dist.workspace import ChannelMessage, MemoryWorkspace, Workspace
+from shelly_dist.workspace.due import DueIndex, MemoryDueIndex
 
 
 class SessionStores:
@@ -39,6 +40,7 @@ class SessionStores:
         self._offload: SessionCache[OffloadStore] = SessionCache()
         self._workspaces: SessionCache[Workspace] = SessionCache()
         self._ledger: BudgetLedger | None = None
+        self._due: DueIndex | None = None
         self._reflections: ReflectionStore | None = None
         self._client: Any = None
         self.on_post: Callable[[str, ChannelMessage, list[str]], Awaitable[None]] | None = None
@@ -98,6 +100,18 @@ class SessionStores:
             return ws
 
         return self._workspaces.get(session, build)
+
+    def due_index(self) -> DueIndex:
+        """The team schedules' due index of this engine (every session): Redis when shared."""
+        with self._lock:
+            if self._due is None:
+                if self.shared:
+                    from shelly_dist.workspace.redis import RedisDueIndex
+
+                    self._due = RedisDueIndex(self._redis(), self.keys)
+                else:
+                    self._due = MemoryDueIndex()
+            return self._due
 
     def offload(self, session: str) -> OffloadStore:
         """Where the ``offload`` effect of ``session`` keeps results (Redis when shared)."""

@@ -112,6 +112,11 @@ class EngineContext:
 
         self.wakes = PoolWakes(settings)
         engine.stores.on_post = self.wakes.on_post
+        # Every worker ticks the team schedules; a claim per due time makes each fire once.
+        from shelly_dist.runtime.schedules import Scheduler
+
+        self.scheduler = Scheduler(engine.stores.due_index(), engine.stores.workspace)
+        self.scheduler.start()
 
     def registry(self, session: str) -> Registry:
         return self.engine.registry(session)
@@ -125,6 +130,7 @@ class EngineContext:
         await finish_pool_wake(self.workspace(record.session), self.wakes, record, status, reply=reply, error=error)
 
     async def aclose(self) -> None:
+        await self.scheduler.aclose()
         await self.engine.aclose()
         await self._client.aclose()
 

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shelly_dist.engine.config_models import AgentConfig, Config
 from shelly_dist.errors import ConfigError, UsageError
+from shelly_dist.workspace.schedule import Schedule, parse_wakeup
 
 VARIABLE = re.compile(r"\$\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
 SETUP_TIMEOUT = 300.0
@@ -91,11 +92,25 @@ def load_workflow(path: str | Path) -> Workflow:
     except yaml.YAMLError as exc:
         raise ConfigError(f"workflow: {path} is not valid YAML: {exc}") from exc
     try:
-        return Workflow.model_validate(data)
+        workflow = Workflow.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise ConfigError(f"workflow: {path}: {where}: {first['msg']}", field=where) from exc
+    schedules(workflow)  # an invalid wakeup fails the load, naming it
+    return workflow
+
+
+def schedules(workflow: Workflow) -> dict[str, Schedule]:
+    """The agents that wake by themselves, with their schedule."""
+    out = {}
+    for name, spec in workflow.agents.items():
+        if spec.wakeup:
+            try:
+                out[name] = parse_wakeup(spec.wakeup, spec.wakeup_prompt)
+            except ConfigError as exc:
+                raise ConfigError(f"{exc} (agent {name})", field=f"agents.{name}.wakeup") from exc
+    return out
 
 
 def interpolate(text: str, variables: Mapping[str, str]) -> str:

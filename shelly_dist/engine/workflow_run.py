@@ -14,8 +14,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from shelly_dist.engine.sessions import new_session_id
-from shelly_dist.engine.workflow import Workflow, base_variables, interpolate, resolve_params, run_setup
+from shelly_dist.engine.workflow import Workflow, base_variables, interpolate, resolve_params, run_setup, schedules
+from shelly_dist.errors import UsageError
 from shelly_dist.workspace import DEFAULT_DOCUMENT, USER, WorkspaceBase
+from shelly_dist.workspace.due import DueIndex, member
 
 DEBOUNCE = 2.0
 """Seconds the team must stay idle before ``workflow run`` ends."""
@@ -27,6 +29,7 @@ POLL = 0.2
 async def start_workflow(
     workspace_of: Callable[[str], WorkspaceBase], workflow: Workflow, *, params: Mapping[str, str], tag: str = "",
     env: Mapping[str, str] | None = None, cwd: Path | None = None, session: str | None = None,
+    due: DueIndex | None = None,
 ) -> tuple[str, WorkspaceBase]:
     """Set the team up in a new session and post the kickoff (as ``user``, so it wakes whom it
     mentions); returns the session id and its workspace. ``workspace_of`` is the engine's
@@ -41,10 +44,22 @@ async def start_workflow(
     for name, spec in workflow.agents.items():
         if spec.prompt.append:
             await ws.set_agent_prompt(name, interpolate(spec.prompt.append, variables))
+    now = time.time()
+    for name, schedule in schedules(workflow).items():
+        if due is None:
+            raise UsageError(f"workflow: agent {name} has a wakeup but this runner has no schedule index")
+        await ws.set_schedule(name, schedule.model_copy(update={"prompt": interpolate(schedule.prompt, variables)}))
+        await due.schedule(member(session, name), schedule.next_due(now, 0.0))
     kickoff = interpolate(workflow.kickoff, variables)
     if kickoff.strip():
         await ws.send(USER, kickoff)
     return session, ws
+
+
+async def unschedule(workflow: Workflow, session: str, due: DueIndex) -> None:
+    """Stop the workflow's schedules (its run has ended)."""
+    for name in schedules(workflow):
+        await due.remove(member(session, name))
 
 
 async def wait_idle(ws: WorkspaceBase, *, debounce: float = DEBOUNCE, poll: float = POLL) -> None:

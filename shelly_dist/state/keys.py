@@ -141,6 +141,11 @@ class Keys:
         """Who is running a wake of ``agent`` now (SET NX PX): one wake per agent at a time."""
         return f"{self.session(session)}:ws:wake:{_name('agent', agent)}"
 
+    def team_due(self) -> str:
+        """Sorted set of team schedules (member ``session/agent``), scored by when each is next due
+        (ms): whoever passes a due time claims it (one script on this key alone) and fires it."""
+        return f"{self.prefix}team:due"
+
     # -- per run -----------------------------------------------------------------------------
 
     def run(self, run_id: str) -> str:

@@ -34,6 +34,7 @@ from shelly_dist.workspace.models import (
     visible_to,
 )
 from shelly_dist.workspace.proposals import Proposal, new_proposal, option_id, settle
+from shelly_dist.workspace.schedule import Schedule
 
 DEFAULT_DOCUMENT = "notes.md"
 INLINE_LIMIT = 1200
@@ -130,6 +131,13 @@ class WorkspaceBase(ABC):
 
     async def stop_requested(self) -> bool:
         return await self._get("meta", "stop") is not None
+
+    async def set_schedule(self, agent: str, schedule: Schedule) -> None:
+        await self._put("meta", f"schedule:{agent}", schedule.model_dump_json())
+
+    async def schedule(self, agent: str) -> Schedule | None:
+        raw = await self._get("meta", f"schedule:{agent}")
+        return None if raw is None else Schedule.model_validate_json(raw)
 
     async def set_agent_prompt(self, agent: str, text: str) -> None:
         """Words for ``agent`` alone, added to the project section of its wakes (``prompt.append``)."""

@@ -114,3 +114,28 @@ class RedisWorkspace(WorkspaceBase):
     async def release_wake(self, agent: str, token: str) -> None:
         with redis_errors(ORIGIN):
             await self._scripts.release(keys=[self._keys.workspace_wake(self._session, agent)], args=[token])
+
+
+class RedisDueIndex:
+    def __init__(self, client: aioredis.Redis, keys: Keys | None = None) -> None:
+        self._client = client
+        self._key = (keys or Keys()).team_due()
+        self._scripts = WorkspaceScripts(client)
+
+    async def schedule(self, entry: str, at: float) -> None:
+        with redis_errors("schedules"):
+            await self._client.zadd(self._key, {entry: int(at * 1000)})
+
+    async def due(self, now: float, limit: int = 100) -> list[tuple[str, int]]:
+        with redis_errors("schedules"):
+            rows = await self._client.zrangebyscore(self._key, "-inf", int(now * 1000), start=0, num=limit,
+                                                    withscores=True)
+        return [(entry, int(score)) for entry, score in rows]
+
+    async def claim(self, entry: str, score: int, next_at: float) -> bool:
+        with redis_errors("schedules"):
+            return bool(await self._scripts.claim_due(keys=[self._key], args=[entry, score, int(next_at * 1000)]))
+
+    async def remove(self, entry: str) -> None:
+        with redis_errors("schedules"):
+            await self._client.zrem(self._key, entry)

@@ -55,6 +55,17 @@ end
 return 0
 """
 
+# KEYS: the schedules' due index (sorted set). ARGV: member, the score it was read with, the next
+# score. Moves the member only if nobody moved it since it was read: one claimer per due time.
+CLAIM_DUE = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) == tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+  return 1
+end
+return 0
+"""
+
 
 class WorkspaceScripts:
     """The scripts, registered on one client (redis-py loads each by its sha on first use)."""
@@ -65,3 +76,4 @@ class WorkspaceScripts:
         self.ack = client.register_script(ACK)
         self.renew = client.register_script(RENEW)
         self.release = client.register_script(RELEASE)
+        self.claim_due = client.register_script(CLAIM_DUE)

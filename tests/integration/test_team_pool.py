@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -94,3 +96,34 @@ def test_a_worker_killed_during_a_wake_loses_no_message_and_acks_only_after_succ
     assert cluster.redis.hget(cursors, "coder") == "1"
     [after] = [r for r in wake_records(cluster) if r["agent"] == "coder"]
     assert after["status"] == "done" and after["worker"] in workers and after["worker"] != wake["worker"]
+
+
+def test_an_interval_schedule_with_two_workers_fires_once_per_due_time(cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", ticker=["checked"])],
+                         [{"name": "ticker", "provider": "team", "toolboxes": ["team"]}])
+    cluster.start_workers("wa", "wb")
+    path = cluster.root / "tick.yaml"
+    path.write_text(yaml.safe_dump({"name": "tick", "agents": {"ticker": {"ref": "ticker", "wakeup": "2s",
+                                                                           "wakeup_prompt": "Tick."}}}))
+    start = cluster.popen("workflow", "start", str(path))
+    try:
+        assert start.stderr is not None
+        session = start.stderr.readline().split()[1]
+        channel = f"{cluster.prefix}s:{{{session}}}:ws:channel"
+
+        def posts() -> list[dict[str, Any]]:
+            return [json.loads(raw) for raw in cluster.redis.lrange(channel, 0, -1)]
+
+        wait_until(lambda: sum(p["content"] == "@ticker Tick." for p in posts()) >= 4, 60, "four scheduled wakeups")
+        stopped = cluster.shelly("workflow", "stop", "--session", session)
+        assert stopped.returncode == 0, stopped.stderr
+        start.communicate(timeout=30)
+    finally:
+        if start.poll() is None:
+            start.kill()
+    ticks = [p["timestamp"] for p in posts() if p["content"] == "@ticker Tick."]
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    assert min(gaps) >= 1.9, f"a due time fired twice: {gaps}"
+    answers = [p for p in posts() if p["from"] == "ticker"]
+    assert len(answers) >= len(ticks) - 1  # each fire woke the agent once (the last may still run)
+    assert start.returncode == 0
