@@ -127,3 +127,30 @@ def test_an_interval_schedule_with_two_workers_fires_once_per_due_time(cluster: 
     answers = [p for p in posts() if p["from"] == "ticker"]
     assert len(answers) >= len(ticks) - 1  # each fire woke the agent once (the last may still run)
     assert start.returncode == 0
+
+
+def test_a_user_sends_from_outside_and_reads_channel_inbox_and_docs(cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", **REVIEW)],
+                         [{"name": "coder", "provider": "team", "toolboxes": ["team"]},
+                          {"name": "reviewer", "provider": "team", "toolboxes": ["team"]}])
+    cluster.start_workers("wa")
+    start = cluster.popen("workflow", "start", str(write_workflow(cluster.root, kickoff="")))
+    try:
+        assert start.stderr is not None
+        session = start.stderr.readline().split()[1]
+        sent = cluster.shelly("send", "--session", session, "@reviewer please look at the diff")
+        assert sent.returncode == 0, sent.stderr
+        assert json.loads(sent.stdout)["mentions"] == ["reviewer"]
+        wait_until(lambda: cluster.shelly("docs", "--session", session, "notes.md").stdout.strip()
+                   == "review: approved", 60, "the reviewer's document")
+        wait_until(lambda: json.loads(cluster.shelly("inbox", "--session", session, "reviewer").stdout) == [],
+                   30, "the reviewer's inbox acked")
+        channel = cluster.shelly("channel", "--session", session).stdout.splitlines()
+        assert "@user: @reviewer please look at the diff" in channel[0] and "@reviewer: approved" in channel[-1]
+        assert json.loads(cluster.shelly("docs", "--session", session).stdout) == ["notes.md"]
+        assert cluster.shelly("workflow", "stop", "--session", session).returncode == 0
+        stdout, _ = start.communicate(timeout=30)
+    finally:
+        if start.poll() is None:
+            start.kill()
+    assert stdout.strip() == "review: approved"
