@@ -29,6 +29,10 @@ RUN_WAITING = "run_waiting"
 RUN_RESUMED = "run_resumed"
 RUN_FINISHED = "run_finished"
 USAGE = "usage"
+WAKE_STARTED = "wake_started"
+WAKE_FINISHED = "wake_finished"
+CHANNEL_POST = "channel_post"
+INBOX_ACK = "inbox_ack"
 
 
 class Event(BaseModel):

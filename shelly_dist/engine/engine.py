@@ -43,7 +43,7 @@ from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.engine.sessions import ProviderInfo, SessionInfo, SessionStore, new_session_id
 from shelly_dist.engine.shellydir import ShellyDir, state_dir
 from shelly_dist.engine.stores import SessionStores
-from shelly_dist.engine.team import team_wakes
+from shelly_dist.engine.team import team_events, team_wakes
 from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.errors import UsageError
 from shelly_dist.events import Event, EventSink
@@ -175,6 +175,7 @@ class Engine:
                 engine.runtime = await _open_distributed_runtime(engine)
             engine.wakes = team_wakes(engine)
             engine.stores.on_post = engine.wakes.on_post
+            engine.stores.on_event = team_events(engine)
             pool_answerer = getattr(engine.runtime, "answerer", None)
             if answerer is None and pool_answerer is not None:
                 # No terminal: the top-level run's questions wait in Redis for `shelly answer`.

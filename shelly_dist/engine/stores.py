@@ -21,6 +21,7 @@ from shelly_dist.agent.limits import BudgetLedger, MemoryLedger
 from shelly_dist.agent.reflections import ReflectionStore
 from shelly_dist.engine.config_models import DistributedConfig
 from shelly_dist.engine.session_cache import SessionCache
+from shelly_dist.events import Event, EventSink
 from shelly_dist.state import Keys, MemoryStore, Store
 from shelly_dist.tasks import Board, MemoryBoard
 from shelly_dist.workspace import ChannelMessage, MemoryWorkspace, Workspace
@@ -43,6 +44,9 @@ class SessionStores:
         self._due: DueIndex | None = None
         self._reflections: ReflectionStore | None = None
         self._client: Any = None
+        self.on_event: EventSink | None = None
+        """Where the workspaces' events go (posts, acks, wakes): the engine's bus embedded, the
+        session's stream on a pool."""
         self.on_post: Callable[[str, ChannelMessage, list[str]], Awaitable[None]] | None = None
         """Told of every team post that lands in some inbox, with its session (set by the
         engine or the worker to start wakes: ``runtime/local/wakes.py``, ``runtime/celery/wakes.py``)."""
@@ -96,7 +100,12 @@ class SessionStores:
                 if self.on_post is not None:
                     await self.on_post(session, message, agents)
 
+            def observed(kind: str, agent: str, data: dict[str, Any]) -> None:
+                if self.on_event is not None:
+                    self.on_event(Event(kind=kind, agent=agent, session_id=session, data=data))
+
             ws.listeners.append(posted)
+            ws.observers.append(observed)
             return ws
 
         return self._workspaces.get(session, build)

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from shelly_dist import events
 from shelly_dist.workspace.base import WorkspaceBase
 from shelly_dist.workspace.models import ChannelMessage, DeadLetter
 from shelly_dist.workspace.prompt import wake_prompt
@@ -129,6 +130,8 @@ async def begin_wake(
         prompt = await wake_prompt(ws, agent, inbox, project=await ws.project(), attempt=attempt,
                                    attempts=settings.attempts, error=error)
         await ws.status_set(agent, "running", f"wake for {len(inbox)} message(s)")
+        ws.observe(events.WAKE_STARTED, agent, {"up_to": up_to, "messages": len(inbox), "attempt": attempt,
+                                                 "replay": replay is not None})
     except BaseException:
         await ws.release_wake(agent, token)
         raise
@@ -157,6 +160,8 @@ async def end_wake(
         await ws.dead_letter(DeadLetter(agent=agent, after=wake.after, up_to=wake.up_to, error=error,
                                         attempts=wake.attempt, failed_at=time.time()))
         await ws.ack(agent, wake.up_to)
+    ws.observe(events.WAKE_FINISHED, agent, {"outcome": outcome, "up_to": wake.up_to, "attempt": wake.attempt,
+                                              "error": error or ""})
     await ws.status_set(agent, "idle", "" if error is None else f"last wake failed: {error}"[:200])
     await ws.release_wake(agent, wake.token)
     if outcome == "retrying":

@@ -16,11 +16,13 @@ set by a binding election), ``resources`` (sha256 → content), ``status`` (agen
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+from shelly_dist import events
 from shelly_dist.errors import StoreError
 from shelly_dist.workspace.models import (
     AgentStatus,
@@ -36,6 +38,8 @@ from shelly_dist.workspace.models import (
 from shelly_dist.workspace.proposals import Proposal, new_proposal, option_id, settle
 from shelly_dist.workspace.schedule import Schedule
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_DOCUMENT = "notes.md"
 INLINE_LIMIT = 1200
 """Characters a message may have and still go inline; a longer one becomes a resource."""
@@ -46,6 +50,9 @@ RECENT = 50
 TextRule = Callable[[str | None], str]
 Listener = Callable[[ChannelMessage, list[str]], Awaitable[None]]
 """Called after a post with the agents whose inbox it lands in (how @mentions wake agents)."""
+
+Observer = Callable[[str, str, dict[str, Any]], None]
+"""Told of what happens in the workspace (event kind, agent, data): posts, acks, wakes."""
 
 
 def resource_id(content: str) -> str:
@@ -59,6 +66,16 @@ class WorkspaceBase(ABC):
     def __init__(self) -> None:
         self.listeners: list[Listener] = []
         """Told of every post that lands in some inbox (the runtime's wake trigger)."""
+        self.observers: list[Observer] = []
+        """Told of posts, acks and wakes (the engine turns them into events)."""
+
+    def observe(self, kind: str, agent: str, data: dict[str, Any]) -> None:
+        """Tell the observers (never raises into the caller: events are a view, not the truth)."""
+        for observer in list(self.observers):
+            try:
+                observer(kind, agent, data)
+            except Exception as exc:  # a broken view must not fail the team's work
+                logger.warning("workspace: an observer failed on %s: %s", kind, exc)
 
     # -- storage primitives -------------------------------------------------------------------
 
@@ -164,6 +181,8 @@ class WorkspaceBase(ABC):
         if to is not None:
             fields["to"] = to
         message = await self._append(fields)
+        self.observe(events.CHANNEL_POST, sender, {"id": message.id, "to": to, "mentions": mentions, "kind": kind,
+                                                   "content": content[:500]})
         woken = [agent for agent in members if for_inbox(message, agent)]
         if woken:
             for listener in list(self.listeners):
@@ -192,7 +211,9 @@ class WorkspaceBase(ABC):
 
     async def ack(self, agent: str, until: int) -> int:
         """Ack ``agent``'s inbox up to message ``until``; atomic, and a cursor never moves back."""
-        return await self._ack(agent, until)
+        cursor = await self._ack(agent, until)
+        self.observe(events.INBOX_ACK, agent, {"until": until, "cursor": cursor})
+        return cursor
 
     # -- documents ----------------------------------------------------------------------------
 

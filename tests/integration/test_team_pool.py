@@ -50,6 +50,9 @@ def test_a_review_workflow_runs_to_idle_on_two_workers_with_every_wake_on_a_work
     wakes = wake_records(cluster)
     assert sorted(r["agent"] for r in wakes) == ["coder", "reviewer"]
     assert all(r["status"] == "done" and r["worker"] in workers for r in wakes)
+    kinds = {(e["kind"], e["agent"]) for e in cluster.events(done.stderr.split()[1])}
+    assert {("wake_started", "coder"), ("wake_finished", "reviewer"), ("inbox_ack", "reviewer"),
+            ("channel_post", "user")} <= kinds
 
 
 def test_an_inline_agent_is_refused_on_a_pool_naming_it(cluster: Cluster) -> None:

@@ -12,6 +12,7 @@ from shelly_dist.engine import Engine, config_from_data
 from shelly_dist.runtime.local.wakes import LocalWakes
 from shelly_dist.runtime.wake import WakeSettings
 from shelly_dist.workspace import USER, Workspace
+from tests.unit.engine.test_engine import drain
 from tests.unit.state.test_slots import eventually
 
 
@@ -78,3 +79,17 @@ async def test_a_failing_wake_is_retried_then_dead_lettered_and_never_acked_as_d
     assert (letter.agent, letter.after, letter.up_to, letter.attempts) == ("coder", 0, 1, 3)
     assert "model down" in letter.error
     assert [m.sender for m in await ws.read(None)] == [USER]  # nothing was posted for the failure
+
+
+async def test_wakes_posts_and_acks_are_events_on_the_engines_bus(tmp_path: Path) -> None:
+    async with await open_team(tmp_path, REVIEW_SCRIPT) as engine:
+        sub = engine.bus.subscribe()
+        ws = engine.stores.workspace("s1")
+        await ws.join(["coder", "reviewer"])
+        await ws.send(USER, "@coder go")
+        await eventually(ws.idle)
+        team = [e for e in await drain(sub) if e.kind in ("wake_started", "wake_finished", "channel_post", "inbox_ack")]
+    seen = [(e.kind, e.agent) for e in team]
+    assert seen[:2] == [("channel_post", USER), ("wake_started", "coder")]
+    assert ("inbox_ack", "coder") in seen and ("wake_finished", "reviewer") in seen
+    assert {e.session_id for e in team} == {"s1"}
