@@ -117,7 +117,8 @@ class SessionStores:
                 if self.shared:
                     from shelly_dist.workspace.redis import RedisDueIndex
 
-                    self._due = RedisDueIndex(self._redis(), self.keys)
+                    retention = {"retention": int(self.retention)} if self.retention else {}
+                    self._due = RedisDueIndex(self._redis(), self.keys, **retention)
                 else:
                     self._due = MemoryDueIndex()
             return self._due

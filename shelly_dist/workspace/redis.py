@@ -117,14 +117,21 @@ class RedisWorkspace(WorkspaceBase):
 
 
 class RedisDueIndex:
-    def __init__(self, client: aioredis.Redis, keys: Keys | None = None) -> None:
+    """The schedules' due index in Redis (``Keys.team_due``); every write refreshes its retention
+    TTL, so the index of a prefix nobody schedules on any more goes away."""
+
+    def __init__(self, client: aioredis.Redis, keys: Keys | None = None, *, retention: int = DEFAULT_RETENTION) -> None:
         self._client = client
         self._key = (keys or Keys()).team_due()
+        self._retention = int(retention)
         self._scripts = WorkspaceScripts(client)
 
     async def schedule(self, entry: str, at: float) -> None:
         with redis_errors("schedules"):
-            await self._client.zadd(self._key, {entry: int(at * 1000)})
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.zadd(self._key, {entry: int(at * 1000)})
+                pipe.expire(self._key, self._retention)
+                await pipe.execute()
 
     async def due(self, now: float, limit: int = 100) -> list[tuple[str, int]]:
         with redis_errors("schedules"):
@@ -134,7 +141,8 @@ class RedisDueIndex:
 
     async def claim(self, entry: str, score: int, next_at: float) -> bool:
         with redis_errors("schedules"):
-            return bool(await self._scripts.claim_due(keys=[self._key], args=[entry, score, int(next_at * 1000)]))
+            return bool(await self._scripts.claim_due(keys=[self._key],
+                                                      args=[entry, score, int(next_at * 1000), self._retention]))
 
     async def remove(self, entry: str) -> None:
         with redis_errors("schedules"):

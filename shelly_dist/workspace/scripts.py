@@ -56,11 +56,12 @@ return 0
 """
 
 # KEYS: the schedules' due index (sorted set). ARGV: member, the score it was read with, the next
-# score. Moves the member only if nobody moved it since it was read: one claimer per due time.
+# score, ttl. Moves the member only if nobody moved it since it was read: one claimer per due time.
 CLAIM_DUE = """
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if score and tonumber(score) == tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
   return 1
 end
 return 0

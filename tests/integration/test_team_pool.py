@@ -14,6 +14,7 @@ import yaml
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
 
 from .cluster import Cluster, scripted, wait_until
+from .keys import assert_all_keys_have_ttl
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -53,6 +54,7 @@ def test_a_review_workflow_runs_to_idle_on_two_workers_with_every_wake_on_a_work
     kinds = {(e["kind"], e["agent"]) for e in cluster.events(done.stderr.split()[1])}
     assert {("wake_started", "coder"), ("wake_finished", "reviewer"), ("inbox_ack", "reviewer"),
             ("channel_post", "user")} <= kinds
+    assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
 
 
 def test_an_inline_agent_is_refused_on_a_pool_naming_it(cluster: Cluster) -> None:
@@ -130,6 +132,7 @@ def test_an_interval_schedule_with_two_workers_fires_once_per_due_time(cluster: 
     answers = [p for p in posts() if p["from"] == "ticker"]
     assert len(answers) >= len(ticks) - 1  # each fire woke the agent once (the last may still run)
     assert start.returncode == 0
+    assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
 
 
 def test_a_user_sends_from_outside_and_reads_channel_inbox_and_docs(cluster: Cluster) -> None:
