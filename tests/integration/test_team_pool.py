@@ -160,3 +160,18 @@ def test_a_user_sends_from_outside_and_reads_channel_inbox_and_docs(cluster: Clu
         if start.poll() is None:
             start.kill()
     assert stdout.strip() == "review: approved"
+
+
+def test_a_failing_wake_on_the_pool_is_retried_then_dead_lettered_and_the_run_exits_1(cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", coder=[{"error": "model down"}], reviewer=["-"])],
+                         [{"name": "coder", "provider": "team", "toolboxes": ["team"]},
+                          {"name": "reviewer", "provider": "team", "toolboxes": ["team"]}])
+    cluster.start_workers("wa", "wb")
+    done = cluster.shelly("workflow", "run", str(write_workflow(cluster.root, "@coder fix it")), timeout=180)
+    assert done.returncode == 1, f"{done.stderr}\n{cluster.worker_log()}"
+    assert "dead letter: coder messages 1..1 after 3 attempts" in done.stderr
+    session = done.stderr.split()[1]
+    status = json.loads(cluster.shelly("workflow", "status", "--session", session).stdout)
+    [letter] = status["dead_letters"]
+    assert (letter["agent"], letter["attempts"]) == ("coder", 3) and "model down" in letter["error"]
+    assert sorted(r["agent"] for r in wake_records(cluster)) == ["coder"] * 3  # three runs, none acked early
