@@ -113,11 +113,13 @@ Retry = Callable[[str, int, float, str], Awaitable[None]]
 
 async def begin_wake(
     ws: WorkspaceBase, agent: str, *, attempt: int = 1, error: str = "", settings: WakeSettings = WakeSettings(),
-    replay: DeadLetter | None = None,
+    replay: DeadLetter | None = None, token: str = "",
 ) -> Wake | None:
     """Take ``agent``'s lease and build its prompt; ``None`` when another wake holds the lease or
-    the inbox is empty. ``replay`` takes a dead letter's messages instead of the inbox's."""
-    token = uuid.uuid4().hex[:12]
+    the inbox is empty. ``replay`` takes a dead letter's messages instead of the inbox's. ``token``
+    names the holder (default: a fresh one); the same token takes its own lease again, so a
+    redelivered wake task (its Celery task id) carries on instead of waiting for the lease to lapse."""
+    token = token or uuid.uuid4().hex[:12]
     if not await ws.acquire_wake(agent, token, settings.lease):
         return None
     try:

@@ -184,7 +184,7 @@ def _team_wake(task: Task, session: str, agent: str, attempt: int, error: str, n
     try:
         run_id = process.call(start_pool_wake(
             executor.ctx.workspace(session), executor.journal, executor.enqueue, executor.ctx.fingerprint, session,
-            agent, attempt=attempt, error=error, replay_up_to=replay_up_to))
+            agent, attempt=attempt, error=error, replay_up_to=replay_up_to, token=task.request.id or ""))
     except StoreError as exc:
         logger.warning("wake of %s in %s: %s; retrying", agent, session, exc)
         raise task.retry(countdown=STORE_RETRY_SECONDS, max_retries=None) from exc

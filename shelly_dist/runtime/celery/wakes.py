@@ -71,6 +71,7 @@ class PoolWakes:
 async def start_pool_wake(
     ws: WorkspaceBase, journal: Journal, enqueue: Enqueue, fingerprint: str, session: str, agent: str, *,
     attempt: int = 1, error: str = "", replay_up_to: int = 0, settings: WakeSettings = WakeSettings(),
+    token: str = "",
 ) -> str:
     """Begin a wake of ``agent`` and submit its run; the run id, or "" when there was nothing to do."""
     replay = None
@@ -78,7 +79,7 @@ async def start_pool_wake(
         replay = next((d for d in await ws.dead_letters() if d.agent == agent and d.up_to == replay_up_to), None)
         if replay is None:
             return ""
-    wake = await begin_wake(ws, agent, attempt=attempt, error=error, settings=settings, replay=replay)
+    wake = await begin_wake(ws, agent, attempt=attempt, error=error, settings=settings, replay=replay, token=token)
     if wake is None:
         return ""
     await ws.save_wake(wake.run_id, json.dumps(asdict(wake)))

@@ -93,3 +93,11 @@ async def test_the_last_failure_is_a_dead_letter_that_a_replay_clears(ws: Memory
     assert replay is not None and "From @user: @coder go" in replay.prompt
     await end_wake(ws, replay, reply="done now", error=None, retry=Retries())
     assert await ws.dead_letters() == []
+
+
+async def test_a_redelivered_wake_with_its_token_takes_its_own_lease_again(ws: MemoryWorkspace) -> None:
+    await ws.send(USER, "@coder go")
+    first = await begin_wake(ws, "coder", token="task-1")
+    again = await begin_wake(ws, "coder", token="task-1")
+    assert first is not None and again is not None and again.run_id == first.run_id
+    assert await begin_wake(ws, "coder", token="task-2") is None
