@@ -72,3 +72,10 @@ def test_a_ref_without_team_gets_it_embedded_but_is_refused_on_a_pool() -> None:
     with pytest.raises(ConfigError, match="lead is not"):
         pool_ready(CONFIG, wf)
     pool_ready(CONFIG, workflow())  # refs of config agents that list team are fine
+
+
+def test_an_invalid_cron_wakeup_fails_the_load_naming_the_agent(tmp_path: Path) -> None:
+    path = tmp_path / "wf.yaml"
+    path.write_text("name: wf\nagents: {ticker: {ref: ticker, wakeup: '0 25 * * *'}}\n")
+    with pytest.raises(ConfigError, match=r"wakeup '0 25 \* \* \*'.*hour.*\(agent ticker\)"):
+        load_workflow(path)
