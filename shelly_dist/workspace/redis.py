@@ -38,7 +38,7 @@ class RedisWorkspace(WorkspaceBase):
         self._retention = int(retention)
         self._channel = self._keys.workspace(session, "channel")
         self._cursors = self._keys.workspace(session, "cursors")
-        self._scripts = WorkspaceScripts(client)
+        self._scripts = WorkspaceScripts.of(client)
 
     def _hash(self, table: str) -> str:
         return self._keys.workspace(self._session, table)
@@ -124,7 +124,7 @@ class RedisDueIndex:
         self._client = client
         self._key = (keys or Keys()).team_due()
         self._retention = int(retention)
-        self._scripts = WorkspaceScripts(client)
+        self._scripts = WorkspaceScripts.of(client)
 
     async def schedule(self, entry: str, at: float) -> None:
         with redis_errors("schedules"):

@@ -6,6 +6,8 @@ Every key a script touches comes from ``KEYS`` and all of them share the session
 
 from __future__ import annotations
 
+import weakref
+
 import redis.asyncio as aioredis
 
 # KEYS: channel list. ARGV: the message JSON after its "{" (no id/timestamp), timestamp, ttl.
@@ -69,7 +71,17 @@ return 0
 
 
 class WorkspaceScripts:
-    """The scripts, registered on one client (redis-py loads each by its sha on first use)."""
+    """The scripts, registered once per client (redis-py loads each by its sha on first use): use
+    :meth:`of`, so the workspaces of every session on one client share them."""
+
+    _by_client: weakref.WeakKeyDictionary[aioredis.Redis, WorkspaceScripts] = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def of(cls, client: aioredis.Redis) -> WorkspaceScripts:
+        scripts = cls._by_client.get(client)
+        if scripts is None:
+            scripts = cls._by_client[client] = cls(client)
+        return scripts
 
     def __init__(self, client: aioredis.Redis) -> None:
         self.append = client.register_script(APPEND)
