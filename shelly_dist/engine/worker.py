@@ -14,6 +14,7 @@ config and Redis on next use.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,12 +22,14 @@ from typing import TYPE_CHECKING, Any
 from shelly_dist.agent import Registry
 from shelly_dist.engine.config import find_config, fingerprint, load_config
 from shelly_dist.engine.config_models import Config
-from shelly_dist.errors import ConfigError
+from shelly_dist.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
     from shelly_dist.engine.engine import Engine
     from shelly_dist.runtime.celery import RuntimeSettings, WorkerSpec
     from shelly_dist.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 ENV_SHELLY_DIR = "SHELLY_DIR"
 ENV_SESSIONS = "SHELLY_WORKER_SESSIONS"
@@ -127,7 +130,13 @@ class EngineContext:
     async def wake_ended(self, record: Any, status: str, *, reply: str, error: str) -> None:
         from shelly_dist.runtime.celery.wakes import finish_pool_wake
 
-        await finish_pool_wake(self.workspace(record.session), self.wakes, record, status, reply=reply, error=error)
+        try:
+            await finish_pool_wake(self.workspace(record.session), self.wakes, record, status, reply=reply,
+                                   error=error)
+        except StoreError:
+            raise  # Redis is away: the run's task retries its end from the journal
+        except Exception:  # a bug here must not turn the finished run into a failed one
+            log.exception("wake %s of %s: closing it failed", record.id, record.agent)
 
     async def aclose(self) -> None:
         await self.scheduler.aclose()
