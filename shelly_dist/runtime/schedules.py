@@ -20,8 +20,8 @@ from shelly_dist.workspace.due import DueIndex, split
 
 logger = logging.getLogger(__name__)
 
-TICK = 0.5
-"""Seconds between ticks."""
+TICK = 1.0
+"""Seconds between ticks: a schedule fires within about this long of its due time."""
 
 SCHEDULER = "system"
 """Who posts a scheduled wakeup."""
