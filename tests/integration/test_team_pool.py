@@ -175,3 +175,31 @@ def test_a_failing_wake_on_the_pool_is_retried_then_dead_lettered_and_the_run_ex
     [letter] = status["dead_letters"]
     assert (letter["agent"], letter["attempts"]) == ("coder", 3) and "model down" in letter["error"]
     assert sorted(r["agent"] for r in wake_records(cluster)) == ["coder"] * 3  # three runs, none acked early
+
+
+def test_a_dead_letter_replayed_on_the_pool_is_handled_and_removed(cluster: Cluster) -> None:
+    fixed = threading.Event()
+
+    def respond(req: RecordedRequest) -> Reply:
+        return Reply(text="handled on replay") if fixed.is_set() else Reply.error(400, "model down")
+
+    with ModelServer(format="openai", responder=respond) as server:
+        mock = {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+                "rate_limit": {"max_retries": 0}}
+        cluster.write_config([mock], [{"name": "coder", "provider": "mock", "toolboxes": ["team"]}])
+        cluster.start_workers("wa", "wb")
+        path = cluster.root / "one.yaml"
+        path.write_text(yaml.safe_dump({"name": "one", "agents": {"coder": {"ref": "coder"}}, "kickoff": "@coder go"}))
+        done = cluster.shelly("workflow", "run", str(path), timeout=180)
+        assert done.returncode == 1, f"{done.stderr}\n{cluster.worker_log()}"
+        session = done.stderr.split()[1]
+        fixed.set()
+        replayed = cluster.shelly("workflow", "replay", "--session", session, "coder")
+        assert replayed.returncode == 0 and len(json.loads(replayed.stdout)) == 1, replayed.stderr
+
+        def status() -> dict[str, Any]:
+            return json.loads(cluster.shelly("workflow", "status", "--session", session).stdout)
+
+        wait_until(lambda: status()["dead_letters"] == [], 60, "the dead letter handled")
+    channel = cluster.shelly("channel", "--session", session).stdout
+    assert "@coder: handled on replay" in channel
