@@ -15,6 +15,7 @@ from shelly_dist.cli.backend import echo_json, shared_stores
 from shelly_dist.cli.errors import run_async
 from shelly_dist.cli.options import session_scoped
 from shelly_dist.engine.config import find_config, load_config
+from shelly_dist.engine.team import StreamEvents
 from shelly_dist.workspace import USER, ChannelMessage
 from shelly_dist.workspace.prompt import channel_line
 
@@ -36,7 +37,11 @@ def send_command(message: str, to: str | None, session_id: str, config_path: str
                 from shelly_dist.runtime.celery.wakes import PoolWakes
 
                 stores.on_post = PoolWakes(runtime_settings(cfg)).on_post
-            return (await stores.workspace(session_id).send(USER, message, to=to)).as_json()
+            events = StreamEvents(stores)
+            stores.on_event = events
+            sent = await stores.workspace(session_id).send(USER, message, to=to)
+            await events.aclose()
+            return sent.as_json()
 
     echo_json(run_async(main()))
 

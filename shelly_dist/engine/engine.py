@@ -43,7 +43,7 @@ from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.engine.sessions import ProviderInfo, SessionInfo, SessionStore, new_session_id
 from shelly_dist.engine.shellydir import ShellyDir, state_dir
 from shelly_dist.engine.stores import SessionStores
-from shelly_dist.engine.team import team_events, team_wakes
+from shelly_dist.engine.team import StreamEvents, team_events, team_wakes
 from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.errors import UsageError
 from shelly_dist.events import Event, EventSink
@@ -202,6 +202,8 @@ class Engine:
         try:
             if self.wakes is not None:
                 await self.wakes.aclose()
+            if isinstance(self.stores.on_event, StreamEvents):  # its last events reach the stream
+                await self.stores.on_event.aclose()
             await self.runtime.aclose()
         finally:
             await _close_mcp(self._mcp_clients)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from shelly_dist.engine.stores import SessionStores
 from shelly_dist.events import Event, EventSink
 from shelly_dist.runtime.local.wakes import LocalWakes
 from shelly_dist.runtime.wake import Wakes
@@ -18,24 +19,32 @@ if TYPE_CHECKING:
     from shelly_dist.engine.engine import Engine
 
 
-def team_events(engine: Engine) -> EventSink:
-    """Where ``engine``'s team events go: the session's Redis stream when the stores are shared
-    (``shelly events`` and the live view of every process read it), else the engine's bus."""
-    if not engine.stores.shared:
-        return engine.bus.publish
-    from shelly_dist.runtime.celery.events import StreamSink
+class StreamEvents:
+    """Writes team events to their session's Redis stream (``shelly events`` and the live view of
+    every process read it), each in the background; :meth:`aclose` waits for those under way."""
 
-    pending: set[asyncio.Task[None]] = set()
-    retention = int(engine.stores.retention or DEFAULT_RETENTION)
+    def __init__(self, stores: SessionStores) -> None:
+        self._stores = stores
+        self._retention = int(stores.retention or DEFAULT_RETENTION)
+        self._pending: set[asyncio.Task[None]] = set()
 
-    def sink(event: Event) -> None:
-        stream = StreamSink(engine.stores.client(), engine.stores.keys, event.session_id, retention=retention)
+    def __call__(self, event: Event) -> None:
+        from shelly_dist.runtime.celery.events import StreamSink
+
+        stream = StreamSink(self._stores.client(), self._stores.keys, event.session_id, retention=self._retention)
         stream(event)
         task = asyncio.get_running_loop().create_task(stream.flush())
-        pending.add(task)
-        task.add_done_callback(pending.discard)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
 
-    return sink
+    async def aclose(self) -> None:
+        await asyncio.gather(*self._pending, return_exceptions=True)
+
+
+def team_events(engine: Engine) -> EventSink:
+    """Where ``engine``'s team events go: the session's stream when the stores are shared, else the
+    engine's bus."""
+    return StreamEvents(engine.stores) if engine.stores.shared else engine.bus.publish
 
 
 def team_wakes(engine: Engine) -> Wakes:

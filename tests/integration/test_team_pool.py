@@ -147,6 +147,7 @@ def test_a_user_sends_from_outside_and_reads_channel_inbox_and_docs(cluster: Clu
         sent = cluster.shelly("send", "--session", session, "@reviewer please look at the diff")
         assert sent.returncode == 0, sent.stderr
         assert json.loads(sent.stdout)["mentions"] == ["reviewer"]
+        assert ("channel_post", "user") in {(e["kind"], e["agent"]) for e in cluster.events(session)}
         wait_until(lambda: cluster.shelly("docs", "--session", session, "notes.md").stdout.strip()
                    == "review: approved", 60, "the reviewer's document")
         wait_until(lambda: json.loads(cluster.shelly("inbox", "--session", session, "reviewer").stdout) == [],
