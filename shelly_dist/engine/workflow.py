@@ -126,12 +126,26 @@ def resolve_params(workflow: Workflow, given: Mapping[str, str]) -> dict[str, st
     values: dict[str, str] = {}
     for param in workflow.params:
         if param.name in given:
-            values[param.name] = given[param.name]
+            values[param.name] = _typed(param, given[param.name])
         elif param.default is not None:
             values[param.name] = str(param.default).lower() if isinstance(param.default, bool) else str(param.default)
         elif param.required:
             raise UsageError(f"workflow: parameter {param.name!r} is required (--param {param.name}=…)")
     return values
+
+
+def _typed(param: Param, value: str) -> str:
+    """``value`` checked against the parameter's type (booleans normalised to true/false)."""
+    if param.type == "number":
+        try:
+            float(value)
+        except ValueError:
+            raise UsageError(f"workflow: parameter {param.name!r} must be a number, not {value!r}") from None
+    elif param.type == "boolean":
+        if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+            raise UsageError(f"workflow: parameter {param.name!r} must be true or false, not {value!r}")
+        return "true" if value.lower() in ("true", "1", "yes") else "false"
+    return value
 
 
 def base_variables(workflow: Workflow, params: Mapping[str, str], env: Mapping[str, str], tag: str) -> dict[str, str]:

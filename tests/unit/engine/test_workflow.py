@@ -79,3 +79,11 @@ def test_an_invalid_cron_wakeup_fails_the_load_naming_the_agent(tmp_path: Path) 
     path.write_text("name: wf\nagents: {ticker: {ref: ticker, wakeup: '0 25 * * *'}}\n")
     with pytest.raises(ConfigError, match=r"wakeup '0 25 \* \* \*'.*hour.*\(agent ticker\)"):
         load_workflow(path)
+
+
+def test_a_typed_param_is_checked() -> None:
+    wf = Workflow.model_validate({"name": "wf", "agents": {"coder": {"ref": "coder"}},
+                                  "params": [{"name": "n", "type": "number"}, {"name": "b", "type": "boolean"}]})
+    assert resolve_params(wf, {"n": "3", "b": "yes"}) == {"n": "3", "b": "true"}
+    with pytest.raises(UsageError, match="parameter 'n' must be a number, not 'three'"):
+        resolve_params(wf, {"n": "three"})
