@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import click
@@ -9,6 +10,7 @@ from rich.console import Console
 
 from shelly_dist.cli.backend import echo_json, shared_stores
 from shelly_dist.cli.errors import run_async
+from shelly_dist.cli.live import LiveView
 from shelly_dist.cli.options import config_options, session_scoped
 from shelly_dist.engine.config import find_config, load_config
 from shelly_dist.engine.engine import Engine
@@ -30,8 +32,18 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+async def _tail(engine: Engine, session: str) -> None:
+    """Replay the session's stream into the engine's bus, so the live view shows every worker's
+    posts and wakes."""
+    from shelly_dist.runtime.celery.events import read_entries
+
+    async for _, batch in read_entries(engine.stores.client(), engine.stores.keys, session, follow=True):
+        for event in batch:
+            engine.bus.publish(event)
+
+
 async def _run(file: str, params: dict[str, str], tag: str, config_path: str | None, shelly_dir: str,
-               *, until_stopped: bool) -> tuple[str, int]:
+               *, until_stopped: bool, quiet: bool = False) -> tuple[str, int]:
     workflow = load_workflow(file)
     config = load_config(find_config(config_path, shelly_dir))
     if config.distributed.broker_url:
@@ -47,12 +59,16 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
         console.print(f"session {session} (workflow {workflow.name})", markup=False, highlight=False)
         if scheduler is not None:
             scheduler.start()
+        tail = asyncio.create_task(_tail(engine, session)) if engine.stores.shared else None
         try:
-            if until_stopped:
-                await wait_stopped(ws)
-            else:
-                await wait_idle(ws)
+            async with LiveView(engine.bus, console, "quiet" if quiet else "plain"):
+                if until_stopped:
+                    await wait_stopped(ws)
+                else:
+                    await wait_idle(ws)
         finally:
+            if tail is not None:
+                tail.cancel()
             if scheduler is not None:
                 await scheduler.aclose()
             await unschedule(workflow, session, due)
@@ -65,6 +81,7 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
 
 
 def _run_options(f: Any) -> Any:
+    f = click.option("--quiet", is_flag=True, help="No progress lines on stderr.")(f)
     f = click.option("--tag", default="", help="A label for this run (${{ workflow.tag }}).")(f)
     f = click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="A workflow parameter.")(f)
     return click.argument("file", type=click.Path(dir_okay=False))(config_options(f))
@@ -77,18 +94,22 @@ def workflow_group() -> None:
 
 @workflow_group.command("run")
 @_run_options
-def run_cmd(file: str, params: tuple[str, ...], tag: str, config_path: str | None, shelly_dir: str) -> None:
+def run_cmd(file: str, params: tuple[str, ...], tag: str, quiet: bool, config_path: str | None,
+            shelly_dir: str) -> None:
     """Run FILE until the team is idle; print the document (or the last word); exit 1 on dead letters."""
-    output, code = run_async(_run(file, parse_params(params), tag, config_path, shelly_dir, until_stopped=False))
+    output, code = run_async(_run(file, parse_params(params), tag, config_path, shelly_dir, until_stopped=False,
+                                  quiet=quiet))
     click.echo(output)
     raise SystemExit(code)
 
 
 @workflow_group.command("start")
 @_run_options
-def start_cmd(file: str, params: tuple[str, ...], tag: str, config_path: str | None, shelly_dir: str) -> None:
+def start_cmd(file: str, params: tuple[str, ...], tag: str, quiet: bool, config_path: str | None,
+              shelly_dir: str) -> None:
     """Run FILE until `shelly workflow stop --session S` (schedules keep firing meanwhile)."""
-    output, code = run_async(_run(file, parse_params(params), tag, config_path, shelly_dir, until_stopped=True))
+    output, code = run_async(_run(file, parse_params(params), tag, config_path, shelly_dir, until_stopped=True,
+                                  quiet=quiet))
     click.echo(output)
     raise SystemExit(code)
 

@@ -48,6 +48,7 @@ def test_a_review_workflow_runs_to_idle_on_two_workers_with_every_wake_on_a_work
     assert done.returncode == 0, f"{done.stderr}\n{cluster.worker_log()}"
     assert done.stdout.strip() == "review: approved"
     assert done.stderr.startswith("session ")
+    assert "⏰ reviewer woken for 1 message(s)" in done.stderr  # the live view tails the workers' events
     wakes = wake_records(cluster)
     assert sorted(r["agent"] for r in wakes) == ["coder", "reviewer"]
     assert all(r["status"] == "done" and r["worker"] in workers for r in wakes)

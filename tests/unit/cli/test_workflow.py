@@ -30,6 +30,13 @@ def test_a_review_workflow_runs_to_idle_and_prints_the_document(invoke, workdir:
     assert result.exit_code == 0, result.stderr
     assert result.stdout.strip() == "review: approved"
     assert result.stderr.startswith("session ")
+    assert "⏰ coder woken for 1 message(s)" in result.stderr and "#2 @coder: @reviewer patch ready" in result.stderr
+    assert "✔ reviewer wake done" in result.stderr
+
+
+def test_quiet_prints_no_progress(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    result = invoke("workflow", "run", "--quiet", str(write_team(workdir, REVIEW)))
+    assert result.exit_code == 0 and "woken" not in result.stderr
 
 
 def test_without_a_document_the_last_agent_word_is_printed(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
