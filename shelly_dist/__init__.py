@@ -25,6 +25,9 @@ from shelly_dist.errors import (
     ConfigError,
     ContextTooLong,
     DelegationRejected,
+    GuardrailError,
+    GuardrailTripped,
+    HookError,
     LimitExceeded,
     LoopDetected,
     MaxIterationsExceeded,
@@ -43,6 +46,7 @@ from shelly_dist.errors import (
     UsageError,
 )
 from shelly_dist.events import Event
+from shelly_dist.extensions import BaseHook, RunContext, hook, input_guardrail, provider, tool
 from shelly_dist.models import Completer, Usage, UsageTracker
 from shelly_dist.providers import FunctionCompleter, ScriptedCompleter
 from shelly_dist.runtime import LocalRuntime, RunOutcome
@@ -55,6 +59,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentOptions",
+    "BaseHook",
     "BudgetExhausted",
     "Chat",
     "Completer",
@@ -67,6 +72,9 @@ __all__ = [
     "Entry",
     "Event",
     "FunctionCompleter",
+    "GuardrailError",
+    "GuardrailTripped",
+    "HookError",
     "Image",
     "LimitExceeded",
     "LocalRuntime",
@@ -80,6 +88,7 @@ __all__ = [
     "Role",
     "Run",
     "RunCancelled",
+    "RunContext",
     "RunError",
     "RunOutcome",
     "RunState",
@@ -102,10 +111,14 @@ __all__ = [
     "UsageError",
     "UsageTracker",
     "__version__",
+    "hook",
+    "input_guardrail",
     "logger",
     "output_guardrail",
+    "provider",
     "recovery",
     "schema_for",
     "timeout",
+    "tool",
     "tool_from_model",
 ]

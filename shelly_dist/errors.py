@@ -16,7 +16,10 @@ The tree, so one ``except ShellyError`` catches everything the library means to 
     │   ├── LoopDetected        a tool hook stopped the run
     │   ├── BudgetExhausted     an effect's hard limit: TokenBudgetExhausted, TimeBudgetExhausted
     │   │   └── LimitExceeded   a tree's ``limits:`` refused a model call: .limit, .scope
-    │   └── StallDetected       the stall_detect effect ended the run
+    │   ├── StallDetected       the stall_detect effect ended the run
+    │   └── HookError           a lifecycle hook failed the run: .hook
+    │       └── GuardrailError  a guardrail tripped (or failed): .guardrail
+    ├── GuardrailTripped        raised by a user's guardrail to trip it (the run gets a GuardrailError)
     ├── StoreError              state/tasks: .key or .task_id
     └── RunError                runtime: .run_id
         ├── RunCancelled        (exit 130)
@@ -194,6 +197,28 @@ class StallDetected(AgentError):
         super().__init__(message, agent=agent)
 
 
+class HookError(AgentError):
+    """A lifecycle hook failed the run: ``hook <name> failed: <Type>: <message>``."""
+
+    def __init__(self, message: str, *, agent: str = "", hook: str = "") -> None:
+        super().__init__(message, agent=agent)
+        self.hook = hook
+
+
+class GuardrailError(HookError):
+    """A guardrail stopped the run: ``guardrail <name> tripped: <reason>``, or failed itself
+    (``guardrail <name> failed: <Type>: <message>``)."""
+
+    def __init__(self, message: str, *, agent: str = "", guardrail: str = "") -> None:
+        super().__init__(message, agent=agent, hook=guardrail)
+        self.guardrail = guardrail
+
+
+class GuardrailTripped(ShellyError):
+    """Raised by a guardrail (``@input_guardrail``/``@output_guardrail``) to stop the run; the
+    message is the reason, shown as ``guardrail <name> tripped: <reason>``."""
+
+
 class StoreError(ShellyError):
     """A blackboard or task-board operation failed."""
 
@@ -239,6 +264,9 @@ _BY_NAME: dict[str, type[ShellyError]] = {
         TimeBudgetExhausted,
         LimitExceeded,
         StallDetected,
+        HookError,
+        GuardrailError,
+        GuardrailTripped,
         StoreError,
         RunError,
         RunCancelled,
@@ -251,7 +279,7 @@ def error_to_json(exc: BaseException) -> dict[str, Any]:
     """Describe ``exc`` as plain JSON: type name, message and its origin attributes."""
     data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
     for attr in ("provider", "model", "kind", "status_code", "tool", "server", "agent", "run_id", "field",
-                 "limit", "scope"):
+                 "limit", "scope", "hook", "guardrail"):
         value = getattr(exc, attr, None)
         if value not in (None, ""):
             data[attr] = value

@@ -16,7 +16,8 @@ def test_all_names_every_public_attribute_once():
 def test_the_issue_names_are_exported():
     wanted = {"Role", "Text", "Image", "Document", "ToolCall", "ToolResult", "Message", "Chat", "Completer",
               "Usage", "Tool", "ToolBox", "Skill", "Agent", "AgentOptions", "Registry", "timeout", "recovery",
-              "logger", "output_guardrail", "ScriptedCompleter", "LocalRuntime", "ShellyError", "ConfigError"}
+              "logger", "output_guardrail", "ScriptedCompleter", "LocalRuntime", "ShellyError", "ConfigError",
+              "tool", "hook", "input_guardrail", "provider", "GuardrailTripped", "RunContext"}
     assert wanted <= set(shelly_dist.__all__)
 
 

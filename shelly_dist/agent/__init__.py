@@ -10,7 +10,7 @@ from shelly_dist.agent.agent import Agent
 from shelly_dist.agent.board import TaskBoardHook
 from shelly_dist.agent.children import progress_sink
 from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
-from shelly_dist.agent.middleware import Middleware, Runner, logger, output_guardrail, recovery, timeout
+from shelly_dist.agent.middleware import Middleware, logger, output_guardrail, recovery, timeout
 from shelly_dist.agent.naming import instance_name, task_slug
 from shelly_dist.agent.options import AgentOptions
 from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEntry, Phase, RunState
@@ -33,7 +33,6 @@ __all__ = [
     "Registry",
     "Run",
     "RunState",
-    "Runner",
     "StepOutcome",
     "Suspended",
     "TaskBoardHook",

@@ -14,9 +14,8 @@ from typing import Any, Protocol
 
 from shelly_dist import identity
 from shelly_dist.agent.entry import Entry
-from shelly_dist.agent.middleware import compose
 from shelly_dist.agent.options import AgentOptions
-from shelly_dist.agent.prompt import PromptInputs, build_system_prompt
+from shelly_dist.agent.prompt import PromptInputs, prompt_parts
 from shelly_dist.chats import Chat, Message, Role
 from shelly_dist.errors import UsageError
 from shelly_dist.models import Completer, UsageTracker
@@ -107,17 +106,26 @@ class Agent:
         self, *, extra_sections: list[str] | None = None, has_notes: bool | None = None,
         interactive_delegation: bool | None = None,
     ) -> str:
+        """The system prompt as it would be sent now (see :meth:`system_prompt_parts`)."""
+        return "".join(self.system_prompt_parts(extra_sections=extra_sections, has_notes=has_notes,
+                                                interactive_delegation=interactive_delegation))
+
+    def system_prompt_parts(
+        self, *, extra_sections: list[str] | None = None, has_notes: bool | None = None,
+        interactive_delegation: bool | None = None,
+    ) -> tuple[str, str]:
         """The system prompt as it would be sent now (``has_notes`` defaults to a ``list_notes`` tool
         being in one of the agent's toolboxes; ``interactive_delegation`` to
         ``interaction_mode: interactive``, as in Go, whether or not the agent can delegate now). The
         handoff and interaction protocols follow the conditions under which a run offers ``handoff``
-        and ``request_input``."""
+        and ``request_input``. Two parts: what every instance of this agent shares, then this
+        instance's own tail (:func:`~shelly_dist.agent.prompt.prompt_parts`)."""
         if has_notes is None:
             has_notes = any("list_notes" in box for box in self._toolboxes)
         can = self.can_delegate()
         if interactive_delegation is None:
             interactive_delegation = self.options.interaction_mode == "interactive"
-        return build_system_prompt(
+        return prompt_parts(
             PromptInputs(
                 name=self.name,
                 config_name=self.config_name,
@@ -142,7 +150,7 @@ class Agent:
 
         ``prompt`` (when given) is appended as a user message first. Children of ``delegate`` run
         where ``delegator`` (a :class:`~.run.Delegator`) says; by default as asyncio tasks in this
-        process (the embedded runtime's). Middleware wraps the whole run.
+        process (the embedded runtime's).
         """
         if _driver is None:
             raise UsageError(f"agent {self.name!r}: no runtime to run it (import shelly_dist.runtime.local)")
@@ -151,11 +159,11 @@ class Agent:
         return await _driver(self, delegator)
 
     async def execute(self, run: Runnable) -> Message:
-        """Run ``run`` (a :class:`Run` of this agent) to its end inside this agent's middleware;
-        however it ends, its interactive children still waiting are cancelled."""
+        """Run ``run`` (a :class:`Run` of this agent) to its end (its hooks are called by its
+        steps); however it ends, its interactive children still waiting are cancelled."""
         try:
             with tracing.invoke_agent(self.config_name or self.name, run.state.run_id, session=identity.session_id()):
-                return await compose(self.options.middleware, run.until_done)()
+                return await run.until_done()
         finally:
             await asyncio.shield(run.close())
 

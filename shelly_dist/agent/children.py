@@ -38,6 +38,7 @@ __all__ = [
     "board_scope",
     "child_run_id",
     "claim_task",
+    "end_events",
     "ending_of",
     "finished",
     "handoff_entry",
@@ -48,6 +49,7 @@ __all__ = [
     "progress_sink",
     "report",
     "result_progress",
+    "run_id_of",
     "settle_task",
     "started",
 ]
@@ -66,20 +68,26 @@ STOPPED = (TASK_CANCELED, SIBLING_FAILED, DELEGATION_CLOSED)
 delegation closed, the tree cancelled) rather than one that failed on its own."""
 
 
-def ending_of(entry: DelegateEntry) -> Ending:
-    """A finished child's ending, read from its entry: stopped → canceled, another error → failed;
-    a child that reported ``task_complete`` with ``failed`` still ended ``done`` (its entry says)."""
+def ending_of(entry: DelegateEntry, *, raised: bool = False) -> Ending:
+    """A finished child's ending: stopped (its entry's error says so) → canceled; an error, or a
+    run that ``raised`` (out of iterations or a budget: its entry is a synthetic failed
+    completion) → failed; else done — a child that reported ``task_complete`` with ``failed``
+    ended ``done``, and its entry says how its task went."""
     if entry.error in STOPPED:
         return Ending.CANCELED
-    return Ending.FAILED if entry.error else Ending.DONE
+    return Ending.FAILED if entry.error or raised else Ending.DONE
 
 
 def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
     """A child's run id, the same in both runtimes: deterministic, so a redelivered parent step
     names the same children again; it starts with the parent's id, hence with the root's (on the
     pool a hash tag on the root covers the whole tree)."""
-    digest = hashlib.sha1(f"{iteration}:{request.key}".encode()).hexdigest()[:8]
-    return f"{parent_id}-{digest}"
+    return run_id_of(parent_id, f"{iteration}:{request.key}")
+
+
+def run_id_of(parent_id: str, join_key: str) -> str:
+    """The run id of the child joined under ``join_key`` (``<parent step>:<call>:<index>``)."""
+    return f"{parent_id}-{hashlib.sha1(join_key.encode()).hexdigest()[:8]}"
 
 
 def peer_run_id(run_id: str, peer: ChildRequest) -> str:
@@ -155,6 +163,17 @@ def outcome_entry(request: ChildRequest, run: Run, *, reply: Any = None, error: 
         return entry_from_outcome(request.agent, error=error, instance=run.agent.name,
                                   max_iterations=run.agent.options.max_iterations)
     return entry_from_outcome(request.agent, reply=reply, completion=run.state.completion)
+
+
+def end_events(
+    name: str, run_id: str, *, parent: str, entry: DelegateEntry, ending: Ending | str, usage: dict[str, Any],
+    worker: str = "", session: str = "",
+) -> list[Event]:
+    """A child's last two events, in order: its entry as its parent (instance ``parent``) gets it
+    (Shelly's ``delegation_progress`` of kind ``result``), then its ``run_finished``."""
+    return [result_progress(name, parent, run_id, entry),
+            finished(name, run_id, ending=ending, entry=entry.to_json(), usage=usage, worker=worker,
+                     session=session)]
 
 
 def report(run: Run, event: Event) -> None:

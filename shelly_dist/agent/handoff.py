@@ -88,4 +88,5 @@ def next_peer(request: ChildRequest, state: RunState, registry: Roster | None) -
         "handoffs": request.handoffs + 1,
         "context": handoff.context,
         "opening": handoff_message(state.config_name, handoff.reason, handoff.context),
+        "spent": request.entry_usage(state),
     })

@@ -13,7 +13,7 @@ still waiting when the parent's run ends are cancelled.
 This module is the contract both runtimes share: the tool, its input and errors, the numbering,
 and what a round's entries do to the run's live delegations (:func:`settle`). Where the children
 run and how an answer reaches them is the delegator's business (in-process:
-:mod:`.interactive_local`; on the pool: ``runtime.celery.interactive``).
+:mod:`shelly_dist.runtime.local.interactive`; on the pool: ``runtime.celery.interactive``).
 """
 
 from __future__ import annotations

@@ -1,108 +1,133 @@
-"""Middleware around an agent's run: ``timeout``, ``recovery``, ``logger``, ``output_guardrail``.
+"""The built-in hooks Shelly calls middleware: ``timeout``, ``recovery``, ``logger``,
+``output_guardrail``.
 
-A middleware takes the next runner and returns a runner; the first one listed in
-``AgentOptions.middleware`` is the outermost, as in Shelly.
+They used to wrap ``Run.until_done``, which cannot straddle processes: a run on the pool is many
+Celery tasks, so a wrapper never saw it whole (and the pool never ran them). Each is now a hook on
+the step machine (:mod:`shelly_dist.agent.hooks`), kept in ``AgentOptions.hooks`` (or, for
+compatibility, ``AgentOptions.middleware``, which means the same list), with its memory journaled:
+
+- ``timeout(seconds)``: the run's start is journaled at its first step, and every step is bounded
+  by start + ``seconds``, so the deadline holds across suspensions and resumes on other workers;
+- ``recovery()``: an unexpected exception fails the run as ``AgentError("agent panicked: …")``;
+- ``logger(log, name)``: "agent started" once, "agent finished" (or "agent finished with error")
+  with the duration since the journaled start;
+- ``output_guardrail(check)``: ``check(reply)`` on the final reply; what it raises fails the run.
+  ``output_guardrail("name")`` with a string is the decorator registering a named guardrail.
 """
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from typing import Any, TypeVar, overload
 
 from shelly_dist.chats import Message
 from shelly_dist.errors import AgentError, ShellyError, StepTimeout
+from shelly_dist.extensions import RunContext, output_guardrail_named
 
-Runner = Callable[[], Awaitable[Message]]
-Middleware = Callable[[Runner], Runner]
+Middleware = Any
+"""A built-in hook (kept as a name for code that typed ``AgentOptions.middleware``)."""
 
-
-def compose(middleware: list[Middleware], runner: Runner) -> Runner:
-    """Wrap ``runner`` so that ``middleware[0]`` runs first."""
-    for mw in reversed(middleware):
-        runner = mw(runner)
-    return runner
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def timeout(seconds: float) -> Middleware:
-    """Fail the run with ``StepTimeout`` once ``seconds`` have passed (deadline exceeded)."""
-
-    def wrap(next_: Runner) -> Runner:
-        async def run() -> Message:
-            deadline = asyncio.timeout(seconds)
-            try:
-                async with deadline:
-                    return await next_()
-            except TimeoutError as exc:
-                if not deadline.expired():  # the runner's own TimeoutError, not our deadline
-                    raise
-                raise StepTimeout(f"agent: deadline exceeded after {seconds:g}s") from exc
-
-        return run
-
-    return wrap
+def _started(ctx: RunContext) -> float:
+    """The run's start (wall clock), journaled in the hook's state at its first call."""
+    return float(ctx.state.setdefault("started", time.time()))
 
 
-def recovery() -> Middleware:
-    """Turn an unexpected exception (Go's panic) into ``AgentError("agent panicked: …")``.
+class Timeout:
+    """Fail the run with ``StepTimeout`` once ``seconds`` have passed since it started."""
 
-    Errors shelly-dist raises on purpose and cancellation pass through unchanged.
-    """
+    name = "timeout"
 
-    def wrap(next_: Runner) -> Runner:
-        async def run() -> Message:
-            try:
-                return await next_()
-            except ShellyError:
-                raise
-            except Exception as exc:
-                raise AgentError(f"agent panicked: {exc}") from exc
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
 
-        return run
+    def deadline(self, ctx: RunContext) -> float:
+        return _started(ctx) + self.seconds
 
-    return wrap
+    def expired(self) -> StepTimeout:
+        return StepTimeout(f"agent: deadline exceeded after {self.seconds:g}s")
 
 
-def logger(log: logging.Logger, name: str) -> Middleware:
+class Recovery:
+    """Turn an unexpected exception (Go's panic) into ``AgentError("agent panicked: …")``; errors
+    shelly-dist raises on purpose pass through unchanged (cancellation is never seen by hooks)."""
+
+    name = "recovery"
+
+    async def on_run_error(self, ctx: RunContext, error: Exception) -> Exception:
+        if isinstance(error, ShellyError):
+            return error
+        panicked = AgentError(f"agent panicked: {error}", agent=ctx.instance)
+        panicked.__cause__ = error
+        return panicked
+
+
+class Logger:
     """Log "agent started" and "agent finished" (or "agent finished with error") with the duration."""
 
-    def wrap(next_: Runner) -> Runner:
-        async def run() -> Message:
-            start = time.monotonic()
-            log.info("agent started agent=%s", name)
-            try:
-                reply = await next_()
-            except BaseException as exc:
-                log.error(
-                    "agent finished with error agent=%s duration=%.3fs error=%s", name, time.monotonic() - start, exc
-                )
-                raise
-            log.info("agent finished agent=%s duration=%.3fs", name, time.monotonic() - start)
-            return reply
+    name = "logger"
 
-        return run
+    def __init__(self, log: logging.Logger, agent: str) -> None:
+        self.log = log
+        self.agent = agent
 
-    return wrap
+    async def on_run_start(self, ctx: RunContext) -> None:
+        _started(ctx)
+        self.log.info("agent started agent=%s", self.agent)
 
+    async def on_run_end(self, ctx: RunContext, reply: Message) -> Message:
+        self.log.info("agent finished agent=%s duration=%.3fs", self.agent, time.time() - _started(ctx))
+        return reply
 
-Check = Callable[[Message], "Awaitable[None] | None"]
+    async def on_run_error(self, ctx: RunContext, error: Exception) -> Exception:
+        self.log.error("agent finished with error agent=%s duration=%.3fs error=%s", self.agent,
+                       time.time() - _started(ctx), error)
+        return error
 
 
-def output_guardrail(check: Callable[[Message], object]) -> Middleware:
-    """Run ``check`` on the final reply; an exception it raises becomes the run's error.
+class OutputGuardrail:
+    """Run ``check(reply)`` (sync or async) on the final reply; what it raises is the run's error."""
 
-    Skipped when the inner runner already failed.
-    """
+    name = "output_guardrail"
 
-    def wrap(next_: Runner) -> Runner:
-        async def run() -> Message:
-            reply = await next_()
-            outcome = check(reply)
-            if asyncio.iscoroutine(outcome):
-                await outcome
-            return reply
+    def __init__(self, check: Callable[[Message], object]) -> None:
+        self.check = check
 
-        return run
+    async def on_run_end(self, ctx: RunContext, reply: Message) -> Message:
+        outcome = self.check(reply)
+        if inspect.isawaitable(outcome):
+            await outcome
+        return reply
 
-    return wrap
+
+def timeout(seconds: float) -> Timeout:
+    """A deadline ``seconds`` after the run's first step, across resumes (``StepTimeout``)."""
+    return Timeout(seconds)
+
+
+def recovery() -> Recovery:
+    """Unexpected exceptions become ``AgentError("agent panicked: …")``."""
+    return Recovery()
+
+
+def logger(log: logging.Logger, name: str) -> Logger:
+    """Log the run's start and end on ``log`` under agent ``name``."""
+    return Logger(log, name)
+
+
+@overload
+def output_guardrail(check: str) -> Callable[[F], F]: ...
+@overload
+def output_guardrail(check: Callable[[Message], object]) -> OutputGuardrail: ...
+def output_guardrail(check: str | Callable[[Message], object]) -> OutputGuardrail | Callable[[F], F]:
+    """``output_guardrail(check)``: the hook running ``check(reply)`` on the final reply.
+    ``@output_guardrail("name")``: register ``check(text, ctx)`` as the named guardrail agents list
+    under ``guardrails: {output: [name]}`` (trips by raising ``GuardrailTripped``)."""
+    if isinstance(check, str):
+        return output_guardrail_named(check)
+    return OutputGuardrail(check)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from shelly_dist.agent.board import TaskBoardHook
 from shelly_dist.agent.effects import Effect
@@ -37,7 +37,14 @@ class AgentOptions:
     """As a child: ``handoff`` is offered when above 0. As a parent: the chain limit of its
     delegations' handoffs (3 when not above 0). Shelly's meanings."""
     skills: Sequence[SkillLike] = ()
+    hooks: list[Any] = field(default_factory=list)
+    """Lifecycle hooks on the step machine (:mod:`shelly_dist.agent.hooks`): the built-ins of
+    :mod:`shelly_dist.agent.middleware`, registered ``@hook`` classes, guardrails. Called in order."""
     middleware: list[Middleware] = field(default_factory=list)
+    """The same as ``hooks`` (Shelly's name), called before them: ``timeout``, ``recovery``,
+    ``logger``, ``output_guardrail`` are hooks now, so they hold on the pool and across resumes."""
+    session: str = ""
+    """The session the agent was built for (what hooks see as ``ctx.session``)."""
     context: str = ""
     """Project context for the ``<project_context>`` section."""
     delegate_fail_fast: bool = False

@@ -1,13 +1,26 @@
 """The system prompt: XML-tagged sections in Shelly's fixed order, each only when it applies.
 
-Order: identity, completion_protocol (depth > 0), handoff_protocol (depth > 0 and the ``handoff``
+Order: completion_protocol (depth > 0), handoff_protocol (depth > 0 and the ``handoff``
 tool offered), interaction_protocol (depth > 0 and ``request_input`` offered),
 interactive_delegation_protocol (the agent may delegate with ``interaction_mode: interactive``),
 notes_protocol (a ``list_notes`` tool),
-instructions, behavioral_constraints (default on), project_context, extra sections (the
-blackboard snapshot), skills (inline), available_skills (on demand), available_agents (only when
-the agent may still delegate; never itself, compared case-insensitively on the config name).
+instructions, behavioral_constraints (default on), project_context, skills (inline),
+available_skills (on demand), available_agents (only when the agent may still delegate; never
+itself, compared case-insensitively on the config name), then extra sections (the blackboard
+snapshot) and identity last.
 The prompt is rebuilt on every run, so a changed registry or blackboard shows up on the next turn.
+
+A deliberate difference from Shelly (SHELLY-compat): Shelly puts ``<identity>`` ("You are
+{instance name}. {description}") first. Here it comes last, after the blackboard snapshot, so
+that the prompts of sibling instances of one agent (``worker-what-1`` … ``worker-what-16``) are
+byte-identical up to their own tail: a server's prefix cache (llama.cpp, vLLM, OpenAI's automatic
+caching, Anthropic's ``cache_control``) then serves the shared sections to every sibling after the
+first instead of evaluating them again. Every other section keeps Shelly's order and text.
+:func:`prompt_parts` gives the two parts, which the run sends as two text parts of the system
+message. Anthropic marks each a cache breakpoint; OpenAI-compatible servers get the first as the
+system prompt and the second at the head of the first user turn, because their chat templates
+render the tools after the system prompt and the instance's own part would end the shared prefix
+before them.
 """
 
 from __future__ import annotations
@@ -109,38 +122,50 @@ class PromptInputs:
     extra_sections: Sequence[str] = field(default_factory=list)
 
 
-def build_system_prompt(p: PromptInputs) -> str:
-    """Assemble the prompt; see the module docstring for the order."""
-    sections = [_section("identity", f"You are {p.name}. {p.description}".strip())]
+def prompt_parts(p: PromptInputs) -> tuple[str, str]:
+    """The prompt in two parts: what every instance of the agent shares, and its own tail.
+
+    The shared part is Shelly's sections in Shelly's order without ``<identity>``; the tail holds
+    the extra sections (the blackboard snapshot, which changes as the run goes) and then
+    ``<identity>`` with the instance name. ``"".join`` of the two is the prompt.
+    """
+    shared: list[str] = []
     if p.depth > 0:
-        sections.append(_section("completion_protocol", COMPLETION_PROTOCOL))
+        shared.append(_section("completion_protocol", COMPLETION_PROTOCOL))
         if p.can_handoff:
-            sections.append(_section("handoff_protocol", HANDOFF_PROTOCOL))
+            shared.append(_section("handoff_protocol", HANDOFF_PROTOCOL))
         if p.has_interaction:
-            sections.append(_section("interaction_protocol", INTERACTION_PROTOCOL))
+            shared.append(_section("interaction_protocol", INTERACTION_PROTOCOL))
     if p.interactive_delegation:
-        sections.append(_section("interactive_delegation_protocol", INTERACTIVE_DELEGATION_PROTOCOL))
+        shared.append(_section("interactive_delegation_protocol", INTERACTIVE_DELEGATION_PROTOCOL))
     if p.has_notes:
-        sections.append(_section("notes_protocol", NOTES_PROTOCOL))
+        shared.append(_section("notes_protocol", NOTES_PROTOCOL))
     if p.instructions.strip():
-        sections.append(_section("instructions", p.instructions))
+        shared.append(_section("instructions", p.instructions))
     if p.behavioral_hints:
-        sections.append(_section("behavioral_constraints", BEHAVIORAL_CONSTRAINTS))
+        shared.append(_section("behavioral_constraints", BEHAVIORAL_CONSTRAINTS))
     if p.context.strip():
-        sections.append(_section("project_context", f"{CONTEXT_PREAMBLE}\n\n{p.context.strip()}"))
-    sections.extend(s for s in p.extra_sections if s)
+        shared.append(_section("project_context", f"{CONTEXT_PREAMBLE}\n\n{p.context.strip()}"))
     inline = [s for s in p.skills if not s.description]
     on_demand = [s for s in p.skills if s.description]
     if inline:
-        sections.append(_section("skills", "\n\n".join(f"### {s.name}\n{s.content.strip()}" for s in inline)))
+        shared.append(_section("skills", "\n\n".join(f"### {s.name}\n{s.content.strip()}" for s in inline)))
     if on_demand:
         lines = [f"- **{s.name}**: {s.description}" for s in on_demand]
         lines.append("\nWhen a skill is relevant, call the load_skill tool with its name to read it.")
-        sections.append(_section("available_skills", "\n".join(lines)))
+        shared.append(_section("available_skills", "\n".join(lines)))
     if p.can_delegate:
         others = [e for e in p.agents if e.name.lower() != p.config_name.lower()]
         if others:
             body = "\n".join(_agent_line(e) for e in others)
             body += "\n\nUse the delegate tool to hand tasks to these agents; they run in parallel."
-            sections.append(_section("available_agents", body))
-    return "\n\n".join(sections)
+            shared.append(_section("available_agents", body))
+    own = [s for s in p.extra_sections if s]
+    own.append(_section("identity", f"You are {p.name}. {p.description}".strip()))
+    head = "\n\n".join(shared)
+    return head, ("\n\n" if head else "") + "\n\n".join(own)
+
+
+def build_system_prompt(p: PromptInputs) -> str:
+    """Assemble the prompt; see the module docstring for the order."""
+    return "".join(prompt_parts(p))

@@ -57,6 +57,9 @@ class DelegateEntry(BaseModel):
     reply_to: dict[str, str] | None = None
     """Where the answer to ``pending_question`` goes when the child waits in a journal (``run``,
     ``field``); never part of the tool result."""
+    usage: Usage | None = None
+    """What the finished child and everything it delegated spent (its run's ``tree_usage``), so
+    the parent can total its own tree; journaled with the entry, never part of the tool result."""
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"agent": self.agent}
@@ -75,8 +78,10 @@ class DelegateEntry(BaseModel):
         return data
 
     def journal_json(self) -> dict[str, Any]:
-        """:meth:`to_json` plus where the answer goes (what a waiting child joins into its parent)."""
-        return self.to_json() | ({"reply_to": self.reply_to} if self.reply_to else {})
+        """:meth:`to_json` plus where the answer goes and what the child spent (what a child joins
+        into its parent)."""
+        data = self.to_json() | ({"reply_to": self.reply_to} if self.reply_to else {})
+        return data | ({"usage": self.usage.model_dump()} if self.usage is not None else {})
 
 
 class HandoffResult(BaseModel):
@@ -120,6 +125,9 @@ class ChildRequest(BaseModel):
     """The ``<prior_reflections>`` message found for the task when the delegation was planned."""
     opening: str = ""
     """The peer's ``<handoff_context>`` message, which replaces the ``<delegation_context>``."""
+    spent: Usage | None = None
+    """What the agents earlier in this entry's handoff chain spent (with their subtrees): the
+    peer's entry carries it on to the parent's tree total."""
     delegation_id: str = ""
     """``d-N`` in interactive delegation: the child's ``request_input`` questions go to the parent's
     model (answered with ``answer_delegation_questions``); empty in blocking delegation."""
@@ -127,6 +135,11 @@ class ChildRequest(BaseModel):
     """The W3C trace context of the parent's ``execute_tool delegate`` span, taken when the request
     is built and journaled with it: the child's ``invoke_agent`` spans, on any worker and after
     any resume, are its children (empty without tracing)."""
+
+    def entry_usage(self, state: RunState) -> Usage:
+        """The usage the entry of this request's run carries: the run's tree and the handoff chain
+        before it."""
+        return state.tree_usage + (self.spent or Usage())
 
     def asks_parent(self) -> bool:
         """Whether this child's questions go to the parent's model: an interactive delegation's own
@@ -200,9 +213,17 @@ class RunState(BaseModel):
     handoff: HandoffResult | None = None
     """Set by ``handoff``: the run stops after this step and its delegation passes to the peer."""
     usage: Usage = Field(default_factory=Usage)
+    children_usage: Usage = Field(default_factory=Usage)
+    """What the children this run delegated to spent, each with its own subtree: the sum of their
+    entries' ``usage`` as they were delivered."""
     hook_memory: dict[str, dict[str, int]] = Field(default_factory=dict)
     """What tool hooks remember across the run's calls (the loop detector's counts), journaled
     with every checkpoint so a run continued elsewhere keeps counting."""
+    hooks: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each lifecycle hook's memory (``ctx.state``), by hook name: journaled with the run, so a
+    hook continued on another worker or after a suspension sees what it kept."""
+    hooks_started: bool = False
+    """``on_run_start`` (and the input guardrails) ran: they run once per run."""
     last_input_tokens: int = 0
     """The last model call's reported input: the real size of the context, for effects."""
     effects: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -211,3 +232,8 @@ class RunState(BaseModel):
     """The tree limits every model call of this run reserves against: inherited from the parent,
     plus the run's own when its agent has ``limits:``."""
     messages: list[Message] = Field(default_factory=list)
+
+    @property
+    def tree_usage(self) -> Usage:
+        """What this run and every run it delegated (at any depth) spent, each token once."""
+        return self.usage + self.children_usage

@@ -34,6 +34,7 @@ from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
 from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
 from shelly_dist.agent.handoff import handoff_tool
+from shelly_dist.agent.hooks import HookChain
 from shelly_dist.agent.interaction import request_input_tool
 from shelly_dist.agent.interactive import INTERACTIVE, answer_tool, answered, parse_answers, settle
 from shelly_dist.agent.limits import BudgetScope, LimitedCompleter
@@ -48,9 +49,10 @@ from shelly_dist.agent.records import (
     Phase,
     RunState,
 )
-from shelly_dist.chats import Message, Role, ToolCall, ToolResult
+from shelly_dist.chats import Message, Role, Text, ToolCall, ToolResult
+from shelly_dist.chats.replies import STOP_REASON, argument_problem, truncated
 from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
-from shelly_dist.events import Event
+from shelly_dist.events import REPLY_TRUNCATED, Event
 from shelly_dist.identity import acting_as
 from shelly_dist.models import Completer, Usage
 from shelly_dist.observability import tracing
@@ -183,6 +185,7 @@ class Run:
         self._effects = EffectChain()
         self._estimate = 0
         self._completer: Completer = agent.completer
+        self._hooks = HookChain([*agent.options.middleware, *agent.options.hooks])
 
     # -- construction -------------------------------------------------------------------------
 
@@ -278,8 +281,8 @@ class Run:
         self._tools = tools
         self._by_name = {t.name: t for t in tools}
         extra = await agent.options.prompt_sections() if agent.options.prompt_sections else []
-        prompt = agent.system_prompt(extra_sections=extra, has_notes="list_notes" in self._by_name)
-        system = Message.text(agent.name, Role.SYSTEM, prompt)
+        shared, own = agent.system_prompt_parts(extra_sections=extra, has_notes="list_notes" in self._by_name)
+        system = Message(sender=agent.name, role=Role.SYSTEM, parts=[Text(text=t) for t in (shared, own) if t])
         first = agent.chat.view()[:1]
         if first and first[0].role == Role.SYSTEM:
             agent.chat.replace(0, system)
@@ -331,20 +334,36 @@ class Run:
         if not self._prepared:
             await self._prepare()
         with acting_as(self.agent.name, run=self.state.run_id), bind_run_memory(self.state.hook_memory):
-            phase = self.state.phase
-            if phase == Phase.MODEL:
-                return await self._model_step()
-            if phase == Phase.TOOLS:
-                return await self._tools_step()
-            if phase == Phase.SUSPENDED:
-                if self.missing():
-                    raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.missing())} children")
-                if self.state.awaiting:
-                    raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.state.awaiting)} tool calls")
-                return await self._finish_tools()
-            if phase == Phase.DONE:  # finished and journaled, but its finish was not: finish again
-                return Finished(self._reply(), self.state.completion)
-            raise UsageError(f"run {self.state.run_id}: already {phase.value}")
+            if not self._hooks:
+                return await self._advance()
+            try:
+                async with self._hooks.deadline(self):
+                    if not self.state.hooks_started and self.state.phase == Phase.MODEL:
+                        await self._hooks.run_start(self)
+                        self.state.hooks_started = True
+                    return await self._advance()
+            except Exception as exc:
+                error = await self._hooks.run_error(self, exc)
+                if error is exc:
+                    raise
+                raise error from exc
+
+    async def _advance(self) -> StepOutcome:
+        """One phase of the step machine (see :meth:`step`)."""
+        phase = self.state.phase
+        if phase == Phase.MODEL:
+            return await self._model_step()
+        if phase == Phase.TOOLS:
+            return await self._tools_step()
+        if phase == Phase.SUSPENDED:
+            if self.missing():
+                raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.missing())} children")
+            if self.state.awaiting:
+                raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.state.awaiting)} tool calls")
+            return await self._finish_tools()
+        if phase == Phase.DONE:  # finished and journaled, but its finish was not: finish again
+            return Finished(self._reply(), self.state.completion)
+        raise UsageError(f"run {self.state.run_id}: already {phase.value}")
 
     async def until_done(self) -> Message:
         """Step until the run finishes; a suspension with no delegator is a ``UsageError``."""
@@ -368,12 +387,18 @@ class Run:
         if self.before_model is not None:
             await self.before_model(self)
         tools = await self._effects_before()
-        reply = await self._completer.complete(agent.chat, tools)
+        if self._hooks:
+            await self._hooks.before_model(self)
+        reply = raw = await self._completer.complete(agent.chat, tools)
+        if self._hooks:  # a reply a hook replaces still counts the model call's usage (``raw``)
+            reply = await self._hooks.after_model(self, reply)
+            if not reply.tool_calls():
+                reply = await self._hooks.run_end(self, reply)
         reply.sender = agent.name
         reply.role = Role.ASSISTANT
         agent.chat.append(reply)
         state.iteration += 1
-        usage = Usage.of(reply)
+        usage = Usage.of(raw)
         usage.model_requests = 1
         state.usage = state.usage + usage
         state.last_input_tokens = usage.input_tokens
@@ -381,6 +406,8 @@ class Run:
         if self._effects:
             await self._effects.run(EffectPhase.AFTER_COMPLETE, self._iteration_context, state.effects)
         calls = reply.tool_calls()
+        if truncated(reply):
+            self._refuse_truncated(reply, calls)
         self.emit(
             events.MESSAGE_ADDED,
             role="assistant",
@@ -395,6 +422,20 @@ class Run:
         state.phase = Phase.TOOLS
         await self._checkpoint("reply")
         return await self._tools_step()
+
+    def _refuse_truncated(self, reply: Message, calls: list[ToolCall]) -> None:
+        """A reply the output limit cut is named (a ``warning`` event), and its tool calls — whose
+        arguments may be cut anywhere — are never executed: each gets an error result instead."""
+        reason = str(reply.metadata.get(STOP_REASON))
+        self.emit(events.WARNING, code=REPLY_TRUNCATED, stop_reason=reason, tool_calls=[c.name for c in calls],
+                  message=f"the reply was cut at the output limit (stop reason {reason!r})"
+                  + (f"; {len(calls)} tool call(s) not executed" if calls else ""))
+        for call in calls:
+            self.state.tool_results[call.id] = ToolResult(
+                tool_call_id=call.id, is_error=True,
+                content=f"{call.name} not executed: your reply was cut at the output limit (stop reason "
+                        f"{reason!r}), so its arguments may be incomplete; send a shorter call",
+            )
 
     def _iteration_context(self, slot: dict[str, Any]) -> IterationContext:
         agent, state = self.agent, self.state
@@ -481,9 +522,9 @@ class Run:
     async def _tool_call(self, call: ToolCall, tool: Tool | None) -> None:
         started = time.monotonic()
         self.emit(events.TOOL_CALL_START, tool=call.name, call_id=call.id, arguments=call.arguments[:500])
-        result: ToolResult | None = None
+        result = await self._hooks.before_tool(self, call) if self._hooks else None
         hooks = self.agent.options.tool_hooks
-        for hook in hooks:
+        for hook in hooks if result is None else ():
             result = await hook.before_tool(call)
             if result is not None:
                 break
@@ -501,6 +542,8 @@ class Run:
                 raise
             except Exception as exc:
                 result = ToolResult(tool_call_id=call.id, content=str(exc), is_error=True)
+        if self._hooks:
+            result = await self._hooks.after_tool(self, call, result)
         self.state.tool_results[call.id] = result
         self.emit(
             events.TOOL_CALL_END,
@@ -514,6 +557,9 @@ class Run:
     async def _invoke(self, call: ToolCall, tool: Tool | None) -> ToolResult:
         if tool is None:
             return ToolResult(tool_call_id=call.id, content=f"tool not found: {call.name}", is_error=True)
+        problem = argument_problem(call.name, call.arguments)
+        if problem is not None:
+            return ToolResult(tool_call_id=call.id, content=problem, is_error=True)
         try:
             content = await tool.handler(call.arguments)
         except (asyncio.CancelledError, SuspendCall):
@@ -627,6 +673,16 @@ class Run:
                       is_error=result.is_error)
         return not self.waiting()
 
+    async def _ended(self, reply: Message, completion: CompletionResult | None) -> Message:
+        """The hooks' ``on_run_end`` on a run that ends with ``task_complete`` or ``handoff``: they
+        see the completion's summary as the reply (what the parent gets), before the run is
+        journaled as done. Returns ``reply`` unless a hook gave another."""
+        if not self._hooks:
+            return reply
+        shown = reply if completion is None else Message.text(self.agent.name, Role.ASSISTANT, completion.summary)
+        out = await self._hooks.run_end(self, shown)
+        return reply if out is shown else out
+
     async def _finish_tools(self) -> StepOutcome:
         """Append every result of the reply in call order, then continue or finish."""
         agent, state = self.agent, self.state
@@ -635,6 +691,9 @@ class Run:
         messages = []
         for pending in state.pending:
             settle(state, pending)
+            for entry in pending.entries:  # a finished child's subtree, once: a question carries none
+                if entry is not None and entry.usage is not None:
+                    state.children_usage = state.children_usage + entry.usage
         for call in reply.tool_calls():
             if call.id in by_call:
                 entries = [e for e in by_call[call.id].entries if e is not None]
@@ -660,9 +719,10 @@ class Run:
         state.pending = []
         state.awaiting = {}
         if state.completion is not None or state.handoff is not None:
+            final = await self._ended(reply, state.completion)
             state.phase = Phase.DONE
             await self._checkpoint("tools")
-            return Finished(reply, state.completion)
+            return Finished(final, state.completion)
         state.phase = Phase.MODEL
         await self._checkpoint("tools")
         return Continue()

@@ -1,8 +1,9 @@
 """``shelly agents``: the config's agents as a table (or ``--json``), without starting anything.
 
 ``--check`` validates instead: the config and the skills its agents list, printing one line per
-warning (unknown key, skill with no folder, MCP server shadowed by a built-in) and exiting 0, or
-2 under ``--strict``/``SHELLY_STRICT_CONFIG=1`` when there is any.
+warning (unknown key, skill with no folder, MCP server shadowed by a built-in) and one per Python
+tool an agent gets from the modules of ``python:``, and exiting 0, or 2 under
+``--strict``/``SHELLY_STRICT_CONFIG=1`` when there is any warning.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from shelly_dist.cli.options import config_options, json_option
 from shelly_dist.engine import Config, find_config, load_config
 from shelly_dist.engine.agents import config_warnings
 from shelly_dist.engine.config import report
+from shelly_dist.engine.extensions import python_tools
 from shelly_dist.engine.shellydir import ShellyDir
 from shelly_dist.errors import ShellyError
 from shelly_dist.skills import SkillStore, load_skills
@@ -67,11 +69,16 @@ def agents_command(config_path: str | None, shelly_dir: str, as_json: bool, chec
     cfg = load(config_path, shelly_dir)
     warnings = warnings_of(cfg, shelly_dir)
     if check:
+        tools = {a.name: python_tools(a) for a in cfg.agents}
         if as_json:
-            click.echo(json.dumps({"agents": len(cfg.agents), "warnings": warnings}, ensure_ascii=False))
+            click.echo(json.dumps({"agents": len(cfg.agents), "warnings": warnings, "python_tools": tools},
+                                  ensure_ascii=False))
             return
         for line in warnings:
             click.echo(f"warning: {line}")
+        for agent, found in tools.items():
+            for name, origin in found.items():
+                click.echo(f"python tool: {agent}: {name} ({origin})")
         click.echo(f"ok: {len(cfg.agents)} agents, {len(warnings)} warnings")
         return
     report(warnings)

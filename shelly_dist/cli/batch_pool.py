@@ -21,11 +21,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shelly_dist.chats import Message
 from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.errors import RunError
+
+if TYPE_CHECKING:  # the pool's modules import Celery: only when a batch runs on it
+    from shelly_dist.runtime.celery.record import RunRecord
 
 
 class PoolRuntime(Protocol):
@@ -33,9 +36,9 @@ class PoolRuntime(Protocol):
 
     async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None) -> str: ...
 
-    async def record(self, run_id: str) -> dict[str, str]: ...
+    async def record(self, run_id: str) -> RunRecord | None: ...
 
-    async def wait(self, run_id: str) -> dict[str, str]: ...
+    async def wait(self, run_id: str) -> RunRecord: ...
 
     async def cancel(self, run_id: str) -> list[str]: ...
 
@@ -60,14 +63,16 @@ class PoolItems:
         self.waiting: set[str] = set()
         """Runs submitted or adopted by this batch that have not ended (what Ctrl-C cancels)."""
 
-    async def current(self, item_id: str) -> tuple[str, dict[str, str]]:
-        """The item's run id to use now and its record (empty when none): the first attempt not
-        canceled."""
+    async def current(self, item_id: str) -> tuple[str, RunRecord | None]:
+        """The item's run id to use now and its record (``None`` when none): the first attempt
+        not canceled."""
+        from shelly_dist.runtime.celery.record import RunStatus
+
         attempt = 1
         while True:
             run_id = item_run_id(self.batch, item_id, attempt)
             record = await self.runtime.record(run_id)
-            if record.get("status") != "canceled":
+            if record is None or record.status != RunStatus.CANCELED:
                 return run_id, record
             attempt += 1
 
@@ -75,15 +80,17 @@ class PoolItems:
         """Submit (or adopt) the item's run and wait for its end; the output fields of a success.
 
         Raises ``RunError`` for a run that failed or was canceled while this batch waited."""
+        from shelly_dist.runtime.celery.record import RunStatus
+
         run_id, record = await self.current(item_id)
         self.waiting.add(run_id)
-        if record.get("status") in (None, "queued"):
+        if record is None or record.status == RunStatus.QUEUED:
             await self.runtime.submit(agent, messages, session=new_session_id(), run_id=run_id)
         ended = await self.runtime.wait(run_id)
         self.waiting.discard(run_id)  # kept on cancellation: cancel_all stops it
-        if ended.get("status") != "done":
-            raise RunError(ended.get("error") or f"run {run_id} {ended.get('status')}", run_id=run_id)
-        return {"status": "completed", "reply": ended.get("reply", ""), "run": run_id}
+        if ended.status != RunStatus.DONE:
+            raise RunError(ended.error or f"run {run_id} {ended.status}", run_id=run_id)
+        return {"status": "completed", "reply": ended.reply, "run": run_id}
 
     async def cancel_all(self) -> None:
         """Cancel the tree of every run still waited for (the batch was interrupted)."""

@@ -68,6 +68,7 @@ def index_command(shelly_dir: str, config_path: str | None, check: bool, as_json
         fail(UsageError(f"index: .shelly/ directory not found at {shelly_dir} (run 'shelly init' first)"))
     try:
         cfg = indexer_config(config_path)
+        cfg.allow_knowledge_writes()  # the one command whose tools write .shelly/context.md and knowledge/
         write_missing_skills(sd)
     except (ShellyError, OSError) as exc:
         fail(exc if isinstance(exc, ShellyError) else UsageError(f"index: {exc}"))

@@ -146,7 +146,8 @@ class Board:
         if entry.get("handoff"):
             row.action = f"handed off to {entry['handoff']}"
             return f"{pad}↪ {row.name} handed off to {entry['handoff']}{_on(row.worker)} {cost}"
-        reason = str(entry.get("error") or "")
+        completion = entry.get("completion") if isinstance(entry.get("completion"), dict) else {}
+        reason = str(entry.get("error") or (completion or {}).get("summary") or "")  # or: out of a budget
         row.action = _short(reason or str(entry.get("result") or row.status))
         if row.status == "done":
             return f"{pad}✔ {row.name} done{_on(row.worker)} {cost}"

@@ -1,8 +1,11 @@
 """``shelly run``: one task through the team; the answer on stdout, progress on stderr.
 
 stdout carries only the result (the reply text, or exactly one JSON object with ``--json``:
-``{session, agent, reply, usage, elapsed}``), so ``shelly run … | jq`` works. The session id goes
-to stderr so the user can continue with ``--session``. Ctrl-C cancels the run (and with it every
+``{session, agent, reply, usage, tree_usage, elapsed}`` — ``usage`` the top-level run's own
+calls, ``tree_usage`` those of the whole delegation tree), so ``shelly run … | jq`` works. The
+session id goes to stderr at the start (it scopes the boards and ``shelly answer``), and
+``continue with --session ID`` once the turn succeeded and the session was saved: a session whose
+first turn failed does not exist, so it is never offered. Ctrl-C cancels the run (and with it every
 child) and exits 130. On a terminal (stdin and stderr), the built-in tools may ask the user for a
 permission the config does not give, and agents may ask the user questions (``ask_user``),
 pausing the live view (:mod:`shelly_dist.cli.prompt`); piped, or on a worker, permissions are
@@ -69,8 +72,8 @@ async def run_task(
                 raise UsageError(f'run: session {session_id} belongs to agent "{session.info.agent}", not "{agent}"')
         else:
             session = engine.session(agent=agent)
-        if view_mode != "quiet":
-            console.print(f"session {session.id} (continue with --session {session.id})", markup=False, highlight=False)
+        if view_mode != "quiet":  # the id scopes the boards and questions from the start
+            console.print(f"session {session.id}", markup=False, highlight=False)
         hints = None
         if hasattr(engine.runtime, "respond"):  # questions wait in Redis for `shelly answer`: say how
             hints = asyncio.create_task(announce_questions(engine.bus.subscribe(), console, session.id,
@@ -82,11 +85,15 @@ async def run_task(
         finally:
             if hints is not None:
                 hints.cancel()
+        if view_mode != "quiet" and session.persist:  # saved now: only now can it be continued
+            console.print(f"continue with --session {session.id}", markup=False, highlight=False)
+    tree = outcome.tree_usage if outcome.tree_usage is not None else outcome.usage
     return {
         "session": session.id,
         "agent": session.info.agent,
         "reply": outcome.reply.text_content(),
         "usage": outcome.usage.model_dump(),
+        "tree_usage": tree.model_dump(),
         "elapsed": round(time.monotonic() - started, 3),
     }
 

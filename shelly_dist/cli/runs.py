@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,19 +18,24 @@ from shelly_dist.cli.distributed import redis_for
 from shelly_dist.cli.errors import run_async
 from shelly_dist.cli.options import config_options, json_option, session_option
 
+if TYPE_CHECKING:  # the pool's modules import Celery: only once a command reads them
+    from shelly_dist.runtime.celery.record import RunRecord
 
-async def load_runs(client: Any, keys: Any, session: str) -> list[dict[str, Any]]:
-    """Every run of the session's trees, roots first then by creation, as records."""
+
+async def load_runs(client: Any, keys: Any, session: str) -> list[RunRecord]:
+    """Every run of the session's trees, roots first then by depth and creation, parsed once."""
+    from shelly_dist.runtime.celery.record import RunRecord
+
     roots = await client.zrange(keys.session_runs(session), 0, -1)
-    out: list[dict[str, Any]] = []
+    out: list[RunRecord] = []
     for root in roots:
-        ids = await client.smembers(keys.tree_runs(root))
+        ids = sorted(await client.smembers(keys.tree_runs(root)))
         async with client.pipeline(transaction=False) as pipe:
             for rid in ids:
                 pipe.hgetall(keys.run(rid))
-            records = await pipe.execute()
-        records = sorted((r for r in records if r), key=lambda r: (int(r.get("depth", 0)), float(r.get("created", 0))))
-        out.extend(records)
+            raw = await pipe.execute()
+        records = [RunRecord.parse({"id": rid, **r}) for rid, r in zip(ids, raw, strict=True) if r]
+        out.extend(sorted(records, key=lambda r: (r.depth, r.created)))
     return out
 
 
@@ -54,22 +59,21 @@ class Spent:
         return f"tokens={self.total_tokens} cost=${self.cost_usd:.4f} requests={self.model_requests}"
 
 
-def own_spent(record: dict[str, Any]) -> Spent:
+def own_spent(record: RunRecord) -> Spent:
     """What one run spent itself, from its record."""
-    state = json.loads(record.get("state") or "{}")
-    usage = json.loads(record["usage"]) if record.get("usage") else state.get("usage") or {}
+    usage = record.spent()
     tokens = sum(int(usage.get(k, 0) or 0) for k in
                  ("input_tokens", "output_tokens", "cache_creation_tokens", "cache_read_tokens"))
     return Spent(tokens, float(usage.get("cost_usd", 0) or 0), int(usage.get("model_requests", 0) or 0))
 
 
-def spent_by_run(records: list[dict[str, Any]]) -> dict[str, tuple[Spent, Spent]]:
+def spent_by_run(records: list[RunRecord]) -> dict[str, tuple[Spent, Spent]]:
     """(own, subtree) of every run in ``records``, by run id; a subtree counts only the runs
     present in ``records`` (records past their retention are gone)."""
-    own = {r["id"]: own_spent(r) for r in records}
+    own = {r.id: own_spent(r) for r in records}
     children: dict[str, list[str]] = {}
     for r in records:
-        children.setdefault(r.get("parent", ""), []).append(r["id"])
+        children.setdefault(r.parent, []).append(r.id)
     tree: dict[str, Spent] = {}
 
     def total(rid: str) -> Spent:
@@ -83,34 +87,35 @@ def spent_by_run(records: list[dict[str, Any]]) -> dict[str, tuple[Spent, Spent]
     return {rid: (own[rid], total(rid)) for rid in own}
 
 
-def _tree_lines(records: list[dict[str, Any]]) -> list[str]:
-    children: dict[str, list[dict[str, Any]]] = {}
+def _tree_lines(records: list[RunRecord]) -> list[str]:
+    children: dict[str, list[RunRecord]] = {}
     for r in records:
-        children.setdefault(r.get("parent", ""), []).append(r)
+        children.setdefault(r.parent, []).append(r)
     spent = spent_by_run(records)
     lines: list[str] = []
 
     def walk(parent: str, indent: int) -> None:
         for r in children.get(parent, []):
-            own, tree = spent[r["id"]]
-            name = r.get("instance") or r.get("agent", "?")
-            subtree = f"  tree: {tree.text()}" if children.get(r["id"]) else ""
-            lines.append(f"{'  ' * indent}{r['id']}  {name}  {r.get('status', '?')}  "
-                         f"worker={r.get('worker', '-') or '-'}  {own.text()}{subtree}"
-                         + (f"  error={r['error']}" if r.get("error") else "")
-                         + (f"  handed off to {r['handoff']}" if r.get("handoff") else ""))
-            walk(r["id"], indent + 1)
+            own, tree = spent[r.id]
+            name = r.instance or r.agent or "?"
+            subtree = f"  tree: {tree.text()}" if children.get(r.id) else ""
+            lines.append(f"{'  ' * indent}{r.id}  {name}  {r.status}  "
+                         f"worker={r.worker or '-'}  {own.text()}{subtree}"
+                         + (f"  error={r.error}" if r.error else "")
+                         + (f"  handed off to {r.handoff}" if r.handoff else ""))
+            walk(r.id, indent + 1)
 
     walk("", 0)
     return lines
 
 
-def runs_json(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The ``--json`` rows: each run's identity and status, its own and its subtree's spending."""
-    fields = ("id", "agent", "instance", "depth", "parent", "root", "status", "worker", "error", "handoff")
+def runs_json(records: list[RunRecord]) -> list[dict[str, Any]]:
+    """The ``--json`` rows: each run's identity and status, its own and its subtree's spending
+    (every identity field a string, as the record holds it)."""
     spent = spent_by_run(records)
-    return [{**{k: r.get(k, "") for k in fields}, "own": spent[r["id"]][0].to_json(),
-             "tree": spent[r["id"]][1].to_json()} for r in records]
+    return [{"id": r.id, "agent": r.agent, "instance": r.instance, "depth": str(r.depth), "parent": r.parent,
+             "root": r.root, "status": str(r.status), "worker": r.worker, "error": r.error, "handoff": r.handoff,
+             "own": spent[r.id][0].to_json(), "tree": spent[r.id][1].to_json()} for r in records]
 
 
 @click.command("runs")

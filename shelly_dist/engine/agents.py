@@ -23,6 +23,7 @@ from shelly_dist.agent.limits import Budget
 from shelly_dist.engine.config import forgive
 from shelly_dist.engine.config_models import AgentConfig, Config
 from shelly_dist.engine.effects import build_effects
+from shelly_dist.engine.extensions import hooks_for
 from shelly_dist.engine.providers import Providers
 from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.events import EventSink
@@ -133,6 +134,8 @@ def build_registry(
                 effects=effects,
                 budget=budget,
                 reflections=reflections,
+                hooks=hooks_for(spec),
+                session=session,
             )
             agent = Agent(
                 spec.name,

@@ -27,7 +27,7 @@ from typing import Any, TextIO
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from shelly_dist.engine import config_models
+from shelly_dist.engine import config_models, extensions
 from shelly_dist.engine.config_keys import prune
 from shelly_dist.engine.config_models import Config
 from shelly_dist.engine.config_rules import Problem, leniencies, problems
@@ -140,7 +140,10 @@ def config_from_data(data: Any, env: Mapping[str, str] | None = None, *, source:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
         _raise(_pydantic_problems(exc), source)
-    found = problems(cfg)
+    found = extensions.import_modules(cfg, extensions.project_dir(source))  # before any name is checked
+    if found:
+        _raise(found, source)
+    found = [*problems(cfg), *extensions.problems(cfg)]
     if found:
         _raise(found, source)
     lenient = leniencies(cfg)
@@ -223,7 +226,11 @@ def fingerprint(cfg: Config) -> str:
     Only what changes the team's behaviour counts: secrets, connection URLs, the ``distributed``
     section and host paths (see ``_UNFINGERPRINTED``) are left out, so two machines holding
     different keys, reaching Redis or a model by different host names, or keeping the project in
-    different directories still run the same agents.
+    different directories still run the same agents. The source of the modules of ``python:``
+    counts (imported by then: the loader imports them).
     """
-    canonical = json.dumps(_scrub(cfg.model_dump(mode="json")), sort_keys=True, separators=(",", ":"))
+    data = _scrub(cfg.model_dump(mode="json"))
+    if cfg.python:  # a changed tool is a new generation (a config without python: hashes as before)
+        data["python_source"] = extensions.source_digest(cfg)
+    canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -185,8 +185,13 @@ class ProviderConfig(Section):
     """Names of providers tried in order when this one fails (ours)."""
     timeout: Duration | None = None
     headers: dict[str, str] = Field(default_factory=dict)
+    prompt_cache: bool = True
+    """Mark the tools and system prompt as cacheable where the vendor needs it said (Anthropic's
+    ``cache_control`` breakpoints; ours). Other vendors cache a repeated prefix on their own."""
     script: dict[str, list[ScriptReply]] = Field(default_factory=dict)
     """``kind: scripted`` only: replies per agent config name; key ``"*"`` serves any other agent."""
+    options: dict[str, Any] = Field(default_factory=dict)
+    """A ``@provider`` kind's own settings, handed to its factory as ``options=`` (ours)."""
 
     def keys(self) -> list[str]:
         """``api_key`` then ``api_keys``, empty and repeated ones dropped."""
@@ -270,6 +275,14 @@ class ToolPolicy(OursSection):
     deny_at_depth: dict[int, list[str]] = Field(default_factory=dict)
 
 
+class Guardrails(OursSection):
+    """``guardrails: {input: [...], output: [...]}``: names registered with ``@input_guardrail`` /
+    ``@output_guardrail`` in a module of ``python:``."""
+
+    input: list[str] = Field(default_factory=list)
+    output: list[str] = Field(default_factory=list)
+
+
 class AgentConfig(Section):
     name: str = Field(min_length=1)
     description: str = ""
@@ -290,6 +303,9 @@ class AgentConfig(Section):
     tools: ToolPolicy = Field(default_factory=ToolPolicy)
     limits: Limits | None = None
     """Bounds on this agent's runs and everything they delegate, on any worker (ours)."""
+    hooks: list[str] = Field(default_factory=list)
+    """Names of ``@hook`` classes from the modules of ``python:``, called in this order (ours)."""
+    guardrails: Guardrails = Field(default_factory=Guardrails)
 
     def toolbox_refs(self) -> list[tuple[str, list[str] | None]]:
         """Each toolbox as (name, tool filter or ``None`` for all tools), in config order."""
@@ -385,13 +401,28 @@ class Config(Section):
     distributed: DistributedConfig = Field(default_factory=DistributedConfig)
     a2a_agents: list[A2AAgentConfig] = Field(default_factory=list)
     """Remote A2A agents, delegation targets like the local ones (ours)."""
+    python: list[str] = Field(default_factory=list)
+    """Modules (dotted names) every process imports before building agents; the project directory
+    (the parent of ``.shelly/``) is on ``sys.path`` (ours: :mod:`shelly_dist.engine.extensions`)."""
     _warnings: list[str] = PrivateAttr(default_factory=list)
+    _knowledge_writes: bool = PrivateAttr(default=False)
 
     @property
     def warnings(self) -> list[str]:
         """What the loader forgave (unknown keys, shadowed names), one ``config: <path>: …``
         line each; skills that do not exist are found later, by the engine."""
         return self._warnings
+
+    @property
+    def knowledge_writes(self) -> bool:
+        """Whether tools may write the project's knowledge (``.shelly/context.md`` and
+        ``.shelly/knowledge/``) — set only by ``shelly index``, whose job that is; never read from
+        a file, so no config an agent could reach grants it (DESIGN §3 rule 16)."""
+        return self._knowledge_writes
+
+    def allow_knowledge_writes(self) -> None:
+        """Let this config's tools write ``.shelly/context.md`` and ``.shelly/knowledge/``."""
+        self._knowledge_writes = True
     pricing: list[PriceEntry] = Field(default_factory=list)
     """Price overrides (USD per million tokens) merged over the defaults by provider kind and
     model prefix (ours; Go reads only ``.shelly/local/pricing.yaml``, which is read too)."""

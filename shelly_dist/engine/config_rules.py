@@ -19,6 +19,7 @@ from shelly_dist.engine.config_models import (
     Config,
 )
 from shelly_dist.engine.effects import effect_problems
+from shelly_dist.extensions import REGISTRY
 
 Problem = tuple[str, str]
 
@@ -43,8 +44,9 @@ def _provider_problems(cfg: Config) -> Iterator[Problem]:
     yield from _duplicates("provider", "providers", [p.name for p in cfg.providers])
     for i, p in enumerate(cfg.providers):
         at = f"providers[{i}]"
-        if p.kind not in PROVIDER_KINDS:
-            yield f"{at}.kind", f'unknown provider kind "{p.kind}" (one of {_one_of(PROVIDER_KINDS)})'
+        kinds = (*PROVIDER_KINDS, *sorted(REGISTRY.providers))  # + the @provider kinds of python:
+        if p.kind not in kinds:
+            yield f"{at}.kind", f'unknown provider kind "{p.kind}" (one of {_one_of(kinds)})'
         if p.context_window is not None and p.context_window < 0:
             yield f"{at}.context_window", "must not be negative"
         if p.max_tokens is not None and p.max_tokens <= 0:
@@ -76,10 +78,12 @@ def _agent_problems(cfg: Config, i: int, a: AgentConfig) -> Iterator[Problem]:
     at = f"agents[{i}]"
     if a.provider and cfg.provider(a.provider) is None:
         yield f"{at}.provider", f'unknown provider "{a.provider}"'
-    toolboxes = set(BUILTIN_TOOLBOXES) | {m.name for m in cfg.mcp_servers}
+    toolboxes = set(BUILTIN_TOOLBOXES) | {m.name for m in cfg.mcp_servers} | set(REGISTRY.toolboxes)
     for j, name in enumerate(a.toolbox_names()):
         if name not in toolboxes:
-            yield f"{at}.toolboxes[{j}]", f'unknown toolbox "{name}" (a built-in or an MCP server name)'
+            yield f"{at}.toolboxes[{j}]", (
+                f'unknown toolbox "{name}" (a built-in, an MCP server name, or a toolbox of a module of python:)'
+            )
     for j, effect in enumerate(a.effects):
         if effect.kind not in EFFECT_KINDS:
             yield f"{at}.effects[{j}].kind", f'unknown effect kind "{effect.kind}"'

@@ -142,7 +142,9 @@ class Providers:
             max_tokens=provider.max_tokens,
             timeout=provider.timeout,
             headers=provider.headers or None,
+            prompt_cache=provider.prompt_cache,
             rate_limit=rate_limit_settings(provider),
+            options=provider.options,
             cooldowns=self.cooldowns,
             on_event=self._on_event,
         )

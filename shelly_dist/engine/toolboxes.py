@@ -15,6 +15,10 @@
   (a terminal for ``shelly run`` on one; otherwise the call is an error result saying how to get
   an answer channel). It waits at most the agent's ``options.question_timeout``.
 
+- a toolbox registered by a module of ``python:`` (``@tool(toolbox="orders")``) under its name;
+  its tools get the agent's tool policy and ``{name, tools}`` filter like any other. A Python tool
+  named like another tool of the same agent is a ``ConfigError`` when the agent is built.
+
 A ``{name, tools}`` reference keeps only the listed tools (``ToolBox.filter``).
 """
 
@@ -29,6 +33,7 @@ from shelly_dist.engine.config_models import AgentConfig, Config
 from shelly_dist.engine.shellydir import ShellyDir
 from shelly_dist.engine.stores import SessionStores
 from shelly_dist.errors import ConfigError
+from shelly_dist.extensions import REGISTRY
 from shelly_dist.state import state_tools
 from shelly_dist.tasks import task_tools
 from shelly_dist.tools import ToolBox
@@ -84,6 +89,7 @@ class Toolboxes:
             if name not in seen:
                 seen.add(name)
                 out.append(self.named(name, session, agent=spec.name).filter(tools))
+        _no_python_tool_twice(spec.name, out)
         return out
 
     def named(self, name: str, session: str, *, agent: str = USER) -> ToolBox:
@@ -101,6 +107,8 @@ class Toolboxes:
 
         if name in self.mcp and name not in BUILTIN_NAMES:
             return self.mcp[name]
+        if name in REGISTRY.toolboxes and name not in BUILTIN_NAMES:
+            return REGISTRY.toolbox(name)
         return self._builtin(name)
 
     def _builtin(self, name: str) -> ToolBox:
@@ -137,5 +145,23 @@ class Toolboxes:
                 exec_env=p.exec_env,
                 approver=self.approver,  # type: ignore[arg-type]
                 protected=(self.shelly_dir.root, self.shelly_dir.local),
+                writable=((self.shelly_dir.root / "context.md", self.shelly_dir.root / "knowledge")
+                          if self.config.knowledge_writes else ()),
             )
         return self._permissions
+
+
+def _no_python_tool_twice(agent: str, boxes: list[ToolBox]) -> None:
+    """A Python tool must not share its name with another tool of the agent (which one would the
+    model call?); built-ins and MCP servers keep Shelly's rule (the first one wins)."""
+    owner: dict[str, str] = {}
+    for box in boxes:
+        python = box.name in REGISTRY.toolboxes
+        for tool in box:
+            other = owner.get(tool.name)
+            if other is not None and (python or other in REGISTRY.toolboxes):
+                raise ConfigError(
+                    f'agent "{agent}": two tools named "{tool.name}" (toolboxes "{other}" and "{box.name}")',
+                    field="toolboxes",
+                )
+            owner.setdefault(tool.name, box.name)

@@ -5,6 +5,14 @@ without knowing the vendor: ``rate_limit``, ``overloaded``, ``server``, ``timeou
 are *transient* (retried, then fallen back from); ``billing`` is not retried but does fall back
 (another provider may still have credit); ``auth``, ``bad_request`` and ``context_overflow`` are
 the caller's problem and go straight to the user.
+
+Local servers word things their own way, and the markers below are matched on the body, lower-cased:
+context overflow as llama.cpp (``exceed_context_size_error``, "exceeds the available context
+size"), vLLM ("maximum context length", "maximum model length") and Ollama ("prompt too long;
+exceeded max context length") say it — Ollama and some llama.cpp paths answer it with a 500 — and
+a 5xx that names *our request* as malformed (llama-server's ``500 Failed to parse tool call
+arguments as JSON``, a chat template's "conversation roles must alternate") is a bad request: the
+same request would fail the same way again, so it is never retried.
 """
 
 from __future__ import annotations
@@ -42,7 +50,21 @@ _CONTEXT_MARKERS = (
     "maximum context",
     "input is too long",
     "exceeds the maximum number of tokens",
+    "exceed_context_size",
+    "available context size",
+    "max context size",
+    "maximum model length",
+    "prompt too long",
+    "reduce the length of the messages",
 )
+_MALFORMED_REQUEST_MARKERS = (
+    "failed to parse tool call arguments",
+    "roles must alternate",
+    "failed to parse messages",
+    "failed to apply chat template",
+    "invalid tool call arguments",
+)
+"""A 5xx whose body says the request itself is wrong: retrying the same request cannot help."""
 _BILLING_MARKERS = (
     "insufficient_quota",
     "credit balance",
@@ -57,8 +79,10 @@ def classify_status(status: int, body: str = "") -> str:
     text = body.lower()
     if status == 402 or (status in (400, 403, 429) and any(m in text for m in _BILLING_MARKERS)):
         return BILLING
-    if status in (400, 413, 422) and any(m in text for m in _CONTEXT_MARKERS):
+    if status in (400, 413, 422, 500) and any(m in text for m in _CONTEXT_MARKERS):
         return CONTEXT_OVERFLOW
+    if status >= 500 and any(m in text for m in _MALFORMED_REQUEST_MARKERS):
+        return BAD_REQUEST
     if status == 429:
         return RATE_LIMIT
     if status in (503, 529) or "overloaded" in text:

@@ -2,6 +2,9 @@
 
 - The system prompt (the chat's first system message) is sent as ``system: [{type: text, text,
   cache_control: {type: ephemeral}}]``; system-role messages never appear in ``messages``.
+  The tools come before the system prompt in Anthropic's cache order, so the two breakpoints
+  (last tool, system prompt) let siblings of one agent — same tools, same system prompt up to
+  the end — read each other's cache. ``prompt_cache: false`` on the provider drops both.
 - Tool-role messages become ``user`` messages of ``tool_result`` blocks, and consecutive messages
   of the same role are merged into one message with several blocks (the API requires
   alternation, and results of one turn belong together).
@@ -20,7 +23,7 @@ from typing import Any, ClassVar
 from shelly_dist.chats import Document, Image, Message, Role, Text, ToolCall, ToolResult
 from shelly_dist.models.completer import ToolSpec
 from shelly_dist.models.usage import Usage
-from shelly_dist.providers.http import HTTPCompleter, assistant_reply, call_arguments, system_text
+from shelly_dist.providers.http import HTTPCompleter, assistant_reply, call_arguments
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -75,13 +78,33 @@ def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
     return out
 
 
-def encode_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
-    """Tool definitions; the last one carries ``cache_control``."""
+def system_blocks(messages: list[Message], *, cache: bool = True) -> list[dict[str, Any]]:
+    """The system prompt as text blocks, one per text part of the chat's first system message,
+    each a cache breakpoint (unless ``cache`` is off).
+
+    The run sends the prompt as two parts — what every instance of the agent shares, then the
+    instance's own tail — so the breakpoint after the first part is a prefix siblings share.
+    """
+    first = next((m for m in messages if m.role == Role.SYSTEM), None)
+    texts = [p.text for p in first.parts if isinstance(p, Text) and p.text] if first is not None else []
+    blocks: list[dict[str, Any]] = []
+    for text in texts[:3]:  # the API allows 4 breakpoints; the tools take one
+        block: dict[str, Any] = {"type": "text", "text": text}
+        if cache:
+            block["cache_control"] = dict(EPHEMERAL)
+        blocks.append(block)
+    if len(texts) > 3:
+        blocks[-1]["text"] = "".join(texts[2:])
+    return blocks
+
+
+def encode_tools(tools: list[ToolSpec], *, cache: bool = True) -> list[dict[str, Any]]:
+    """Tool definitions; the last one carries ``cache_control`` (unless ``cache`` is off)."""
     out: list[dict[str, Any]] = [
         {"name": t.name, "description": t.description, "input_schema": t.input_schema or {"type": "object"}}
         for t in tools
     ]
-    if out:
+    if out and cache:
         out[-1]["cache_control"] = dict(EPHEMERAL)
     return out
 
@@ -112,12 +135,12 @@ class AnthropicCompleter(HTTPCompleter):
 
     def encode(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens}
-        system = system_text(messages)
+        system = system_blocks(messages, cache=self.prompt_cache)
         if system:
-            body["system"] = [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}]
+            body["system"] = system
         body["messages"] = encode_messages(messages)
         if tools:
-            body["tools"] = encode_tools(tools)
+            body["tools"] = encode_tools(tools, cache=self.prompt_cache)
         if self.temperature:
             body["temperature"] = self.temperature
         return body

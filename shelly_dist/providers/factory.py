@@ -13,7 +13,8 @@ provider is routine and should not fail a whole delegation tree. Fallback betwee
 built separately with :func:`~shelly_dist.models.fallback.with_fallback`, because it needs the
 other providers by name, which only the engine knows.
 
-Custom kinds plug in with :func:`register_provider` (Shelly's ``engine.RegisterProvider``).
+Custom kinds plug in with :func:`register_provider` (Shelly's ``engine.RegisterProvider``); a kind
+registered with ``options=True`` (``@shelly_dist.provider``) also gets the provider's ``options:``.
 """
 
 from __future__ import annotations
@@ -72,12 +73,20 @@ _FACTORIES: dict[str, ProviderFactory] = {
     "gemini": GeminiCompleter,
 }
 
+_TAKE_OPTIONS: set[str] = set()
+"""Kinds whose factory is also called with ``options=`` (the provider's ``options:`` mapping)."""
+
 _shared_cooldowns = MemoryCooldownStore()
 
 
-def register_provider(kind: str, factory: ProviderFactory) -> None:
-    """Make ``kind`` usable in config; registering an existing kind replaces it."""
+def register_provider(kind: str, factory: ProviderFactory, *, options: bool = False) -> None:
+    """Make ``kind`` usable in config; registering an existing kind replaces it. ``options``: the
+    factory also takes ``options=`` (the config's ``options:`` mapping of that provider)."""
     _FACTORIES[kind] = factory
+    if options:
+        _TAKE_OPTIONS.add(kind)
+    else:
+        _TAKE_OPTIONS.discard(kind)
 
 
 def default_max_tokens(kind: str) -> int:
@@ -104,6 +113,8 @@ def create_completer(
     headers: dict[str, str] | None = None,
     rate_limit: RateLimitSettings | None = None,
     temperature: float | None = None,
+    options: dict[str, Any] | None = None,
+    prompt_cache: bool = True,
     cooldowns: CooldownStore | None = None,
     on_event: EventSink = discard,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -112,7 +123,9 @@ def create_completer(
     """The completer for one configured provider, with its retry (and throttle, key rotation).
 
     ``cooldowns`` holds per-key cooldowns (default: one in-process store); pass the runtime's
-    Redis store when distributed. ``sleep`` and ``clock`` are for tests. The result's ``usage``
+    Redis store when distributed. ``prompt_cache=False`` (Anthropic: no ``cache_control``
+    breakpoints) reaches the factory only when set, so a custom kind's factory need not accept it.
+    ``sleep`` and ``clock`` are for tests. The result's ``usage``
     is the provider's running total. An unknown kind raises ``ConfigError``.
     """
     factory = _FACTORIES.get(kind)
@@ -134,6 +147,10 @@ def create_completer(
         "temperature": temperature,
         "usage": usage,
     }
+    if kind in _TAKE_OPTIONS:
+        common["options"] = dict(options or {})
+    if not prompt_cache:
+        common["prompt_cache"] = False
     members = [factory(api_key=k, **common) for k in keys]
     core: Completer = members[0]
     if len(members) > 1:

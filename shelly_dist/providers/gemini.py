@@ -10,6 +10,9 @@ Shelly's mapping:
 - tool schemas lose ``$schema`` and ``additionalProperties`` at every depth (Gemini rejects them);
 - Gemini has no tool-call ids, so they are generated locally; a ``thoughtSignature`` returned with
   a function call is kept in ``ToolCall.metadata`` and sent back with it;
+- usage: ``promptTokenCount`` *includes* ``cachedContentTokenCount``, so input is their
+  difference and cache-read the cached count (each token counted once);
+- tool-call arguments that are not a JSON object are sent back as ``{"_raw": text}``;
 - an answer with no candidates is an error.
 """
 
@@ -137,9 +140,11 @@ class GeminiCompleter(HTTPCompleter):
                 parts.append(Text(text=p["text"]))
         reply = assistant_reply(parts, candidates[0].get("finishReason"))
         u = data.get("usageMetadata") or {}
+        cached = int(u.get("cachedContentTokenCount") or 0)
         usage = Usage(
-            input_tokens=int(u.get("promptTokenCount") or 0),
+            # promptTokenCount already counts the cached ones: each token is counted once
+            input_tokens=max(0, int(u.get("promptTokenCount") or 0) - cached),
             output_tokens=int(u.get("candidatesTokenCount") or 0),
-            cache_read_tokens=int(u.get("cachedContentTokenCount") or 0),
+            cache_read_tokens=cached,
         )
         return reply, usage

@@ -9,12 +9,12 @@ pool and the translation of failures into typed model errors are the transport's
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from typing import Any, ClassVar
 
 from shelly_dist.chats import Chat, Message, Role, ToolCall
+from shelly_dist.chats.replies import STOP_REASON, arguments_object
 from shelly_dist.errors import ModelError
 from shelly_dist.models.classify import SERVER, transport_error
 from shelly_dist.models.completer import ToolSpec
@@ -39,12 +39,9 @@ def system_text(messages: list[Message]) -> str:
 
 
 def call_arguments(call: ToolCall) -> dict[str, Any]:
-    """A tool call's arguments as an object; empty or invalid JSON gives ``{}``."""
-    try:
-        value = json.loads(call.arguments) if call.arguments.strip() else {}
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    """A tool call's arguments as an object to send back: empty gives ``{}``, text that is not a
+    JSON object ``{"_raw": text}`` (:func:`~shelly_dist.chats.replies.arguments_object`)."""
+    return arguments_object(call.arguments)
 
 
 def new_call_id() -> str:
@@ -80,7 +77,7 @@ def assistant_reply(parts: list[Any], stop_reason: str | None = None) -> Message
     """
     reply = Message(role=Role.ASSISTANT, parts=unique_call_ids(parts))
     if stop_reason:
-        reply.metadata["stop_reason"] = stop_reason
+        reply.metadata[STOP_REASON] = stop_reason
     return reply
 
 
@@ -111,6 +108,7 @@ class HTTPCompleter:
         headers: dict[str, str] | None = None,
         temperature: float | None = None,
         usage: UsageTracker | None = None,
+        prompt_cache: bool = True,
     ) -> None:
         self.name = name or self.kind
         self.model = model
@@ -119,6 +117,8 @@ class HTTPCompleter:
         self.timeout = timeout
         self.temperature = temperature
         self.usage = usage or UsageTracker()
+        self.prompt_cache = prompt_cache
+        """Say what is cacheable where the vendor needs it said (Anthropic); others ignore it."""
         self._headers = dict(self.extra_headers)
         if api_key:
             self._headers[self.auth_header] = f"{self.auth_scheme} {api_key}" if self.auth_scheme else api_key

@@ -6,13 +6,23 @@ The mapping is Shelly's ``openaicompat``:
 - system and user messages carry string content, unless they hold an image or a document; then
   content is an array of parts (``text``, ``image_url`` with a data URI, ``file`` with
   ``filename`` — default ``"document"`` — and ``file_data``);
-- assistant messages have ``content: null`` when they hold no text, plus ``tool_calls``;
+- assistant messages have ``content: null`` when they hold no text, plus ``tool_calls`` whose
+  ``arguments`` are always a JSON object (text that is not one is sent as ``{"_raw": text}``:
+  strict servers refuse the whole request otherwise);
+- consecutive user (or assistant) messages are merged into one, and a text-only user message
+  right after tool results is appended to the last result, so roles alternate as strict chat
+  templates (Mistral's) require;
+- a system prompt sent as two text parts (the run sends what every instance of the agent shares,
+  then its own ``<identity>`` and blackboard snapshot) becomes the system message of the first and
+  the head of the first user turn of the second, so siblings share the prompt up to their task
+  whichever side of the system prompt the server's template renders the tools;
 - every tool result becomes its own ``{role: tool, tool_call_id, content}`` message (the format
   has no error flag, so ``is_error`` is lost, as in Shelly);
 - tools are ``{type: function, function: {name, description, parameters}}``, a missing schema
   becoming ``{"type": "object"}``;
-- usage: ``prompt_tokens``, ``completion_tokens``, and ``prompt_tokens_details.cached_tokens``
-  as cache-read; an answer with no choices is an error ("empty choices");
+- usage: ``prompt_tokens`` *includes* ``prompt_tokens_details.cached_tokens`` (OpenAI, vLLM,
+  llama.cpp), so input is ``prompt_tokens - cached_tokens`` and cache-read is ``cached_tokens``:
+  each token is counted once; an answer with no choices is an error ("empty choices");
 - a tool call without an id (Ollama, llama.cpp and some vLLM builds send none, null or ``""``)
   gets a fresh ``call_<hex>`` id, unique in its reply, so each result finds its own call.
 """
@@ -23,6 +33,7 @@ import os
 from typing import Any, ClassVar
 
 from shelly_dist.chats import Document, Image, Message, Role, Text, ToolCall
+from shelly_dist.chats.replies import wire_arguments
 from shelly_dist.models.completer import ToolSpec
 from shelly_dist.models.usage import Usage
 from shelly_dist.providers.http import HTTPCompleter, assistant_reply
@@ -55,9 +66,43 @@ def _content(m: Message) -> str | list[dict[str, Any]]:
     return m.text_content()
 
 
+def _as_parts(content: Any) -> list[dict[str, Any]]:
+    return content if isinstance(content, list) else ([{"type": "text", "text": content}] if content else [])
+
+
+def _merge(into: dict[str, Any], msg: dict[str, Any]) -> None:
+    """Fold ``msg`` into the previous message of the same role: texts joined by a blank line, part
+    arrays concatenated, tool calls appended."""
+    a, b = into.get("content"), msg.get("content")
+    if isinstance(a, list) or isinstance(b, list):
+        into["content"] = _as_parts(a) + _as_parts(b)
+    else:
+        joined = "\n\n".join(t for t in (a, b) if t)
+        into["content"] = joined or (None if into["role"] == "assistant" else "")
+    if msg.get("tool_calls"):
+        into["tool_calls"] = [*(into.get("tool_calls") or []), *msg["tool_calls"]]
+
+
 def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """All roles in order; one ``tool`` message per tool result."""
+    """All roles in order; one ``tool`` message per tool result; neighbours of one role merged;
+    a system prompt in two parts sends its second (the instance's own) at the head of the first
+    user turn.
+
+    Why the split: chat templates render the tools *after* the system prompt (ChatML, Qwen,
+    llama.cpp's generic one), so anything per-instance in the system prompt — ``<identity>``
+    names the instance — would end the prefix siblings share before the tools. With the own part
+    in the first user turn, siblings of one agent send byte-identical system prompts and tools.
+
+    Why the merge: chat templates of strict servers (llama.cpp's bundled Mistral templates, vLLM
+    with the vendor's template) reject two user or two assistant turns in a row with ``conversation
+    roles must alternate``, and a delegated child's chat starts with two or three user messages
+    (context, reflections, task). Tool messages are never merged: each answers its own call. A
+    text-only user message right after tool results (the iteration warning, an effect's nudge) is
+    appended to the last result instead: Mistral's templates and API refuse ``user`` after
+    ``tool``.
+    """
     out: list[dict[str, Any]] = []
+    own = ""
     for m in messages:
         results = m.tool_results()
         if m.role == Role.TOOL or results:
@@ -71,14 +116,33 @@ def encode_messages(messages: list[Message]) -> list[dict[str, Any]]:
                     {
                         "id": c.id,
                         "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments or "{}"},
+                        "function": {"name": c.name, "arguments": wire_arguments(c.arguments)},
                     }
                     for c in calls
                 ]
+        elif m.role == Role.SYSTEM and not out and len(texts := [p for p in m.parts if isinstance(p, Text)]) > 1:
+            msg = {"role": "system", "content": texts[0].text}
+            own = "".join(p.text for p in texts[1:]).strip()
+        else:
+            msg = {"role": str(m.role), "content": _content(m)}
+        if out and out[-1]["role"] == msg["role"] and msg["role"] in ("user", "assistant"):
+            _merge(out[-1], msg)
+        elif out and out[-1]["role"] == "tool" and msg["role"] == "user" and isinstance(msg["content"], str):
+            out[-1]["content"] = f"{out[-1]['content']}\n\n{msg['content']}"  # a nudge after the results
+        else:
             out.append(msg)
-            continue
-        out.append({"role": str(m.role), "content": _content(m)})
+    first_user = next((m for m in out if m["role"] == "user"), None)
+    if own and first_user is not None:
+        first_user["content"] = _prefixed(own, first_user["content"])
+    elif own:
+        out[0]["content"] += "\n\n" + own
     return out
+
+
+def _prefixed(text: str, content: str | list[dict[str, Any]]) -> str | list[dict[str, Any]]:
+    if isinstance(content, list):
+        return [{"type": "text", "text": text + "\n\n"}, *content]
+    return f"{text}\n\n{content}" if content else text
 
 
 def encode_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -129,9 +193,11 @@ class OpenAICompleter(HTTPCompleter):
             parts.append(ToolCall(id=call.get("id") or "", name=fn["name"], arguments=fn.get("arguments") or "{}"))
         reply = assistant_reply(parts, choices[0].get("finish_reason"))
         u = data.get("usage") or {}
+        cached = int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
         usage = Usage(
-            input_tokens=int(u.get("prompt_tokens") or 0),
+            # prompt_tokens already counts the cached ones: each token is counted once
+            input_tokens=max(0, int(u.get("prompt_tokens") or 0) - cached),
             output_tokens=int(u.get("completion_tokens") or 0),
-            cache_read_tokens=int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
+            cache_read_tokens=cached,
         )
         return reply, usage

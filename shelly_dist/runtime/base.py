@@ -18,12 +18,15 @@ from shelly_dist.models import Usage
 
 @dataclass
 class RunOutcome:
-    """How a top-level run ended: its final reply and what it cost."""
+    """How a top-level run ended: its final reply and what it cost — ``usage`` the top-level run's
+    own calls, ``tree_usage`` those of every run of its tree (itself included)."""
 
     run_id: str
     reply: Message
     usage: Usage
     completion: CompletionResult | None = None
+    tree_usage: Usage | None = None
+    """``None`` from a runtime that does not total the tree (the caller then knows only ``usage``)."""
 
 
 class Runtime(Protocol):

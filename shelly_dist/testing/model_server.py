@@ -25,6 +25,12 @@ In a test::
   JSON), ``malformed`` (a 200 whose body is not JSON), ``raw`` (a JSON answer sent as is),
   ``delay`` (seconds before answering), ``hold_until`` (hold the answer until that many requests
   have arrived in total — proves concurrency without timing).
+- ``strict_alternation``, ``strict_arguments``, ``prefix_cache`` and ``context_size`` make it
+  answer as a real llama-server does (:mod:`shelly_dist.testing.server_rules`): refuse turns that
+  do not alternate, 500 on tool-call arguments that are not JSON, count a shared prompt prefix as
+  cached tokens, refuse a prompt over the context with llama.cpp's wording. ``Reply.finish_reason
+  = "length"`` is an answer the output limit cut; tool-call ``arguments`` given as a string are
+  sent as is (``"{"``).
 - ``requests`` lists :class:`RecordedRequest` (method, path, lower-cased headers, JSON body,
   ``arrived`` and ``answered`` monotonic times); ``wait_for_requests(n)`` waits with a deadline.
 
@@ -45,6 +51,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from shelly_dist.testing import server_rules
+from shelly_dist.testing.server_rules import PrefixCache
 
 FORMATS = ("openai", "anthropic", "gemini")
 
@@ -72,6 +81,9 @@ class Reply:
     raw: dict[str, Any] | None = None
     delay: float = 0.0
     hold_until: int = 0
+    finish_reason: str | None = None
+    """``length`` makes the answer one the output limit cut (Anthropic ``max_tokens``, Gemini
+    ``MAX_TOKENS``); default: ``tool_calls``/``stop`` as the reply says."""
 
     @classmethod
     def error(cls, status: int, body: str | None = None, *, retry_after: str | None = None) -> Reply:
@@ -94,6 +106,20 @@ class RecordedRequest:
     answered: float = 0.0
 
 
+def speaker(request: RecordedRequest) -> str:
+    """The instance name a request's prompt gives its agent (``<identity>`` "You are NAME."), or "".
+
+    Where it is depends on the provider: in the system prompt (Anthropic, Gemini, a one-part
+    prompt), or at the head of the first user turn (OpenAI-compatible servers get the instance's
+    own part there, see :mod:`shelly_dist.providers.openai`). Tests route replies by it.
+    """
+    body = request.body if isinstance(request.body, dict) else {}
+    text = json.dumps([body.get("system"), body.get("systemInstruction"), (body.get("messages") or [])[:2],
+                       (body.get("contents") or [])[:1]], ensure_ascii=False)
+    marker = "<identity>\\nYou are "  # as JSON writes the newline
+    return text.split(marker, 1)[1].split(".", 1)[0] if marker in text else ""
+
+
 def _format_of(path: str, fallback: str | None) -> str | None:
     if path.endswith("/chat/completions"):
         return "openai"
@@ -104,36 +130,45 @@ def _format_of(path: str, fallback: str | None) -> str | None:
     return fallback
 
 
-def _openai(reply: Reply, model: str) -> dict[str, Any]:
+def _arguments_text(arguments: Any) -> str:
+    """Arguments given as a string are sent as is (a cut ``"{"`` included), others as JSON."""
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def _openai(reply: Reply, model: str, prompt: tuple[int, int] | None = None) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.tool_calls:
         message["tool_calls"] = [
             {
                 "id": c.get("id") or f"call_{i}",
                 "type": "function",
-                "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))},
+                "function": {"name": c["name"], "arguments": _arguments_text(c.get("arguments", {}))},
             }
             for i, c in enumerate(reply.tool_calls)
         ]
     inp, out = reply._usage("input", 10), reply._usage("output", 5)
+    cached = reply._usage("cache_read", 0)
+    if prompt is not None and "input" not in reply.usage:
+        inp, cached = prompt
+    finish = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
     return {
         "id": "chatcmpl-mock",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
         "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if reply.tool_calls else "stop"}
+            {"index": 0, "message": message, "finish_reason": finish}
         ],
-        "usage": {
+        "usage": {  # as OpenAI, vLLM and llama.cpp: prompt_tokens includes the cached ones
             "prompt_tokens": inp,
             "completion_tokens": out,
             "total_tokens": inp + out,
-            "prompt_tokens_details": {"cached_tokens": reply._usage("cache_read", 0)},
+            "prompt_tokens_details": {"cached_tokens": cached},
         },
     }
 
 
-def _anthropic(reply: Reply, model: str) -> dict[str, Any]:
+def _anthropic(reply: Reply, model: str, prompt: tuple[int, int] | None = None) -> dict[str, Any]:
     content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
     content += [
         {
@@ -150,7 +185,8 @@ def _anthropic(reply: Reply, model: str) -> dict[str, Any]:
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
+        "stop_reason": "max_tokens" if reply.finish_reason == "length" else (
+            "tool_use" if reply.tool_calls else "end_turn"),
         "usage": {
             "input_tokens": reply._usage("input", 10),
             "output_tokens": reply._usage("output", 5),
@@ -160,7 +196,7 @@ def _anthropic(reply: Reply, model: str) -> dict[str, Any]:
     }
 
 
-def _gemini(reply: Reply, model: str) -> dict[str, Any]:
+def _gemini(reply: Reply, model: str, prompt: tuple[int, int] | None = None) -> dict[str, Any]:
     parts: list[dict[str, Any]] = [{"text": reply.text}] if reply.text else []
     for c in reply.tool_calls:
         part: dict[str, Any] = {"functionCall": {"name": c["name"], "args": c.get("arguments", {})}}
@@ -169,8 +205,9 @@ def _gemini(reply: Reply, model: str) -> dict[str, Any]:
         parts.append(part)
     inp, out = reply._usage("input", 10), reply._usage("output", 5)
     return {
-        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
-        "usageMetadata": {
+        "candidates": [{"content": {"role": "model", "parts": parts},
+                        "finishReason": "MAX_TOKENS" if reply.finish_reason == "length" else "STOP"}],
+        "usageMetadata": {  # promptTokenCount includes cachedContentTokenCount, as Gemini's
             "promptTokenCount": inp,
             "candidatesTokenCount": out,
             "totalTokenCount": inp + out,
@@ -243,12 +280,15 @@ class _Handler(BaseHTTPRequestHandler):
         )
         reply = owner._arrive(record)
         fmt = _format_of(self.path.split("?")[0], owner.format)
+        refusal, prompt = owner._judge(fmt, body)
         owner._pause(reply)
         # Stamped before the answer is written: once the client has it, a test may read it.
         record.answered = time.monotonic()
         try:
             if fmt is None:
                 self._send(404, json.dumps({"error": f"mock: unknown path {self.path}"}).encode())
+            elif refusal is not None:
+                self._send(refusal[0], json.dumps(refusal[1]).encode())
             elif reply.malformed:
                 self._send(200, b'{"choices": [ this is not json')
             elif reply.status != 200:
@@ -260,7 +300,7 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             else:
                 model = str((body or {}).get("model") or "mock") if isinstance(body, dict) else "mock"
-                payload = reply.raw if reply.raw is not None else _ANSWERS[fmt](reply, model)
+                payload = reply.raw if reply.raw is not None else _ANSWERS[fmt](reply, model, prompt)
                 self._send(200, json.dumps(payload).encode())
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test); nothing to answer
@@ -286,6 +326,10 @@ class ModelServer:
         port: int = 0,
         latency: float = 0.0,
         responder: Callable[[RecordedRequest], Reply | None] | None = None,
+        strict_alternation: bool = False,
+        strict_arguments: bool = False,
+        prefix_cache: bool = False,
+        context_size: int = 0,
     ) -> None:
         if format is not None and format not in FORMATS:
             raise ValueError(f"model_server: unknown format {format!r} (one of {', '.join(FORMATS)})")
@@ -295,6 +339,15 @@ class ModelServer:
         self.responder = responder
         """Chooses the reply from the request itself (concurrent agents in one test); ``None`` from
         it falls back to the queue and the default."""
+        self.strict_alternation = strict_alternation
+        """Refuse user/assistant turns that do not alternate, as strict chat templates do."""
+        self.strict_arguments = strict_arguments
+        """Answer 500 when a tool call in the history has arguments that are not JSON (llama-server)."""
+        self.prefix_cache = PrefixCache() if prefix_cache else None
+        """Count the longest prefix shared with an earlier prompt as cached (llama.cpp, vLLM): the
+        OpenAI answers' usage then comes from it unless the reply sets ``input``."""
+        self.context_size = context_size
+        """A prompt of more tokens than this is refused as llama.cpp does (0: no limit)."""
         self._host, self._port = host, port
         self._queue: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
@@ -341,6 +394,24 @@ class ModelServer:
                 return chosen
             return self._queue.popleft() if self._queue else self.default
 
+    def _judge(self, fmt: str | None, body: Any) -> tuple[tuple[int, dict[str, Any]] | None, tuple[int, int] | None]:
+        """The refusal a real OpenAI-compatible server would answer ``body`` with (or ``None``), and
+        the prompt's ``(prompt_tokens, cached_tokens)`` when the server counts them itself. The
+        rules (:mod:`shelly_dist.testing.server_rules`) apply to the OpenAI format only."""
+        if fmt != "openai" or not isinstance(body, dict):
+            return None, None
+        if self.strict_alternation and (refusal := server_rules.alternation_error(body)):
+            return refusal, None
+        if self.strict_arguments and (refusal := server_rules.arguments_error(body)):
+            return refusal, None
+        if not (self.prefix_cache or self.context_size):
+            return None, None
+        prompt = server_rules.render(body)
+        size = server_rules.tokens(prompt)
+        if self.context_size and size > self.context_size:
+            return server_rules.overflow_error(size, self.context_size), None
+        return None, self.prefix_cache.evaluate(prompt) if self.prefix_cache else None
+
     def _pause(self, reply: Reply) -> None:
         if reply.hold_until:
             with self._cond:
@@ -386,6 +457,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before each answer")
     parser.add_argument("--format", choices=FORMATS, default=None, help="format for unrecognised paths")
     parser.add_argument("--text", default="ok", help="the text of every answer")
+    parser.add_argument("--prefix-cache", action="store_true", help="count a shared prompt prefix as cached")
     args = parser.parse_args(argv)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -396,6 +468,7 @@ def main(argv: list[str] | None = None) -> None:
         host=args.host,
         port=args.port,
         latency=args.latency,
+        prefix_cache=args.prefix_cache,
     )
     with server:
         print(f"listening on {server.url}", flush=True)

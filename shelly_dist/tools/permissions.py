@@ -154,6 +154,7 @@ class Permissions:
         approver: Approver | None = None,
         persisted: dict[str, list[str]] | None = None,
         protected: Iterable[str | Path] = (),
+        writable: Iterable[str | Path] = (),
     ) -> None:
         self.root = Path(_norm(root))
         self.exec_env: tuple[str, ...] = tuple(dict.fromkeys(exec_env))
@@ -166,6 +167,9 @@ class Permissions:
         )
         """Paths no tool may change or contain in a change (see :meth:`check_real`), in their lexical
         and symlink-resolved forms."""
+        self.writable: tuple[str, ...] = _protected_forms(list(writable), self.root)
+        """Carve-outs inside :attr:`protected` that tools may change after all (``shelly index``'s
+        ``.shelly/context.md`` and ``.shelly/knowledge/``); never a ``.git`` directory or the store."""
         self.approver: Approver = approver or HeadlessApprover()
         self.session_trusted = False
         """Set when the user answered "trust this session" to a change confirmation."""
@@ -190,10 +194,12 @@ class Permissions:
         exec_env: Iterable[str] = (),
         approver: Approver | None = None,
         protected: Iterable[str | Path] = (),
+        writable: Iterable[str | Path] = (),
     ) -> Permissions:
         """Read ``store_path`` (blocking; call at start-up) and merge it with the config lists."""
         return cls(
             protected=protected,
+            writable=writable,
             root=root,
             fs_directories=fs_directories,
             trusted_commands=trusted_commands,
@@ -273,6 +279,9 @@ class Permissions:
         p = _norm(path).casefold()
         if ".git" in Path(p).parts:
             return "is inside a .git directory (repository internals are off limits to tools)"
+        store = self.store_path is not None and path_within(p, _norm(self.store_path).casefold())
+        if not store and any(path_within(p, w.casefold()) for w in self.writable):
+            return ""
         for guarded in self.protected:
             if path_within(p, guarded.casefold()):
                 return f"is inside {guarded} (the configuration and permission store are off limits to tools)"

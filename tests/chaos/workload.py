@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 APPEND = "import sys; f = open(sys.argv[1], 'a'); f.write(sys.argv[2] + '\\n'); f.close()"
 
@@ -64,8 +64,7 @@ class Workload:
 
     def respond(self, req: RecordedRequest) -> Reply:
         messages = req.body.get("messages", [])
-        system = str(messages[0].get("content", "")) if messages else ""
-        agent = "lead" if "You are lead." in system[:300] else "helper"
+        agent = "lead" if speaker(req) == "lead" else "helper"
         turns = sum(1 for m in messages if m.get("role") == "assistant")
         identity = hashlib.sha1(json.dumps(messages, sort_keys=True).encode()).hexdigest()
         nonce = uuid.uuid4().hex[:16]

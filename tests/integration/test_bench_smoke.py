@@ -34,3 +34,12 @@ def test_a_short_soak_reports_runs_per_second_and_the_workers_rss(redis_url: str
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
     assert "runs/s" in out.stdout and "worker RSS: start" in out.stdout
+
+
+@pytest.mark.timeout(120)
+def test_the_prompt_cache_bench_reports_a_larger_cached_share_than_shellys_order():
+    out = subprocess.run([sys.executable, "-m", "bench.cache", "--children", "4", "--runs", "1"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
+    shares = [float(line.split("cached share ")[1].split("%")[0]) for line in out.stdout.splitlines()]
+    assert len(shares) == 2 and shares[0] > shares[1]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 pytestmark = pytest.mark.integration
 
@@ -51,9 +51,8 @@ def test_a_token_budget_warns_the_model_then_ends_the_run_with_exit_1(tmp_path: 
 
 def test_a_child_out_of_time_returns_shellys_failed_completion_to_its_parent(tmp_path: Path):
     def respond(req: RecordedRequest) -> Reply:
-        system = str(req.body["messages"][0]["content"])
         turns = sum(1 for m in req.body["messages"] if m["role"] == "assistant")
-        if "You are lead." in system:
+        if speaker(req) == "lead":
             if turns == 0:
                 return Reply(text="", tool_calls=[{"name": "delegate", "arguments": {
                     "tasks": [{"agent": "digger", "task": "dig deep", "context": ""}]}}])

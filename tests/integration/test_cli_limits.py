@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 pytestmark = pytest.mark.integration
 
@@ -36,9 +36,8 @@ def shelly_run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def team(req: RecordedRequest) -> Reply:
     """The lead delegates three diggers; each digger calls a tool forever; the lead then answers
     with what it saw."""
-    system = str(req.body["messages"][0]["content"])
     turns = sum(1 for m in req.body["messages"] if m["role"] == "assistant")
-    if "You are lead." in system:
+    if speaker(req) == "lead":
         if turns == 0:
             return Reply(text="", tool_calls=[{"name": "delegate", "arguments": {"tasks": [
                 {"agent": "digger", "task": f"dig {i}", "context": ""} for i in range(3)]}}])

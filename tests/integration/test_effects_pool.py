@@ -11,7 +11,7 @@ import pytest
 
 from shelly_dist.agent.effects.compact import COMPACTED
 from shelly_dist.state.keys import Keys
-from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 from .cluster import Cluster, delegate, scripted, wait_until
 
@@ -138,7 +138,7 @@ class Child:
             if SUMMARIZER in _system(req):
                 self.summaries.append(req)
                 return Reply(text=f"SUMMARY-{len(self.summaries)}")
-            if "You are helper." in _system(req) and self.helper is not None:
+            if speaker(req) == "helper" and self.helper is not None:
                 return self.helper
             if len(self.calls) == self.hang_at and not self.hung.is_set():
                 self.hung.set()

@@ -50,10 +50,14 @@ def board_status(cluster: Cluster, session: str, task_id: str) -> str:
 
 
 def entries(cluster: Cluster, session: str) -> list[dict[str, Any]]:
-    """The delegate entries joined into the session's root run, in input order."""
+    """The delegate entries joined into the session's root run, in input order, without the usage
+    a finished child's entry carries for its parent's tree total."""
     root = next(r for r in cluster.runs(session) if r["depth"] == "0")
     joined = cluster.redis.hgetall(Keys(cluster.prefix).run_children(root["id"]))
-    return [json.loads(v) for _, v in sorted(joined.items(), key=lambda kv: int(kv[0].rsplit(":", 1)[1]))]
+    out = [json.loads(v) for _, v in sorted(joined.items(), key=lambda kv: int(kv[0].rsplit(":", 1)[1]))]
+    for e in out:
+        e.pop("usage", None)
+    return out
 
 
 def user_messages(cluster: Cluster, run_id: str) -> list[str]:

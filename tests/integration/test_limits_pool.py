@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 from .cluster import Cluster
 
@@ -20,10 +20,9 @@ CALLS_PER_CHILD = 3
 
 def fan_out(req: RecordedRequest) -> Reply:
     """The lead delegates six diggers at once; a digger calls a tool twice, then completes."""
-    system = str(req.body["messages"][0]["content"])
     turns = sum(1 for m in req.body["messages"] if m["role"] == "assistant")
     usage = {"input": 10, "output": 5}
-    if "You are lead." in system:
+    if speaker(req) == "lead":
         if turns == 0:
             return Reply(text="", usage=usage, tool_calls=[{"name": "delegate", "arguments": {"tasks": [
                 {"agent": "digger", "task": f"dig {i}", "context": ""} for i in range(CHILDREN)]}}])

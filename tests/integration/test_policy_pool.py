@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from shelly_dist.state import Keys
-from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 from .cluster import Cluster, delegate, scripted, wait_until
 from .keys import assert_all_keys_have_ttl
@@ -22,9 +22,7 @@ pytestmark = pytest.mark.integration
 
 def agent_of(req: RecordedRequest) -> str:
     """The config name of the agent that sent a request (its system prompt says "You are <name>")."""
-    system = str(req.body["messages"][0].get("content", ""))
-    name = system.split("You are ", 1)[1].split(".", 1)[0] if "You are " in system else ""
-    return name.split("-", 1)[0]
+    return speaker(req).split("-", 1)[0]
 
 
 def mock(server: ModelServer) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from shelly_dist.state.keys import Keys
-from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 from .cluster import Cluster
 
@@ -24,14 +24,10 @@ pytestmark = pytest.mark.integration
 TASK = "refactor the authentication middleware"
 
 
-def _system(req: RecordedRequest) -> str:
-    return str(req.body["messages"][0]["content"])
-
-
 def respond(req: RecordedRequest) -> Reply:
     """The lead delegates TASK, then ends; the worker fails its first attempt and completes after."""
     turns = sum(1 for m in req.body["messages"] if m["role"] == "assistant")
-    if "You are lead." in _system(req):
+    if speaker(req) == "lead":
         if turns == 0:
             return Reply(text="", tool_calls=[{"id": "call_deleg", "name": "delegate", "arguments": {
                 "tasks": [{"agent": "worker", "task": TASK, "context": ""}]}}])
@@ -44,7 +40,7 @@ def respond(req: RecordedRequest) -> Reply:
 
 
 def _worker_requests(server: ModelServer) -> list[str]:
-    return [json.dumps(r.body) for r in server.requests if "You are worker-" in _system(r)]
+    return [json.dumps(r.body) for r in server.requests if speaker(r).startswith("worker-")]
 
 
 def _agents() -> list[dict]:

@@ -3,6 +3,7 @@ over, and its live view shows every remote child (issue 12 failure 1, issue 13 i
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -129,3 +130,13 @@ def test_a_failed_child_on_the_pool_is_shown_with_its_reason_and_the_run_is_not_
     assert re.search(r"^! lead finished \(\d+ tokens\); 1 child failed: helper-\S+ \(.*simulated outage", err,
                      re.M), err
     assert not re.search(r"^✔ lead finished", err, re.M), err
+
+
+def test_run_json_on_the_pool_totals_the_usage_of_the_whole_tree(cluster: Cluster) -> None:
+    demo_on_the_pool(cluster)
+    out = cluster.shelly("run", "--json", "--quiet", "Why is the sky blue?", timeout=RUN_DEADLINE)
+    assert out.returncode == 0, f"stderr:\n{out.stderr}\n{cluster.worker_log()}"
+    data = json.loads(out.stdout)
+    own, tree = data["usage"], data["tree_usage"]
+    assert tree["model_requests"] > own["model_requests"] > 0  # the children's calls come in
+    assert tree["output_tokens"] > own["output_tokens"]

@@ -25,9 +25,10 @@ SECRETS = {
 WALK_UP = """\
 # Every ancestor's initial environment block, from the tool's parent up to pid 1, NUL-separated.
 p=$PPID
-cat /proc/$p/cmdline > parent.cmd
+: > ancestors.cmd
 : > ancestors.env
 while [ "$p" -gt 1 ]; do
+  cat /proc/$p/cmdline >> ancestors.cmd 2>/dev/null
   cat /proc/$p/environ >> ancestors.env 2>/dev/null
   p=$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f2)
 done
@@ -41,7 +42,8 @@ WALK_CALL = {"tool_calls": [{"name": "exec_run", "arguments": {"command": "sh", 
 def assert_no_secret_reached(project: Path, process: str) -> None:
     seen = (project / "ancestors.env").read_bytes()
     assert b"PATH=" in seen, "the walk read no environment at all"
-    assert process.encode() in (project / "parent.cmd").read_bytes()
+    # the walk passed the process under test (the tool's parent is the exec launcher, then it)
+    assert process.encode() in (project / "ancestors.cmd").read_bytes()
     leaked = [name for name, value in SECRETS.items() if value.encode() in seen]
     assert leaked == [], f"{leaked} readable in an ancestor's /proc/<pid>/environ"
 

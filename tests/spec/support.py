@@ -10,15 +10,19 @@ same :class:`Observed` (DESIGN §6: a behaviour that differs is a failing test).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
+from unittest.mock import patch
 
 import yaml
 
 from shelly_dist.chats import Message, ToolCall, ToolResult
 from shelly_dist.engine import Engine
 from shelly_dist.events import Event
+from shelly_dist.tasks import board as board_module
 from tests.integration.cluster import Cluster
 from tests.integration.conftest import cluster
 
@@ -36,6 +40,10 @@ class Scenario:
     agents: list[dict[str, Any]]
     task: str = "go"
     entry_agent: str = "lead"
+    board: list[str] = field(default_factory=list)
+    """Ids of tasks put on the session's board (``pending``) before the run."""
+    cancel_when_claimed: str = ""
+    """A board task to cancel on the board as soon as a child has claimed it."""
 
 
 @dataclass
@@ -51,6 +59,8 @@ class Observed:
     tokens: int = 0
     """Input plus output tokens of every child run (from their ``run_finished``)."""
     reply: str = ""
+    board: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """(status, assignee) of each of the scenario's board tasks after the run."""
 
 
 def write_team(cluster: Cluster, scenario: Scenario, runtime: str) -> None:
@@ -73,12 +83,46 @@ async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observe
         assert engine.runtime.name == ("celery" if runtime == "pool" else "local")
         sub = engine.bus.subscribe(buffer=100_000)
         session = engine.session(persist=False)
-        outcome = await session.send(scenario.task)
+        board = engine.stores.board(session.id)
+        for task_id in scenario.board:
+            await put_task(board, task_id)
+        sending = asyncio.create_task(session.send(scenario.task))
+        if scenario.cancel_when_claimed:
+            await cancel_once_claimed(board, scenario.cancel_when_claimed, sending)
+        outcome = await sending
         sub.close()
         async for event in sub:
             seen.append(event)
         entries = delegate_results(session.agent.chat.messages())
-    return _observed(seen, entries, outcome.reply.text_content())
+        tasks = {t: await board.get(t) for t in scenario.board}
+    observed = _observed(seen, same_ids(entries), outcome.reply.text_content())
+    observed.board = {t: (str(task.status), task.assignee) if task else ("", "") for t, task in tasks.items()}
+    return observed
+
+
+async def put_task(board: Any, task_id: str) -> None:
+    """A pending task with a known id (a scripted lead names it in its ``delegate`` call): the
+    board draws ids from ``uuid4``, so it draws this one."""
+    with patch.object(board_module.uuid, "uuid4", return_value=task_id.removeprefix("task-")):
+        await board.create(task_id, description="spec")
+
+
+async def cancel_once_claimed(board: Any, task_id: str, run: asyncio.Task[Any]) -> None:
+    """Cancel ``task_id`` on the board once a child holds it (fail if the run ends first)."""
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        task = await board.get(task_id)
+        if task is not None and task.status == "in_progress":
+            await board.cancel(task_id)
+            return
+        assert not run.done(), f"the run ended before {task_id} was claimed"
+        assert asyncio.get_running_loop().time() < deadline, f"{task_id} never claimed"
+        await asyncio.sleep(0.05)  # polling the board: the condition, with a deadline
+
+
+def same_ids(entries: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """``entries`` with run ids (random per root, in both runtimes) written as ``<run>``."""
+    return json.loads(re.sub(r"tree of run [0-9a-f-]+", "tree of run <run>", json.dumps(entries)))
 
 
 def delegate_results(messages: list[Message]) -> list[list[dict[str, Any]]]:

@@ -73,10 +73,10 @@ async def summarize(chat: Chat, completer: Completer, agent_name: str) -> str:
     transcript = render(chat.view())
     request = Chat([Message.text("", Role.SYSTEM, SUMMARIZATION_PROMPT), Message.text("", Role.USER, transcript)])
     summary = (await completer.complete(request, [])).text_content()
-    chat.replace_all(
-        Message.text(agent_name, Role.SYSTEM, chat.system_prompt()),
-        Message.text("", Role.USER, COMPACTED.format(summary=summary)),
-    )
+    system = next((m for m in chat.view() if m.role == Role.SYSTEM), None)
+    kept = (system.model_copy(deep=True, update={"sender": agent_name}) if system is not None
+            else Message.text(agent_name, Role.SYSTEM, ""))  # its parts kept: shared, then own
+    chat.replace_all(kept, Message.text("", Role.USER, COMPACTED.format(summary=summary)))
     return summary
 
 

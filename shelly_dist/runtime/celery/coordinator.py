@@ -30,9 +30,10 @@ from shelly_dist.runtime.celery.app import create_app, ensure_broker, send_run_t
 from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.events import StreamSink, last_id, not_before, read_entries
 from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children, enqueue_resume, resume_each
-from shelly_dist.runtime.celery.journal import TERMINAL, Journal, child_key
+from shelly_dist.runtime.celery.journal import Journal, child_key
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.questions import Answered, answer, open_questions, require_open
+from shelly_dist.runtime.celery.record import RunRecord, RunStatus
 from shelly_dist.runtime.celery.root_answerer import RootAnswerer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.blocking import read_through
@@ -154,7 +155,8 @@ class CeleryRuntime:
             with acting_as(session=session):
                 reply = await agent.execute(run)
             status = "done"
-            return RunOutcome(run_id=run_id, reply=reply, usage=run.state.usage, completion=run.state.completion)
+            return RunOutcome(run_id=run_id, reply=reply, usage=run.state.usage, completion=run.state.completion,
+                              tree_usage=run.state.tree_usage)
         except (asyncio.CancelledError, RunCancelled):
             status, error = "canceled", "canceled"
             await asyncio.shield(cancel_tree(self.client, self.journal.keys, run_id))
@@ -200,31 +202,31 @@ class CeleryRuntime:
             until=time.monotonic() + SUBMIT_OUTAGE)
         if not created:
             record = await self.journal.record(run_id)
-            if record is None or record.status != "queued":
+            if record is None or record.status != RunStatus.QUEUED:
                 return run_id
             agent, session = record.agent or agent, record.session or session
         await self._send(RUN_AGENT, [run_id, run_id],
                          {"agent": agent, "depth": 0, "session": session, "preview": task[:80]})
         return run_id
 
-    async def record(self, run_id: str) -> dict[str, str]:
-        """The run's record as it is now (empty when there is none)."""
-        return await self.journal.fields(run_id)
+    async def record(self, run_id: str) -> RunRecord | None:
+        """The run's record as it is now (``None`` when there is none)."""
+        return await self.journal.record(run_id)
 
-    async def wait(self, run_id: str, timeout: float | None = None) -> dict[str, str]:  # noqa: ASYNC109
+    async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord:  # noqa: ASYNC109
         """The run's record once it has ended (re-read on every wake-up and poll)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         async with Subscription(self.client, self.journal.keys.run_changed(run_id),
                                 poll_interval=self.settings.poll_interval) as sub:
             while True:
-                record = await read_through("coordinator", lambda: self.journal.fields(run_id))
-                if not record:
+                record = await read_through("coordinator", lambda: self.journal.record(run_id))
+                if record is None:
                     raise RunError(f"run {run_id}: not found", run_id=run_id)
-                if record.get("status") in TERMINAL:
+                if record.ended:
                     return record
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    raise RunError(f"run {run_id}: still {record.get('status')} after {timeout}s", run_id=run_id)
+                    raise RunError(f"run {run_id}: still {record.status} after {timeout}s", run_id=run_id)
                 await sub.wait(self.settings.poll_interval if remaining is None else min(remaining, 5.0))
 
     # -- questions (ask_user) -----------------------------------------------------------------

@@ -242,7 +242,7 @@ class Executor:
         board = agent.options.task_board if request is not None and request.task_id else None
         if request is not None and run.state.iteration == 0 and offset == 0:
             if (refused := await children.claim_task(board, request, agent.name)) is not None:
-                return await self._end(lease, sink, "failed", refused)
+                return await self._end(lease, sink, "failed", refused, request=request)  # the task is not its to settle
         ending = {"run": run, "board": board, "request": request}
         if request is not None and (stop := record.stop):  # read with the claim
             # stopped while it waited (a failed sibling; its interactive delegation closed): it ends
@@ -382,6 +382,9 @@ class Executor:
         await children.settle_task(board, request, entry)
         fields: dict[str, str] = {}
         if run is not None:
+            chain = request or (ChildRequest.model_validate_json(record.request) if record.request else None)
+            # joined into the parent, which totals its tree
+            entry.usage = chain.entry_usage(run.state) if chain is not None else run.state.tree_usage
             fields["usage"] = run.state.usage.model_dump_json()
             fields["instance"] = run.agent.name
         if reply:
@@ -389,11 +392,14 @@ class Executor:
         if entry.error:
             fields["error"] = entry.error
         name = run.agent.name if run else record.agent
-        if request is not None:  # Shelly's delegation_progress of kind result, as embedded
-            sink(children.result_progress(name, request.parent_agent, record.id, entry))
-        sink(children.finished(name, record.id, ending=status, entry=entry.to_json(),
-                               usage=run.state.usage.model_dump() if run else {}, worker=self.hostname,
-                               session=record.session))
+        usage = run.state.usage.model_dump() if run else {}
+        if request is not None:  # a child: its end reads as an embedded child's
+            for event in children.end_events(name, record.id, parent=request.parent_agent, entry=entry,
+                                             ending=status, usage=usage, worker=self.hostname, session=record.session):
+                sink(event)
+        else:
+            sink(children.finished(name, record.id, ending=status, entry=entry.to_json(), usage=usage,
+                                   worker=self.hostname, session=record.session))
         if is_wake_run(record.id, record.depth) and isinstance(self.ctx, TeamContext):  # a team's wake
             await self.ctx.wake_ended(record, status, reply=reply, error=entry.error or "")
         await self.policy.on_end(record.parent, record.parent_key,  # policy: fail-fast
@@ -427,7 +433,7 @@ async def finish_and_join(
     enqueues the parent's resume (coordinators are woken by the join's publish instead). If this
     process dies between the two, the reaper sends the resume (the finish put the parent in the
     tree's deadline index)."""
-    left, mode = await lease.finish(status, entry.to_json(), events=events, **fields)
+    left, mode = await lease.finish(status, entry.journal_json(), events=events, **fields)
     if left == 0 and mode == "worker":
         await enqueue_resume(journal, enqueue, lease.record.parent)
 

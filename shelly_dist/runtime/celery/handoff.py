@@ -55,8 +55,8 @@ async def hand_off(
 ) -> tuple[str, bool]:
     """End the leased run in favour of ``peer``; returns (the peer's run id, whether it is still
     queued: the caller enqueues it)."""
-    journal, r = lease.journal, lease.record
-    keys, settings = journal.keys, journal.settings
+    store, r = lease.store, lease.record
+    keys, settings = store.keys, store.settings
     peer_id = peer_run_id(r.id, peer)
     now = time.time()
     fields = {
@@ -69,13 +69,13 @@ async def hand_off(
                        int((now + settings.requeue_after) * 1000), events, json.dumps(result)]
     for k, v in extra.items():
         args += [k, v]
-    script = journal.client.register_script(HANDOFF)
-    status, wrote = await journal._run_script(
+    script = store.client.register_script(HANDOFF)
+    status, wrote = await store.run_script(
         script,
         [keys.run(r.id), keys.run_lease(r.id), keys.run(peer_id), keys.tree_runs(r.root), keys.tree_deadlines(r.root),
-         *journal._stream(r.session)],
+         *store.stream_keys(r.session)],
         args,
     )
-    if journal.clustered and int(wrote):  # the session's stream is in another slot (state/keys.py)
-        await journal._append_events(r.session, events)
+    if int(wrote):  # on a cluster the session's stream is in another slot (state/keys.py)
+        await store.append_events(r.session, events)
     return peer_id, str(status) == "queued"

@@ -36,10 +36,10 @@ from shelly_dist.agent.interactive import question_entry
 from shelly_dist.agent.records import ChildRequest, LiveDelegation
 from shelly_dist.agent.stops import DELEGATION_CLOSED
 from shelly_dist.runtime.celery import round_timeout
-from shelly_dist.runtime.celery.journal import child_key
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.policy import stop_below
 from shelly_dist.runtime.celery.questions import answer_field, result_of
+from shelly_dist.runtime.celery.record import child_key
 from shelly_dist.runtime.celery.scripts import _FENCE, JOINED
 from shelly_dist.state.connection import redis_errors
 
@@ -100,8 +100,8 @@ def _ms(seconds: float) -> int:
 async def ask_parent(lease: Lease, run: Run) -> str:
     """Join every awaiting ``request_input`` question of the leased child into its parent; returns
     the parent's run id when this completed its join and it must be resumed (else "")."""
-    journal, r = lease.journal, lease.record
-    keys, settings = journal.keys, journal.settings
+    store, r = lease.store, lease.record
+    keys, settings = store.keys, store.settings
     request = ChildRequest.model_validate_json(r.request) if r.request else None
     resume = ""
     for call_id, payload in run.state.awaiting.items():
@@ -110,8 +110,8 @@ async def ask_parent(lease: Lease, run: Run) -> str:
         field = answer_field(run.state.iteration, call_id)
         question = ChildQuestion.model_validate(payload["question"])
         entry = question_entry(request, question, {"run": r.id, "field": field})
-        script = journal.client.register_script(ASK_PARENT)
-        left, mode = await journal._run_script(
+        script = store.client.register_script(ASK_PARENT)
+        left, mode = await store.run_script(
             script,
             [keys.run(r.id), keys.run_lease(r.id), keys.run(r.parent), keys.run_children(r.parent),
              keys.tree_deadlines(r.root), keys.run_children(r.id)],
@@ -128,10 +128,10 @@ async def collect(lease: Lease, run: Run) -> None:
     calls = [c for c, p in run.state.awaiting.items() if p.get("kind") == REQUEST_INPUT]
     if not calls:
         return
-    journal = lease.journal
+    store = lease.store
     fields = [answer_field(run.state.iteration, c) for c in calls]
     with redis_errors("journal"):
-        raw = await journal.client.hmget(journal.keys.run_children(run.state.run_id), fields)
+        raw = await store.client.hmget(store.keys.run_children(run.state.run_id), fields)
     for call_id, value in zip(calls, raw, strict=True):
         if value:
             run.deliver_result(call_id, result_of(value))
@@ -142,16 +142,16 @@ async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers:
     """Answer each waiting child from the leased parent (its next event joins round ``iteration``,
     within ``limit`` seconds when above 0, unless ``stop``: the parent is closing); returns the
     child run ids whose resume is due."""
-    journal, parent = lease.journal, lease.record
-    keys, settings = journal.keys, journal.settings
-    script = journal.client.register_script(ANSWER_CHILD)
+    store, parent = lease.store, lease.record
+    keys, settings = store.keys, store.settings
+    script = store.client.register_script(ANSWER_CHILD)
     due = []
     for d, text in zip(delegations, answers, strict=True):
         child = d.reply_to.get("run", "")
         if not child:
             continue
         gone = json.dumps({"agent": d.request.agent, "error": DELEGATION_CLOSED})
-        out = await journal._run_script(
+        out = await store.run_script(
             script,
             [keys.run(parent.id), keys.run_lease(parent.id), keys.run_children(parent.id), keys.run(child),
              keys.run_children(child), keys.tree_deadlines(parent.root)],
@@ -162,7 +162,7 @@ async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers:
         if str(out[0]) == "ok" and int(out[1]) == 0:
             due.append(child)
         if stop and str(out[0]) != "gone":
-            await stop_below(journal.client, keys, [child], stop)
+            await stop_below(store.client, keys, [child], stop)
     if not stop:
         await round_timeout.watch(lease, [d.request for d in delegations],
                                   [d.reply_to.get("run", "") for d in delegations], iteration, limit)

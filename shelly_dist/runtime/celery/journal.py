@@ -17,20 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError, WatchError
+from redis.exceptions import WatchError
 
-from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
+from shelly_dist.agent import DelegateEntry
 from shelly_dist.agent.children import child_run_id
 from shelly_dist.chats import Message
 from shelly_dist.errors import StoreError
-from shelly_dist.runtime.celery import scripts
-from shelly_dist.runtime.celery.events import STREAM_MAXLEN
-from shelly_dist.runtime.celery.lease import Held, Lease, LeaseLost
-from shelly_dist.runtime.celery.record import TERMINAL, RunRecord
-from shelly_dist.runtime.celery.renewer import Renewer, renew_request
+from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.record import TERMINAL, RunRecord, child_key
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.state.connection import is_cluster, redis_errors
-from shelly_dist.state.keys import Keys
+from shelly_dist.runtime.celery.store import RunStore
+from shelly_dist.state.connection import redis_errors
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +36,6 @@ __all__ = ["TERMINAL", "Claim", "Journal", "child_key", "child_run_id"]
 SESSION_RUNS_MAX = 10_000
 """Root runs a session's index keeps (the newest); older ones drop out of ``shelly runs`` and
 ``shelly cancel --session`` (their records still expire by retention)."""
-
-
-def child_key(request: ChildRequest, iteration: int) -> str:
-    """The field under which the child's entry joins the parent (unique per suspension)."""
-    return f"{iteration}:{request.key}"
 
 
 def _ms(seconds: float) -> int:
@@ -65,33 +57,14 @@ class Journal:
     """Reads run records and hands out the leases that write them, for one Redis and key prefix."""
 
     def __init__(self, client: aioredis.Redis, settings: RuntimeSettings) -> None:
+        self.store = RunStore(client, settings)
+        """Redis as the scripts see it, shared with every :class:`~.lease.Lease` this journal hands out."""
         self.client = client
         self.settings = settings
-        self.keys = Keys(settings.key_prefix)
-        self.clustered = is_cluster(client)
-        """On a Redis Cluster the session's event stream (another slot than the tree) is written
-        after a script, not inside it (see ``state/keys.py``)."""
-        self._expect = client.register_script(scripts.EXPECT)
-        self._checkpoint = client.register_script(scripts.CHECKPOINT)
-        self._claim = client.register_script(scripts.CLAIM)
-        self._renew_script = client.register_script(scripts.RENEW)
-        self._release = client.register_script(scripts.RELEASE)
-        self._drop = client.register_script(scripts.DROP)
-        self._finish = client.register_script(scripts.FINISH)
-        self._reap = client.register_script(scripts.REAP)
-        self.renewer = Renewer(settings, self.keys, clustered=self.clustered)
+        self.keys = self.store.keys
+        self.clustered = self.store.clustered
+        self.renewer = self.store.renewer
         """Keeps this process's leases from a thread of its own (started by the first lease held)."""
-
-    async def _run_script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
-        """Run a journal script; a fencing refusal becomes :class:`LeaseLost`, other Redis errors
-        ``StoreError``."""
-        with redis_errors("journal"):
-            try:
-                return await script(keys=keys, args=args)
-            except ResponseError as exc:
-                if str(exc).startswith(scripts.LEASE_LOST):
-                    raise LeaseLost(f"journal: {exc}") from exc
-                raise
 
     # -- creation ---------------------------------------------------------------------------
 
@@ -186,7 +159,7 @@ class Journal:
         # The record as just written (no read back: nobody else writes a coordinator's root).
         record = RunRecord(id=run_id, agent=agent, root=run_id, session=session, mode="coordinator",
                            status="running", task=task[:2000], fingerprint=fingerprint)
-        return Lease(self, record, token)
+        return Lease(self.store, record, token)
 
     # -- claiming -----------------------------------------------------------------------------
 
@@ -206,7 +179,7 @@ class Journal:
         now = time.time()
         args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(now),
                 self.settings.retention, fingerprint, _ms(now), run_id]
-        out = await self._run_script(self._claim, keys, args)
+        out = await self.store.run_script(self.store.scripts.claim, keys, args)
         outcome = str(out[0])
         if outcome in ("ok", "exhausted", "canceled"):
             if outcome == "ok":
@@ -220,7 +193,7 @@ class Journal:
             if record is None:
                 return Claim("missing")
             detail = str(out[1]) if outcome == "exhausted" else ""
-            return Claim(outcome, Lease(self, record, token, now + self.settings.lease), detail)
+            return Claim(outcome, Lease(self.store, record, token, now + self.settings.lease), detail)
         return Claim(outcome, None, str(out[1]) if len(out) > 1 else "")
 
     async def _number_instance(self, run_id: str, session: str, agent: str) -> str:
@@ -235,111 +208,6 @@ class Journal:
                 pipe.hget(key, "instance_n")
                 _, kept = await pipe.execute()
         return str(kept or n)
-
-    async def _append_events(self, session: str, events: str) -> None:
-        """On a cluster, the step's events after its script succeeded (one batch entry, as the
-        script would have written it)."""
-        if not events:
-            return
-        stream = self.keys.events(session)
-        with redis_errors("journal"):
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.xadd(stream, {"events": events}, maxlen=STREAM_MAXLEN, approximate=True)
-                pipe.expire(stream, self.settings.retention)
-                await pipe.execute()
-
-    def _stream(self, session: str) -> list[str]:
-        """The session's event stream as the scripts' optional last key (none on a cluster)."""
-        return [] if self.clustered else [self.keys.events(session)]
-
-    # -- the lease's writes (call them through :class:`Lease`) -----------------------------------
-
-    async def _renew(self, lease: Lease) -> bool:
-        keys, args = renew_request(self.keys, self.settings, [lease], time.time())
-        kept = await self._run_script(self._renew_script, keys, args)
-        return bool(int(kept[0]))
-
-    async def _expect_children(
-        self, lease: Lease, requests: list[ChildRequest], iteration: int, fingerprint: str
-    ) -> tuple[list[str], list[str]]:
-        parent = lease.record
-        now = time.time()
-        argv: list[Any] = [lease.token, self.settings.retention, len(requests), _ms(now + self.settings.requeue_after)]
-        ids: list[str] = []
-        for r in requests:
-            cid = child_run_id(parent.id, r, iteration)
-            ids.append(cid)
-            fields = {
-                "id": cid, "agent": r.agent, "depth": str(r.depth), "parent": parent.id,
-                "parent_key": child_key(r, iteration), "root": parent.root, "session": parent.session,
-                "mode": "worker", "status": "queued", "request": r.model_dump_json(),
-                "fingerprint": fingerprint, "created": str(now), "updated": str(now), "pending": "0",
-                "attempts": "0", "msg_count": "0", "task": r.task[:2000],
-            }
-            argv += [child_key(r, iteration), cid, json.dumps(fields)]
-        keys = [self.keys.run(parent.id), self.keys.run_lease(parent.id), self.keys.run_expected(parent.id),
-                self.keys.tree_runs(parent.root), self.keys.tree_deadlines(parent.root)]
-        keys += [self.keys.run(cid) for cid in ids]
-        with redis_errors("journal"):
-            await self.client.zadd(self.keys.live_trees(), {parent.root: now}, nx=True)
-        to_start = await self._run_script(self._expect, keys, argv)
-        return ids, list(to_start)
-
-    async def _checkpoint_run(
-        self, lease: Lease, offset: int, state: RunState, new: list[Message], status: str, events: str,
-        rewrite: bool = False,
-    ) -> tuple[int, bool]:
-        return await self._write_checkpoint(lease, Held.of(offset, state, new), status, events, rewrite)
-
-    async def _write_held(self, lease: Lease, held: Held, events: str) -> None:
-        await self._write_checkpoint(lease, held, "running", events)
-
-    async def _write_checkpoint(
-        self, lease: Lease, held: Held, status: str, events: str, rewrite: bool = False
-    ) -> tuple[int, bool]:
-        r = lease.record
-        args: list[Any] = [lease.token, held.offset, held.state, status,
-                           self.settings.retention, str(time.time()), events, "1" if rewrite else "0"]
-        args += held.messages
-        keys = [self.keys.run(r.id), self.keys.run_msgs(r.id), self.keys.run(r.root), self.keys.run_lease(r.id),
-                *self._stream(r.session)]
-        count, canceled, r.stop = await self._run_script(self._checkpoint, keys, args)
-        if self.clustered:
-            await self._append_events(r.session, events)
-        return int(count), canceled == "1"
-
-    async def _release_run(self, lease: Lease) -> int:
-        r = lease.record
-        keys = [self.keys.run(r.id), self.keys.run_lease(r.id), self.keys.tree_deadlines(r.root)]
-        return int(await self._run_script(self._release, keys, [lease.token, r.id]))
-
-    async def _drop_lease(self, lease: Lease) -> None:
-        await self._run_script(self._drop, [self.keys.run_lease(lease.run_id)], [lease.token])
-
-    async def _finish_run(
-        self, lease: Lease, status: str, result: dict[str, Any], events: str, fields: dict[str, str]
-    ) -> tuple[int, str]:
-        r = lease.record
-        parent = r.parent or r.id
-        keys = [self.keys.run(r.id), self.keys.run_lease(r.id), self.keys.run(parent), self.keys.run_children(parent),
-                self.keys.tree_deadlines(r.root), self.keys.run_msgs(r.id), *self._stream(r.session)]
-        now = time.time()
-        held, lease.held = lease.held, None
-        args: list[Any] = [lease.token, status, json.dumps(result), str(now), self.settings.retention,
-                           r.parent_key if r.parent else "", events, r.id, r.parent,
-                           _ms(now + self.settings.requeue_after)]
-        if held is None:
-            args += ["", "", 0]
-        else:
-            args += [held.offset, held.state, len(held.messages), *held.messages]
-        for k, v in fields.items():
-            args += [k, v]
-        left, mode = await self._run_script(self._finish, keys, args)
-        if mode == "terminal":
-            return -1, ""
-        if self.clustered:
-            await self._append_events(r.session, events)
-        return int(left), str(mode)
 
     # -- the reaper's step ----------------------------------------------------------------------
 
@@ -359,7 +227,8 @@ class Journal:
     async def reap(self, root: str, run_id: str) -> list[str]:
         """Decide for one run past its deadline (see ``scripts.REAP``); returns the script's answer."""
         keys = [self.keys.tree_deadlines(root), self.keys.run(run_id), self.keys.run_lease(run_id)]
-        out = await self._run_script(self._reap, keys, [run_id, _ms(time.time()), _ms(self.settings.requeue_after)])
+        args = [run_id, _ms(time.time()), _ms(self.settings.requeue_after)]
+        out = await self.store.run_script(self.store.scripts.reap, keys, args)
         return [str(x) for x in out]
 
     # -- reading -------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ that cannot reach Redis before the lease lapses marks the lease lost and cancels
 then writes nothing (every write would be refused anyway) and is abandoned.
 
 A coordinator's root run has no lease key: the coordinator process is its only writer, and its
-token is stored as the record's ``owner`` (see :meth:`Journal.open_root`); it is never heartbeaten
+token is stored as the record's ``owner`` (see :meth:`~.journal.Journal.open_root`); it is never heartbeaten
 and never reaped.
 """
 
@@ -18,22 +18,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shelly_dist.agent import ChildRequest, RunState
+from shelly_dist.agent.children import child_run_id
 from shelly_dist.chats import Message
-from shelly_dist.errors import RunError
-from shelly_dist.runtime.celery.record import RunRecord
+from shelly_dist.runtime.celery.record import RunRecord, child_key
+from shelly_dist.runtime.celery.renewer import renew_request
+from shelly_dist.runtime.celery.store import LeaseLost, RunStore
+from shelly_dist.state.connection import redis_errors
 
-if TYPE_CHECKING:
-    from shelly_dist.runtime.celery.journal import Journal
+__all__ = ["Held", "Lease", "LeaseLost"]
 
 
-class LeaseLost(RunError):
-    """This process no longer holds the run: its writes were refused (``lease lost: <key>``)."""
+def _ms(seconds: float) -> int:
+    return int(seconds * 1000)
 
 
 @dataclass
@@ -53,7 +56,10 @@ class Held:
 
 @dataclass
 class Lease:
-    journal: Journal
+    """The right to write one run, held by ``token`` until ``deadline``; its methods are the only
+    writers of the run, each one fenced script (:mod:`.scripts`) over the :class:`~.store.RunStore`."""
+
+    store: RunStore
     record: RunRecord
     token: str
     deadline: float = 0.0
@@ -79,7 +85,7 @@ class Lease:
         ``rewrite``: the chat was rewritten in place (an effect compacted or trimmed it), so
         ``new`` is the whole chat and replaces the journaled messages, in the same atomic step
         (still refused unless the journal holds exactly ``offset`` messages)."""
-        return await self.journal._checkpoint_run(self, offset, state, new, status, events, rewrite)
+        return await self._write(Held.of(offset, state, new), status, events, rewrite)
 
     def hold(self, offset: int, state: RunState, new: list[Message]) -> None:
         """Keep the run's last checkpoint (``new`` after ``offset``, ``state`` as it is now) for
@@ -93,43 +99,97 @@ class Lease:
         """Write the held checkpoint now (a run that ends some other way than :meth:`finish`)."""
         held, self.held = self.held, None
         if held is not None:
-            await self.journal._write_held(self, held, events)
+            await self._write(held, "running", events)
+
+    async def _write(self, held: Held, status: str, events: str, rewrite: bool = False) -> tuple[int, bool]:
+        st, r = self.store, self.record
+        args: list[Any] = [self.token, held.offset, held.state, status,
+                           st.settings.retention, str(time.time()), events, "1" if rewrite else "0"]
+        args += held.messages
+        keys = [st.keys.run(r.id), st.keys.run_msgs(r.id), st.keys.run(r.root), st.keys.run_lease(r.id),
+                *st.stream_keys(r.session)]
+        count, canceled, r.stop = await st.run_script(st.scripts.checkpoint, keys, args)
+        await st.append_events(r.session, events)
+        return int(count), canceled == "1"
 
     async def expect(
         self, requests: list[ChildRequest], iteration: int, fingerprint: str
     ) -> tuple[list[str], list[str]]:
         """Register the children before enqueueing; returns (all child ids, ids not started yet)."""
-        return await self.journal._expect_children(self, requests, iteration, fingerprint)
+        st, parent = self.store, self.record
+        now = time.time()
+        argv: list[Any] = [self.token, st.settings.retention, len(requests), _ms(now + st.settings.requeue_after)]
+        ids: list[str] = []
+        for r in requests:
+            cid = child_run_id(parent.id, r, iteration)
+            ids.append(cid)
+            fields = {
+                "id": cid, "agent": r.agent, "depth": str(r.depth), "parent": parent.id,
+                "parent_key": child_key(r, iteration), "root": parent.root, "session": parent.session,
+                "mode": "worker", "status": "queued", "request": r.model_dump_json(),
+                "fingerprint": fingerprint, "created": str(now), "updated": str(now), "pending": "0",
+                "attempts": "0", "msg_count": "0", "task": r.task[:2000],
+            }
+            argv += [child_key(r, iteration), cid, json.dumps(fields)]
+        keys = [st.keys.run(parent.id), st.keys.run_lease(parent.id), st.keys.run_expected(parent.id),
+                st.keys.tree_runs(parent.root), st.keys.tree_deadlines(parent.root)]
+        keys += [st.keys.run(cid) for cid in ids]
+        with redis_errors("journal"):
+            await st.client.zadd(st.keys.live_trees(), {parent.root: now}, nx=True)
+        to_start = await st.run_script(st.scripts.expect, keys, argv)
+        return ids, list(to_start)
 
     async def release(self) -> int:
         """Let a suspended run go; returns the children still pending (0: keep going now)."""
-        return await self.journal._release_run(self)
+        st, r = self.store, self.record
+        keys = [st.keys.run(r.id), st.keys.run_lease(r.id), st.keys.tree_deadlines(r.root)]
+        return int(await st.run_script(st.scripts.release, keys, [self.token, r.id]))
 
     async def finish(self, status: str, result: dict[str, Any], *, events: str = "", **fields: str) -> tuple[int, str]:
         """End the run (writing its last ``events``) and join its result into its parent; returns
         (children left, parent mode). ``left == 0``: this call completed the join and the caller
         enqueues the parent's resume. Finishing a run already terminal is a no-op (``-1``). A
         checkpoint :meth:`hold` kept is written first, in the same atomic step."""
-        return await self.journal._finish_run(self, status, result, events, fields)
+        st, r = self.store, self.record
+        parent = r.parent or r.id
+        keys = [st.keys.run(r.id), st.keys.run_lease(r.id), st.keys.run(parent), st.keys.run_children(parent),
+                st.keys.tree_deadlines(r.root), st.keys.run_msgs(r.id), *st.stream_keys(r.session)]
+        now = time.time()
+        held, self.held = self.held, None
+        args: list[Any] = [self.token, status, json.dumps(result), str(now), st.settings.retention,
+                           r.parent_key if r.parent else "", events, r.id, r.parent,
+                           _ms(now + st.settings.requeue_after)]
+        if held is None:
+            args += ["", "", 0]
+        else:
+            args += [held.offset, held.state, len(held.messages), *held.messages]
+        for k, v in fields.items():
+            args += [k, v]
+        left, mode = await st.run_script(st.scripts.finish, keys, args)
+        if mode == "terminal":
+            return -1, ""
+        await st.append_events(r.session, events)
+        return int(left), str(mode)
 
     async def drop(self) -> None:
         """Give the run up after a failed attempt, so a retry need not wait out the lease."""
-        await self.journal._drop_lease(self)
+        await self.store.run_script(self.store.scripts.drop, [self.store.keys.run_lease(self.run_id)], [self.token])
 
     # -- keeping it -----------------------------------------------------------------------------
 
     async def renew(self) -> bool:
         """Extend the lease; False when someone else holds the run now."""
-        ok = await self.journal._renew(self)
+        keys, args = renew_request(self.store.keys, self.store.settings, [self], time.time())
+        ok = bool(int((await self.store.run_script(self.store.scripts.renew, keys, args))[0]))
         if ok:
-            self.deadline = time.time() + self.journal.settings.lease
+            self.deadline = time.time() + self.store.settings.lease
         return ok
 
     @contextlib.asynccontextmanager
     async def heartbeat(self, step: asyncio.Task[Any]) -> AsyncIterator[None]:
         """Keep the lease while the body runs (the process's :class:`~.renewer.Renewer` renews it
         from its own thread); if it is lost, it is marked and ``step`` cancelled."""
-        renewer = self.journal.renewer
+        renewer = self.store.renewer
         renewer.hold(self, step)
         try:
             yield

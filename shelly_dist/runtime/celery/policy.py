@@ -26,13 +26,13 @@ descendants with it through :func:`stop_below`, each ending ``canceled`` with ``
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 import redis.asyncio as aioredis
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, Registry
+from shelly_dist.agent.children import run_id_of
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, SlotLease
 from shelly_dist.agent.stops import SIBLING_FAILED, stops_siblings
 from shelly_dist.errors import ShellyError
@@ -57,9 +57,8 @@ return stopped
 """
 
 
-def sibling_run_id(parent_id: str, child_key: str) -> str:
-    """The run id of the child joined under ``child_key`` (the journal's ``child_run_id``)."""
-    return f"{parent_id}-{hashlib.sha1(child_key.encode()).hexdigest()[:8]}"
+sibling_run_id = run_id_of
+"""The run id of the child joined under a key of its parent's (one scheme: ``agent.children``)."""
 
 
 class PoolPolicy:

@@ -114,8 +114,8 @@ def result_of(raw: str) -> ToolResult:
 
 async def ask(lease: Lease, agent: str, run_id: str, field: str, payload: dict[str, Any]) -> tuple[str, bool]:
     """Register one question of the leased run; returns (its id, whether it is new)."""
-    journal, r = lease.journal, lease.record
-    keys, settings, client = journal.keys, journal.settings, journal.client
+    store, r = lease.store, lease.record
+    keys, settings, client = store.keys, store.settings, store.client
     timeout = float(payload.get("timeout") or 0)
     now = time.time()
     with redis_errors("questions"):
@@ -126,7 +126,7 @@ async def ask(lease: Lease, agent: str, run_id: str, field: str, payload: dict[s
     question |= {"text": str(payload.get("text", "")), "agent": agent, "run": run_id, "root": r.root,
                  "session": r.session, "field": field, "asked": now, "timeout": timeout}
     script = client.register_script(ASK)
-    out = await journal._run_script(
+    out = await store.run_script(
         script,
         [keys.run(run_id), keys.run_lease(run_id), keys.run_asked(run_id), keys.tree_questions(r.root),
          keys.tree_questions_due(r.root)],
@@ -165,9 +165,9 @@ async def collect(lease: Lease, run: Run) -> None:
     if not calls:
         return
     fields = [answer_field(run.state.iteration, c) for c in calls]
-    journal = lease.journal
+    store = lease.store
     with redis_errors("journal"):
-        raw = await journal.client.hmget(journal.keys.run_children(run.state.run_id), fields)
+        raw = await store.client.hmget(store.keys.run_children(run.state.run_id), fields)
     for call_id, value in zip(calls, raw, strict=True):
         if value:
             run.deliver_result(call_id, result_of(value))

@@ -53,7 +53,7 @@ class RootAnswerer:
         if found is None:
             raise ToolError(f"{ASK_USER}: this run has no answer channel", tool=ASK_USER)
         lease, sink, flush = found
-        journal = lease.journal
+        store = lease.store
         self._calls += 1
         field = answer_field(0, f"root-{self._calls}-{question.id}")
         payload = question.model_dump(by_alias=True) | {"timeout": question.timeout}
@@ -68,7 +68,7 @@ class RootAnswerer:
             await self._close(lease, qid, question.timeout)
             raw = None
             with contextlib.suppress(Exception):  # an answer that won the race is kept
-                raw = await journal.client.hget(journal.keys.run_children(lease.run_id), field)
+                raw = await store.client.hget(store.keys.run_children(lease.run_id), field)
             result = result_of(raw) if raw else ToolResult(
                 tool_call_id="", content=timeout_error(qid, question.timeout), is_error=True)
         except asyncio.CancelledError:
@@ -79,12 +79,12 @@ class RootAnswerer:
         return result.content
 
     async def _wait(self, lease: Lease, field: str) -> ToolResult:
-        journal = lease.journal
-        async with Subscription(journal.client, journal.keys.run_changed(lease.run_id),
+        store = lease.store
+        async with Subscription(store.client, store.keys.run_changed(lease.run_id),
                                 poll_interval=self.poll_interval) as sub:
             while True:
                 with redis_errors("questions"):
-                    raw = await journal.client.hget(journal.keys.run_children(lease.run_id), field)
+                    raw = await store.client.hget(store.keys.run_children(lease.run_id), field)
                 if raw is not None:
                     return result_of(raw)
                 await sub.wait(self.poll_interval)
@@ -93,8 +93,8 @@ class RootAnswerer:
     async def _close(lease: Lease, qid: str, limit: float) -> None:
         """Answer the question with the timeout error (the first answer wins: an answer that
         arrived just before stays), so nobody answers a run that moved on."""
-        journal, settings = lease.journal, lease.journal.settings
+        store, settings = lease.store, lease.store.settings
         with contextlib.suppress(Exception):
-            await asyncio.shield(answer(journal.client, journal.keys, lease.record.session, qid,
+            await asyncio.shield(answer(store.client, store.keys, lease.record.session, qid,
                                         timeout_error(qid, limit), retention=settings.retention,
                                         requeue_after=settings.requeue_after, is_error=True))

@@ -24,9 +24,9 @@ import redis.asyncio as aioredis
 from shelly_dist.agent.interactive import timeout_text
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.agent.stops import DELEGATION_CLOSED
-from shelly_dist.runtime.celery.journal import child_key
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.policy import stop_below
+from shelly_dist.runtime.celery.record import child_key
 from shelly_dist.runtime.celery.scripts import JOINED
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
@@ -60,15 +60,15 @@ async def watch(lease: Lease, requests: list[ChildRequest], children: list[str],
     """Index the deadline of each child's wait in the leased parent's round ``iteration``."""
     if limit <= 0:
         return
-    journal, parent = lease.journal, lease.record
+    store, parent = lease.store, lease.record
     at = int((time.time() + limit) * 1000)
     members = {json.dumps({"parent": parent.id, "root": parent.root, "key": child_key(r, iteration),
                            "child": cid, "agent": r.agent, "id": r.delegation_id, "limit": limit}): at
                for r, cid in zip(requests, children, strict=True)}
     with redis_errors("journal"):
-        async with journal.client.pipeline(transaction=False) as pipe:
-            pipe.zadd(due_key(journal.keys), members)
-            pipe.expire(due_key(journal.keys), journal.settings.retention)
+        async with store.client.pipeline(transaction=False) as pipe:
+            pipe.zadd(due_key(store.keys), members)
+            pipe.expire(due_key(store.keys), store.settings.retention)
             await pipe.execute()
 
 

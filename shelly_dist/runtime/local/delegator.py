@@ -44,7 +44,7 @@ class InlineDelegator:
         self._slot_of: dict[str, _Slot] = {}
         """The slot each limited child run holds, by run id, so its own delegation can give it back."""
         self._interactive: dict[str, LiveChildren] = {}
-        """Each parent run's interactive children (:mod:`.interactive_local`), by parent run id."""
+        """Each parent run's interactive children (:mod:`.interactive`), by parent run id."""
 
     async def _slot(self, registry: Registry, request: ChildRequest) -> _Slot | None:
         """Wait for a slot of the child's agent when it has a ``max_concurrency``."""
@@ -209,22 +209,24 @@ class InlineDelegator:
             except AgentError as exc:
                 return DelegateEntry(agent=request.agent, error=str(exc))
             board = parent.agent.options.task_board if request.task_id else None
-            if (refused := await children.claim_task(board, request, child.name)) is not None:
-                return refused
             run = Run.start_child(child, request, run_id=run_id, delegator=self)
+            children.started(run, parent=parent.state.run_id, task=request.task)
+            if (refused := await children.claim_task(board, request, child.name)) is not None:
+                self._report_end(parent, run, refused, children.Ending.FAILED)
+                return refused
             if slot is not None:
                 self._slot_of[run.state.run_id] = slot
             if (live := self._live_child(request)) is not None:
                 live.run_id = run.state.run_id
-            children.started(run, parent=parent.state.run_id, task=request.task)
             try:
-                entry = await self._run(child, run, request, board)
+                entry, raised = await self._run(child, run, request, board)
             except asyncio.CancelledError as exc:  # stopped from outside: ends canceled, as on the pool
-                await self._stopped(run, request, board, exc)
+                await self._stopped(parent, run, request, board, exc)
                 raise
             finally:
                 self._slot_of.pop(run.state.run_id, None)
-            step = children.next_step(request, run, entry)
+            entry.usage = request.entry_usage(run.state)  # joined into the parent, which totals its tree
+            step = entry if raised else children.next_step(request, run, entry)
             if isinstance(step, ChildRequest):
                 children.report(run, children.finished(child.name, run.state.run_id, ending=children.Ending.DONE,
                                                        entry=children.handoff_entry(step),
@@ -232,13 +234,19 @@ class InlineDelegator:
                 return step
             entry = step
             await children.settle_task(board, request, entry)
-            children.report(run, children.result_progress(child.name, parent.agent.name, run.state.run_id, entry))
-            children.report(run, children.finished(child.name, run.state.run_id, ending=children.ending_of(entry),
-                                                   entry=entry.to_json(), usage=run.state.usage.model_dump()))
+            self._report_end(parent, run, entry, children.ending_of(entry, raised=raised))
             return entry
 
     @staticmethod
-    async def _stopped(run: Run, request: ChildRequest, board: TaskBoardHook | None,
+    def _report_end(parent: Run, run: Run, entry: DelegateEntry, ending: children.Ending) -> None:
+        """The child's entry as its parent gets it (Shelly's ``delegation_progress``), then its
+        ``run_finished``: the last two events of every child that ran, as a worker reports them."""
+        for event in children.end_events(run.agent.name, run.state.run_id, parent=parent.agent.name, entry=entry,
+                                         ending=ending, usage=run.state.usage.model_dump()):
+            children.report(run, event)
+
+    @classmethod
+    async def _stopped(cls, parent: Run, run: Run, request: ChildRequest, board: TaskBoardHook | None,
                        exc: asyncio.CancelledError) -> None:
         """A child cancelled by a failed sibling (the cancel's message) or with its tree: its
         board task is settled and its ``run_finished`` says ``canceled`` and why, as a worker's
@@ -247,18 +255,20 @@ class InlineDelegator:
         entry = DelegateEntry(agent=request.agent, error=reason)
         with contextlib.suppress(Exception):
             await asyncio.shield(children.settle_task(board, request, entry))
-        children.report(run, children.finished(run.agent.name, run.state.run_id, ending=children.Ending.CANCELED,
-                                               entry=entry.to_json(), usage=run.state.usage.model_dump()))
+        cls._report_end(parent, run, entry, children.Ending.CANCELED)
 
-    async def _run(self, child: Agent, run: Run, request: ChildRequest, board: TaskBoardHook | None) -> DelegateEntry:
+    async def _run(self, child: Agent, run: Run, request: ChildRequest, board: TaskBoardHook | None
+                   ) -> tuple[DelegateEntry, bool]:
+        """The child's entry, and whether its run raised (a run that ran out of a budget raised,
+        though its entry is a synthetic failed completion)."""
         live = self._live_child(request)
         try:
             async with children.board_scope(board, request), \
                     (live.closing_scope() if live is not None else contextlib.nullcontext()):
                 reply = await child.execute(run)
         except Exception as exc:
-            return children.outcome_entry(request, run, error=exc)
-        return children.outcome_entry(request, run, reply=reply)
+            return children.outcome_entry(request, run, error=exc), True
+        return children.outcome_entry(request, run, reply=reply), False
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,8 @@ class LocalRuntime:
         run = Run.start(agent, messages, run_id=run_id or uuid.uuid4().hex[:12], delegator=self._delegator)
         with acting_as(session=session):
             reply = await agent.execute(run)
-        return RunOutcome(run_id=run.state.run_id, reply=reply, usage=run.state.usage, completion=run.state.completion)
+        return RunOutcome(run_id=run.state.run_id, reply=reply, usage=run.state.usage, completion=run.state.completion,
+                          tree_usage=run.state.tree_usage)
 
     async def aclose(self) -> None:
         return None

@@ -8,7 +8,9 @@ import json
 from typing import Any
 
 from shelly_dist import Role
+from shelly_dist.chats import Message
 from shelly_dist.events import Event
+from shelly_dist.runtime.local import LocalRuntime
 
 from .helpers import Team, call, calls, complete, delegate
 from .test_delegate_board import FakeBoard
@@ -117,3 +119,13 @@ async def test_handoff_is_offered_only_to_a_child_whose_max_handoffs_is_above_ze
     assert "handoff" not in team.requests("planner")[0].tool_names
     assert "handoff" in team.requests("coder")[0].tool_names
     assert "handoff" not in team.requests("lead")[0].tool_names
+
+
+async def test_the_tree_usage_counts_every_agent_of_a_handoff_chain():
+    team = Team()
+    team.add("planner", [handoff("coder")], max_handoffs=3)
+    team.add("coder", [complete("coded it")])
+    a = lead(team, {"agent": "planner", "task": "code it"})
+    outcome = await LocalRuntime().execute(a, [Message.text("user", Role.USER, "go")], session="s")
+    assert outcome.usage.model_requests == 2  # the lead's own calls
+    assert outcome.tree_usage is not None and outcome.tree_usage.model_requests == 4  # + planner + coder

@@ -7,14 +7,13 @@ import re
 import pytest
 
 from shelly_dist.agent import Agent, AgentOptions, Entry, Registry, Run
-from shelly_dist.agent.prompt import PromptInputs, build_system_prompt
+from shelly_dist.agent.prompt import PromptInputs, build_system_prompt, prompt_parts
 from shelly_dist.chats import Message, Role
 from shelly_dist.providers import ScriptedCompleter
 from shelly_dist.skills import Skill
 from shelly_dist.tools import Tool, ToolBox
 
 ORDER = [
-    "identity",
     "completion_protocol",
     "handoff_protocol",
     "interaction_protocol",
@@ -26,7 +25,9 @@ ORDER = [
     "skills",
     "available_skills",
     "available_agents",
+    "identity",
 ]
+"""Shelly's order, with ``identity`` moved last (SHELLY-compat: siblings share the prefix)."""
 
 
 def section(prompt: str, tag: str) -> str | None:
@@ -310,7 +311,7 @@ def test_sections_follow_shellys_order() -> None:
     assert tags(prompt) == ORDER
 
 
-def test_extra_sections_come_after_project_context_and_before_skills() -> None:
+def test_extra_sections_come_after_the_shared_sections_and_before_identity() -> None:
     prompt = build_system_prompt(
         PromptInputs(
             name="a",
@@ -320,12 +321,12 @@ def test_extra_sections_come_after_project_context_and_before_skills() -> None:
             extra_sections=["<shared_state>\nk=v\n</shared_state>", ""],
         )
     )
-    assert tags(prompt) == ["identity", "behavioral_constraints", "project_context", "shared_state", "skills"]
+    assert tags(prompt) == ["behavioral_constraints", "project_context", "skills", "shared_state", "identity"]
 
 
 def test_minimal_prompt_has_identity_and_behavioral_constraints_only() -> None:
     prompt = build_system_prompt(PromptInputs(name="a", config_name="a"))
-    assert tags(prompt) == ["identity", "behavioral_constraints"]
+    assert tags(prompt) == ["behavioral_constraints", "identity"]
     assert section(prompt, "identity") == "You are a."
 
 
@@ -341,3 +342,16 @@ def test_interactive_delegation_protocol_follows_interaction_mode_even_without_a
     assert section(agent("orch", interaction_mode="interactive").system_prompt(),
                    "interactive_delegation_protocol") is not None
     assert section(agent("orch").system_prompt(), "interactive_delegation_protocol") is None
+
+
+def test_siblings_prompts_differ_only_in_their_tail() -> None:
+    def parts(name: str) -> tuple[str, str]:
+        return prompt_parts(PromptInputs(name=name, config_name="worker", description="d", instructions="i",
+                                         depth=1, context="ctx"))
+
+    first, second = parts("worker-what-1"), parts("worker-what-2")
+    assert first[0] == second[0] and "worker-what" not in first[0]
+    assert first[1] != second[1] and first[1].endswith("<identity>\nYou are worker-what-1. d\n</identity>")
+    assert "".join(first) == build_system_prompt(PromptInputs(name="worker-what-1", config_name="worker",
+                                                              description="d", instructions="i", depth=1,
+                                                              context="ctx"))

@@ -7,6 +7,7 @@ import pytest
 from shelly_dist.chats import Message, Role
 from shelly_dist.cli.batch_pool import PoolItems, item_run_id
 from shelly_dist.errors import RunError
+from shelly_dist.runtime.celery.record import RunRecord
 
 BATCH = "b1"
 FIRST = item_run_id(BATCH, "item")
@@ -26,14 +27,15 @@ class FakePool:
         self.records.setdefault(run_id, {"status": "queued"})
         return run_id
 
-    async def record(self, run_id: str) -> dict[str, str]:
-        return dict(self.records.get(run_id, {}))
+    async def record(self, run_id: str) -> RunRecord | None:
+        raw = self.records.get(run_id)
+        return None if raw is None else RunRecord.parse({"id": run_id, **raw})
 
-    async def wait(self, run_id: str) -> dict[str, str]:
+    async def wait(self, run_id: str) -> RunRecord:
         record = self.records[run_id]
         if record["status"] in ("queued", "running"):
             record.update(status="done", reply=f"reply of {run_id}")
-        return record
+        return RunRecord.parse({"id": run_id, **record})
 
     async def cancel(self, run_id: str) -> list[str]:
         self.canceled.append(run_id)

@@ -63,3 +63,11 @@ def test_events_lines_say_why_a_run_failed():
     line = _line(Event(kind=events.RUN_FINISHED, agent="x", run_id="r1", timestamp=0, data={
         "status": "failed", "worker": "w1", "entry": {"agent": "x", "error": "boom"}}))
     assert line.endswith("run_finished       failed on w1: boom")
+
+
+def test_a_child_out_of_its_budget_is_failed_with_its_completions_summary():
+    board = Board()
+    line = board.apply(Event(kind=events.RUN_FINISHED, agent="c-x-1", data={
+        "status": "failed", "worker": "", "entry": {"agent": "c", "result": "s", "completion": {
+            "status": "failed", "summary": 'Agent "c" exhausted its token budget without completing the task.'}}}))
+    assert line == '✗ c-x-1 failed: Agent "c" exhausted its token budget without completing the task. (0 tokens)'

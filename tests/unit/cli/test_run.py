@@ -31,9 +31,42 @@ def test_run_json_prints_one_object_with_the_documented_keys(invoke, workdir: Pa
     write_config(workdir)
     result = invoke("run", "--json", "--quiet", "do it")
     data = json.loads(result.stdout)
-    assert set(data) == {"session", "agent", "reply", "usage", "elapsed"}
+    assert set(data) == {"session", "agent", "reply", "usage", "tree_usage", "elapsed"}
     assert (data["agent"], data["reply"]) == ("solo", "scripted answer")
     assert data["usage"]["output_tokens"] > 0
+
+
+def test_run_json_gives_the_delegation_trees_usage_beside_the_top_level_runs(  # type: ignore[no-untyped-def]
+    invoke, workdir: Path
+) -> None:
+    tasks = [{"agent": "worker", "task": f"part {i}", "context": ""} for i in range(2)]
+    done = {"tool_calls": [{"name": "task_complete", "arguments": {"status": "completed", "summary": "did"}}]}
+    write_config(
+        workdir,
+        {"lead": [{"tool_calls": [{"name": "delegate", "arguments": {"tasks": tasks}}]}, "all done"],
+         "worker": [done]},
+        agents=[{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "worker"}],
+        entry_agent="lead",
+    )
+    data = json.loads(invoke("run", "--json", "--quiet", "split it").stdout)
+    own, tree = data["usage"], data["tree_usage"]
+    assert data["reply"] == "all done" and own["model_requests"] == 2
+    assert tree["model_requests"] == 4  # the lead's two calls and one per worker
+    assert tree["output_tokens"] > own["output_tokens"]
+
+
+def test_run_offers_to_continue_the_session_once_it_is_saved(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir)
+    result = invoke("run", "do it")
+    session = result.stderr.split("session ", 1)[1].split()[0]
+    assert f"continue with --session {session}" in result.stderr
+    assert (workdir / ".shelly" / "local" / "sessions" / session / "meta.json").exists()
+
+
+def test_a_session_whose_first_turn_failed_is_not_offered(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, {"*": [{"error": "provider exploded"}]})
+    result = invoke("run", "do it")
+    assert result.exit_code == 1 and "--session" not in result.stderr
 
 
 def test_run_unknown_agent_exits_2(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]

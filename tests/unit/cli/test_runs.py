@@ -8,17 +8,18 @@ import pytest
 
 from shelly_dist.cli.runs import runs_json
 from shelly_dist.models import Usage
+from shelly_dist.runtime.celery.record import RunRecord
 
 
 def record(rid: str, parent: str = "", *, tokens: int = 0, cost: float = 0.0, requests: int = 0,
-           finished: bool = True) -> dict[str, str]:
+           finished: bool = True) -> RunRecord:
     usage = Usage(input_tokens=tokens, cost_usd=cost, model_requests=requests).model_dump_json()
     rec = {"id": rid, "parent": parent, "root": "a", "agent": rid, "status": "done" if finished else "running"}
     if finished:
         rec["usage"] = usage
     else:
         rec["state"] = json.dumps({"usage": json.loads(usage), "iteration": requests})
-    return rec
+    return RunRecord.parse(rec)
 
 
 def test_a_subtree_sums_every_descendant_and_a_running_run_counts_its_checkpointed_usage() -> None:

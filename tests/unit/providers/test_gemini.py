@@ -91,7 +91,9 @@ async def test_empty_candidates_is_an_error(server: ModelServer) -> None:
         await make(server).complete(chat_of(user()), [])
 
 
-async def test_usage_metadata_is_recorded(server: ModelServer) -> None:
+async def test_usage_counts_each_prompt_token_once(server: ModelServer) -> None:
+    # promptTokenCount (11) includes cachedContentTokenCount (5): 6 uncached + 5 cached
     server.push(Reply(usage={"input": 11, "output": 3, "cache_read": 5}))
     reply = await make(server).complete(chat_of(user()), [])
-    assert Usage.of(reply) == Usage(input_tokens=11, output_tokens=3, cache_read_tokens=5)
+    assert Usage.of(reply) == Usage(input_tokens=6, output_tokens=3, cache_read_tokens=5)
+    assert Usage.of(reply).total_tokens == 11 + 3

@@ -8,7 +8,7 @@ import sys
 import httpx2
 import pytest
 
-from shelly_dist.testing.model_server import ModelServer, Reply
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 
 def test_requests_are_recorded_with_path_headers_and_body() -> None:
@@ -71,3 +71,14 @@ def test_runs_as_a_separate_process_answering_with_a_fixed_reply() -> None:
         if proc.stdout is not None:
             proc.stdout.close()
     assert code == 0
+
+
+def test_speaker_is_the_instance_named_by_identity_wherever_the_provider_put_it() -> None:
+    def request(body: dict) -> RecordedRequest:
+        return RecordedRequest("POST", "/", {}, body, 0.0)
+
+    openai = {"messages": [{"role": "system", "content": "You are working on a task delegated to you."},
+                           {"role": "user", "content": "<identity>\nYou are worker-a-1. w\n</identity>\n\nctx"}]}
+    anthropic = {"system": [{"type": "text", "text": "shared"}, {"type": "text", "text":
+                                                                 "<identity>\nYou are lead. d\n</identity>"}]}
+    assert [speaker(request(b)) for b in (openai, anthropic, {"messages": []})] == ["worker-a-1", "lead", ""]

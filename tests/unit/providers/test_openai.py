@@ -105,10 +105,12 @@ async def test_images_and_documents_switch_content_to_an_array(server: ModelServ
     assert content[3]["file"]["filename"] == "spec.pdf"
 
 
-async def test_cached_tokens_are_recorded_as_cache_read(server: ModelServer) -> None:
+async def test_cached_tokens_are_counted_once(server: ModelServer) -> None:
+    # prompt_tokens (100) includes prompt_tokens_details.cached_tokens (60), as OpenAI sends it
     server.push(Reply(usage={"input": 100, "output": 7, "cache_read": 60}))
     reply = await make(server).complete(chat_of(user()), [])
-    assert Usage.of(reply) == Usage(input_tokens=100, output_tokens=7, cache_read_tokens=60)
+    assert Usage.of(reply) == Usage(input_tokens=40, output_tokens=7, cache_read_tokens=60)
+    assert Usage.of(reply).total_tokens == 107
 
 
 async def test_empty_choices_is_an_error(server: ModelServer) -> None:

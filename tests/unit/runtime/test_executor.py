@@ -85,13 +85,13 @@ async def test_a_child_whose_last_step_only_called_the_model_ends_in_one_write(
     executor = Executor(Context(["the answer"]), journal, Sent(), CancelWatch(journal.client, journal.keys),
                         hostname="w1")
     checkpoints: list[int] = []
-    write = Journal._write_checkpoint
+    write = Lease._write
 
-    async def counted(self: Journal, *args: Any, **kwargs: Any) -> tuple[int, bool]:
+    async def counted(self: Lease, *args: Any, **kwargs: Any) -> tuple[int, bool]:
         checkpoints.append(1)
         return await write(self, *args, **kwargs)
 
-    monkeypatch.setattr(Journal, "_write_checkpoint", counted)
+    monkeypatch.setattr(Lease, "_write", counted)
     assert (await executor.advance(child, "root")).outcome == "done"
     assert checkpoints == [], "the final reply rides with the finish"
     record = await journal.record(child)

@@ -149,3 +149,41 @@ async def test_an_interactive_yes_does_not_open_the_control_plane(project: Path)
 
 async def test_reading_the_config_is_still_allowed(engine_fs: ToolBox) -> None:
     assert await call(engine_fs, "fs_read", path=".shelly/config.yaml") == "agents: []\n"
+
+
+async def refused(fs: ToolBox, path: str, content: str) -> bool:
+    """Whether ``fs_write`` of ``path`` is refused as off limits (it succeeds otherwise)."""
+    try:
+        await call(fs, "fs_write", path=path, content=content)
+    except ToolError as exc:
+        assert "off limits" in str(exc), exc
+        return True
+    return False
+
+
+async def test_only_shelly_index_may_write_the_projects_knowledge(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``shelly index`` writes ``.shelly/context.md`` and ``.shelly/knowledge/`` (its job in Go
+    Shelly); its carve-out opens those two and nothing else of ``.shelly/``, and an ordinary run's
+    tools cannot write them."""
+    monkeypatch.chdir(project)
+    monkeypatch.delenv("SHELLY_STATE_DIR", raising=False)
+    (project / ".shelly" / "local").mkdir(parents=True)
+    data = {"providers": [{"name": "p", "kind": "scripted", "model": "m", "script": {"*": ["ok"]}}],
+            "agents": [{"name": "a", "toolboxes": ["filesystem"]}]}
+    for indexing in (False, True):
+        cfg = config_from_data(data, {})
+        if indexing:
+            cfg.allow_knowledge_writes()
+        engine = await Engine.open(cfg, shelly_dir=project / ".shelly")
+        try:
+            fs = engine.toolboxes.named("filesystem", "s")
+            assert await refused(fs, ".shelly/context.md", "# Project Context\n") is not indexing
+            assert await refused(fs, ".shelly/knowledge/api.md", "the API\n") is not indexing
+            assert await refused(fs, ".shelly/local/permissions.json", PLANTED_GRANT)
+            assert await refused(fs, ".shelly/config.yaml", PLANTED_CONFIG)
+        finally:
+            await engine.aclose()
+    assert (project / ".shelly" / "knowledge" / "api.md").read_text() == "the API\n"
+    assert not (project / ".shelly" / "config.yaml").exists()
