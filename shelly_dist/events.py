@@ -33,6 +33,10 @@ WARNING = "warning"
 """Something the user should know that did not stop the run; ``data.code`` says what."""
 REPLY_TRUNCATED = "reply_truncated"
 """``warning`` code: the output limit (``max_tokens``) cut a reply; its tool calls were not run."""
+WAKE_STARTED = "wake_started"
+WAKE_FINISHED = "wake_finished"
+CHANNEL_POST = "channel_post"
+INBOX_ACK = "inbox_ack"
 
 
 class Event(BaseModel):

@@ -109,6 +109,29 @@ class Board:
         if event.kind == events.ERROR:
             row.status, row.action = "failed", _short(str(data.get("error") or ""))
             return f"{pad}✗ {row.name} failed: {data.get('error')}"
+        return self._team(row, event)
+
+    @staticmethod
+    def _team(row: AgentRow, event: Event) -> str | None:
+        """A team's posts and wakes (docs/workflows.md): one line each, acks only in the table."""
+        data = event.data
+        if event.kind == events.CHANNEL_POST:
+            row.action = f"posted #{data.get('id')}"
+            to = f" → @{data['to']}" if data.get("to") else ""
+            return f"  #{data.get('id')} @{row.name}{to}: {_short(str(data.get('content') or ''))}"
+        if event.kind == events.WAKE_STARTED:
+            row.status, row.action = "running", f"woken for {data.get('messages')} message(s)"
+            retry = f" (attempt {data.get('attempt')})" if int(data.get("attempt") or 1) > 1 else ""
+            return f"⏰ {row.name} woken for {data.get('messages')} message(s){retry}"
+        if event.kind == events.WAKE_FINISHED:
+            outcome = str(data.get("outcome"))
+            row.status = {"done": "idle", "retrying": "retrying"}.get(outcome, "failed")
+            row.action = f"wake {outcome}"
+            if outcome == "done":
+                return f"✔ {row.name} wake done"
+            return f"✗ {row.name} wake {outcome}: {data.get('error')}"
+        if event.kind == events.INBOX_ACK:
+            row.action = f"acked up to #{data.get('cursor')}"
         return None
 
     @staticmethod

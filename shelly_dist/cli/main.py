@@ -34,7 +34,9 @@ from shelly_dist.cli.runs import runs_command
 from shelly_dist.cli.sessions import sessions_command
 from shelly_dist.cli.state import state_group
 from shelly_dist.cli.tasks import tasks_group
+from shelly_dist.cli.team import channel_command, docs_command, inbox_command, send_command
 from shelly_dist.cli.worker import worker_command
+from shelly_dist.cli.workflow import workflow_group
 
 
 def configure_logging(verbose: int) -> None:
@@ -97,6 +99,9 @@ cli.add_command(flower_command)
 cli.add_command(mcp_group)
 cli.add_command(a2a_group)
 cli.add_command(doctor_command)
+cli.add_command(workflow_group)
+for _team_command in (send_command, channel_command, inbox_command, docs_command):
+    cli.add_command(_team_command)
 
 
 def main() -> None:

@@ -80,7 +80,7 @@ DefaultIfZero = Annotated[int | None, BeforeValidator(_unset_if_zero)]
 
 DEFAULT_MAX_EXTERNAL_FILE_SIZE = 512 * 1024
 
-BUILTIN_TOOLBOXES = ("state", "tasks", "ask", "filesystem", "exec", "search", "git", "http", "notes")
+BUILTIN_TOOLBOXES = ("state", "tasks", "team", "ask", "filesystem", "exec", "search", "git", "http", "notes")
 EFFECT_KINDS = (
     "compact",
     "trim_tool_results",

@@ -43,10 +43,12 @@ from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.engine.sessions import ProviderInfo, SessionInfo, SessionStore, new_session_id
 from shelly_dist.engine.shellydir import ShellyDir, state_dir
 from shelly_dist.engine.stores import SessionStores
+from shelly_dist.engine.team import StreamEvents, team_events, team_wakes
 from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.errors import UsageError
 from shelly_dist.events import Event, EventSink
 from shelly_dist.runtime import LocalRuntime, Runtime
+from shelly_dist.runtime.wake import Wakes
 from shelly_dist.skills import SkillStore, load_skills
 from shelly_dist.tools import ToolBox
 from shelly_dist.tools.builtin.ask import Answerer, Question
@@ -109,6 +111,8 @@ class Engine:
         self.toolboxes = Toolboxes(config, shelly_dir, self.stores, mcp_toolboxes)
         self.toolboxes.responder.on_ask = self._announce_question
         self.runtime: Runtime = LocalRuntime()
+        self.wakes: Wakes | None = None
+        """Who runs the team wakes that @mentions start: this process, or the pool (see ``team_wakes``)."""
         self._mcp_clients = mcp_clients
         self.remote_agents: list[RemoteAgent] = []
         """The ``a2a_agents:`` with their cards' descriptions (read by :meth:`open`)."""
@@ -169,6 +173,9 @@ class Engine:
                 engine.runtime = runtime
             elif config.distributed.broker_url:
                 engine.runtime = await _open_distributed_runtime(engine)
+            engine.wakes = team_wakes(engine)
+            engine.stores.on_post = engine.wakes.on_post
+            engine.stores.on_event = team_events(engine)
             pool_answerer = getattr(engine.runtime, "answerer", None)
             if answerer is None and pool_answerer is not None:
                 # No terminal: the top-level run's questions wait in Redis for `shelly answer`.
@@ -193,6 +200,10 @@ class Engine:
             return
         self._closed = True
         try:
+            if self.wakes is not None:
+                await self.wakes.aclose()
+            if isinstance(self.stores.on_event, StreamEvents):  # its last events reach the stream
+                await self.stores.on_event.aclose()
             await self.runtime.aclose()
         finally:
             await _close_mcp(self._mcp_clients)

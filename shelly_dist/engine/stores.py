@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,11 @@ from shelly_dist.agent.limits import BudgetLedger, MemoryLedger
 from shelly_dist.agent.reflections import ReflectionStore
 from shelly_dist.engine.config_models import DistributedConfig
 from shelly_dist.engine.session_cache import SessionCache
+from shelly_dist.events import Event, EventSink
 from shelly_dist.state import Keys, MemoryStore, Store
 from shelly_dist.tasks import Board, MemoryBoard
+from shelly_dist.workspace import ChannelMessage, MemoryWorkspace, Workspace
+from shelly_dist.workspace.due import DueIndex, MemoryDueIndex
 
 
 class SessionStores:
@@ -35,9 +39,17 @@ class SessionStores:
         self._stores: SessionCache[Store] = SessionCache()
         self._boards: SessionCache[Board] = SessionCache()
         self._offload: SessionCache[OffloadStore] = SessionCache()
+        self._workspaces: SessionCache[Workspace] = SessionCache()
         self._ledger: BudgetLedger | None = None
+        self._due: DueIndex | None = None
         self._reflections: ReflectionStore | None = None
         self._client: Any = None
+        self.on_event: EventSink | None = None
+        """Where the workspaces' events go (posts, acks, wakes): the engine's bus embedded, the
+        session's stream on a pool."""
+        self.on_post: Callable[[str, ChannelMessage, list[str]], Awaitable[None]] | None = None
+        """Told of every team post that lands in some inbox, with its session (set by the
+        engine or the worker to start wakes: ``runtime/local/wakes.py``, ``runtime/celery/wakes.py``)."""
 
     @classmethod
     def from_config(cls, cfg: DistributedConfig) -> SessionStores:
@@ -72,6 +84,44 @@ class SessionStores:
     def board(self, session: str) -> Board:
         """The task board of ``session`` (created on first use)."""
         return self._cached(self._boards, session, MemoryBoard, "shelly_dist.tasks.redis", "RedisBoard")
+
+    def workspace(self, session: str) -> Workspace:
+        """The team workspace of ``session`` (channel, inboxes, documents; created on first use).
+        Its posts that land in an inbox are passed to :attr:`on_post` (the runtime's wakes)."""
+        def build() -> Workspace:
+            if self.shared:
+                from shelly_dist.workspace.redis import RedisWorkspace
+
+                ws: Workspace = RedisWorkspace(self._redis(), self.keys, **self._options(session))
+            else:
+                ws = MemoryWorkspace()
+
+            async def posted(message: ChannelMessage, agents: list[str]) -> None:
+                if self.on_post is not None:
+                    await self.on_post(session, message, agents)
+
+            def observed(kind: str, agent: str, data: dict[str, Any]) -> None:
+                if self.on_event is not None:
+                    self.on_event(Event(kind=kind, agent=agent, session_id=session, data=data))
+
+            ws.listeners.append(posted)
+            ws.observers.append(observed)
+            return ws
+
+        return self._workspaces.get(session, build)
+
+    def due_index(self) -> DueIndex:
+        """The team schedules' due index of this engine (every session): Redis when shared."""
+        with self._lock:
+            if self._due is None:
+                if self.shared:
+                    from shelly_dist.workspace.redis import RedisDueIndex
+
+                    retention = {"retention": int(self.retention)} if self.retention else {}
+                    self._due = RedisDueIndex(self._redis(), self.keys, **retention)
+                else:
+                    self._due = MemoryDueIndex()
+            return self._due
 
     def offload(self, session: str) -> OffloadStore:
         """Where the ``offload`` effect of ``session`` keeps results (Redis when shared)."""
@@ -126,6 +176,7 @@ class SessionStores:
         self._stores.discard(session)
         self._boards.discard(session)
         self._offload.discard(session)
+        self._workspaces.discard(session)
 
     def bound(self, *, max_size: int, ttl: float) -> None:
         """Forget Redis-backed handles beyond ``max_size`` sessions or unused for ``ttl`` seconds
@@ -135,6 +186,7 @@ class SessionStores:
             self._stores.set_limits(max_size=max_size, ttl=ttl)
             self._boards.set_limits(max_size=max_size, ttl=ttl)
             self._offload.set_limits(max_size=max_size, ttl=ttl)
+            self._workspaces.set_limits(max_size=max_size, ttl=ttl)
 
     def cached_sessions(self) -> dict[str, int]:
         """Sessions with a blackboard, and with a task board, held in this process."""

@@ -2,6 +2,8 @@
 
 - ``state`` and ``tasks`` are the **session's** blackboard and task board (``shared_state_*``,
   ``shared_tasks_*``), so every agent of one session shares them.
+- ``team`` is the session's team workspace (``channel_send``, ``my_inbox``, ``team_doc_*``, …;
+  see ``shelly_dist/workspace``), built per agent so that agent is always the sender.
 - ``filesystem``, ``exec``, ``search``, ``git``, ``http``, ``notes`` are built once per engine on
   first use and share one permission store (Shelly: the permission-gated toolboxes share one
   store). The process CWD is pre-approved, as in Shelly.
@@ -36,6 +38,8 @@ from shelly_dist.state import state_tools
 from shelly_dist.tasks import task_tools
 from shelly_dist.tools import ToolBox
 from shelly_dist.tools.builtin.ask import Responder
+from shelly_dist.workspace import USER
+from shelly_dist.workspace.tools import team_tools
 
 HEADLESS_SKIPPED = frozenset({"ask"})
 """Toolboxes ``shelly mcp serve`` leaves out by default: an MCP client asks its own user."""
@@ -84,12 +88,15 @@ class Toolboxes:
         for name, tools in spec.toolbox_refs():
             if name not in seen:
                 seen.add(name)
-                out.append(self.named(name, session).filter(tools))
+                out.append(self.named(name, session, agent=spec.name).filter(tools))
         _no_python_tool_twice(spec.name, out)
         return out
 
-    def named(self, name: str, session: str) -> ToolBox:
-        """The toolbox ``name`` for ``session``."""
+    def named(self, name: str, session: str, *, agent: str = USER) -> ToolBox:
+        """The toolbox ``name`` for ``session`` (``team``: as member ``agent``, by default the
+        outside ``user``)."""
+        if name == "team":
+            return team_tools(self.stores.workspace(session), agent)
         if name == "ask":
             return self.responder.toolbox()
         if name == "state":

@@ -14,18 +14,22 @@ config and Redis on next use.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shelly_dist.agent import Registry
 from shelly_dist.engine.config import find_config, fingerprint, load_config
 from shelly_dist.engine.config_models import Config
-from shelly_dist.errors import ConfigError
+from shelly_dist.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
     from shelly_dist.engine.engine import Engine
     from shelly_dist.runtime.celery import RuntimeSettings, WorkerSpec
+    from shelly_dist.workspace import Workspace
+
+log = logging.getLogger(__name__)
 
 ENV_SHELLY_DIR = "SHELLY_DIR"
 ENV_SESSIONS = "SHELLY_WORKER_SESSIONS"
@@ -106,11 +110,36 @@ class EngineContext:
         # Cooldowns are shared by every worker: a provider cooling down on one is skipped by all.
         self._client = connect(settings.redis_url, client_name="shelly-worker-cooldowns")
         engine.providers.cooldowns = RedisCooldownStore(self._client, prefix=settings.key_prefix)
+        # A team post made on this worker (a channel_send of a run) wakes the agents on the pool.
+        from shelly_dist.runtime.celery.wakes import PoolWakes
+
+        self.wakes = PoolWakes(settings)
+        engine.stores.on_post = self.wakes.on_post
+        # Every worker ticks the team schedules; a claim per due time makes each fire once.
+        from shelly_dist.runtime.schedules import Scheduler
+
+        self.scheduler = Scheduler(engine.stores.due_index(), engine.stores.workspace)
+        self.scheduler.start()
 
     def registry(self, session: str) -> Registry:
         return self.engine.registry(session)
 
+    def workspace(self, session: str) -> Workspace:
+        return self.engine.stores.workspace(session)
+
+    async def wake_ended(self, record: Any, status: str, *, reply: str, error: str) -> None:
+        from shelly_dist.runtime.celery.wakes import finish_pool_wake
+
+        try:
+            await finish_pool_wake(self.workspace(record.session), self.wakes, record, status, reply=reply,
+                                   error=error)
+        except StoreError:
+            raise  # Redis is away: the run's task retries its end from the journal
+        except Exception:  # a bug here must not turn the finished run into a failed one
+            log.exception("wake %s of %s: closing it failed", record.id, record.agent)
+
     async def aclose(self) -> None:
+        await self.scheduler.aclose()
         await self.engine.aclose()
         await self._client.aclose()
 

@@ -136,6 +136,21 @@ class Keys:
         """Offloaded tool results of the session: field = tool-call id, value = the result text."""
         return f"{self.session(session)}:offload"
 
+    def workspace(self, session: str, part: str) -> str:
+        """A part of the session's team workspace (``shelly_dist/workspace``): ``channel`` (list of
+        message JSON, id = position), ``cursors`` (hash: agent → acked id), and one hash per table
+        (``members``, ``docs``, ``owners``, ``resources``, ``status``, ``proposals``, ``dead``)."""
+        return f"{self.session(session)}:ws:{_name('workspace part', part)}"
+
+    def workspace_wake(self, session: str, agent: str) -> str:
+        """Who is running a wake of ``agent`` now (SET NX PX): one wake per agent at a time."""
+        return f"{self.session(session)}:ws:wake:{_name('agent', agent)}"
+
+    def team_due(self) -> str:
+        """Sorted set of team schedules (member ``session/agent``), scored by when each is next due
+        (ms): whoever passes a due time claims it (one script on this key alone) and fires it."""
+        return f"{self.prefix}team:due"
+
     # -- per run -----------------------------------------------------------------------------
 
     def run(self, run_id: str) -> str:

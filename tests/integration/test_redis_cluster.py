@@ -36,6 +36,7 @@ from shelly_dist.state.limits import RedisLedger
 from shelly_dist.state.redis import RedisStore
 from shelly_dist.tasks.redis import RedisBoard
 from shelly_dist.testing.model_server import ModelServer, Reply
+from shelly_dist.workspace.redis import RedisDueIndex, RedisWorkspace
 
 from .cluster import BROKER_DB, Cluster, complete, delegate, scripted, wait_until
 from .test_questions import finished, open_questions, tool_results
@@ -248,6 +249,22 @@ async def test_task_board_mutations_work_on_a_cluster(journal: Journal) -> None:
     await board.claim(task.id, "w")
     await board.update(task.id, status="completed")
     assert (await done).status == "completed"
+
+
+async def test_a_team_workspace_and_its_schedules_work_on_a_cluster(journal: Journal) -> None:
+    ws = RedisWorkspace(journal.client, journal.keys, session="sess-9")
+    await ws.join(["coder", "reviewer"])
+    await ws.send("coder", "@reviewer " + "x" * 1300)  # smart send: a resource too
+    assert await ws.ack("reviewer", 1) == 1
+    assert await ws.acquire_wake("coder", "t", 5) and await ws.renew_wake("coder", "t", 5)
+    await ws.release_wake("coder", "t")
+    await ws.doc_append("coder", "notes.md", "a")
+    proposal = await ws.propose("coder", type="decision", title="x", options=["a", "b"], quorum=1)
+    assert (await ws.vote("reviewer", proposal.id, "a")).status == "resolved"
+    due = RedisDueIndex(journal.client, journal.keys)
+    await due.schedule("sess-9/coder", 1.0)
+    [(entry, score)] = await due.due(2.0)
+    assert await due.claim(entry, score, 10.0) and not await due.claim(entry, score, 10.0)
 
 
 async def test_cooldowns_and_saved_sessions_work_on_a_cluster(journal: Journal) -> None:

@@ -26,6 +26,7 @@ from shelly_dist.runtime.celery import (
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.process import WorkerProcess, WorkerSpec
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.wake import TEAM_WAKE
 from shelly_dist.state.refusal import refusal
 
 BOOTSTRAP_ENV = "SHELLY_WORKER_BOOTSTRAP"
@@ -201,7 +202,37 @@ def _advance(task: Task, run_id: str, root: str, session: str = "", agent: str =
     return {"run": run_id, "outcome": progress.outcome, "detail": progress.detail}
 
 
+def _team_wake(task: Task, session: str, agent: str, attempt: int, error: str, not_before: float,
+               replay_up_to: int) -> dict[str, str]:
+    from shelly_dist.runtime.celery.wakes import start_pool_wake
+    from shelly_dist.runtime.wake import TeamContext
+
+    wait = not_before - time.time()
+    if wait > 0:  # a retry's backoff: Celery holds the task, no worker slot waits
+        raise task.retry(countdown=wait, max_retries=None)
+    process = worker_process(task.app, task.request.hostname or "worker")
+    executor = process.executor
+    if not isinstance(executor.ctx, TeamContext):
+        return {"outcome": "skipped", "detail": "this worker serves no teams"}
+    try:
+        run_id = process.call(start_pool_wake(
+            executor.ctx.workspace(session), executor.journal, executor.enqueue, executor.ctx.fingerprint, session,
+            agent, attempt=attempt, error=error, replay_up_to=replay_up_to, token=task.request.id or ""))
+    except StoreError as exc:
+        logger.warning("wake of %s in %s: %s; retrying", agent, session, exc)
+        raise task.retry(countdown=STORE_RETRY_SECONDS, max_retries=None) from exc
+    return {"run": run_id, "outcome": "submitted" if run_id else "skipped"}
+
+
 def _register_tasks(app: Celery) -> None:
+    @app.task(name=TEAM_WAKE, bind=True, max_retries=None)
+    def team_wake(
+        self: Task, session: str, agent: str, attempt: int = 1, error: str = "", not_before: float = 0.0,
+        replay_up_to: int = 0,
+    ) -> dict[str, str]:
+        """Wake team agent ``agent`` of ``session`` for its inbox: submit the wake's run."""
+        return _team_wake(self, session, agent, attempt, error, not_before, replay_up_to)
+
     @app.task(name=RUN_AGENT, bind=True, max_retries=None, throws=(RunEnded,))
     def run_agent(
         self: Task, run_id: str, root: str, agent: str = "", depth: int = 0, session: str = "", preview: str = ""

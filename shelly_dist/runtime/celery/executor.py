@@ -51,6 +51,7 @@ from shelly_dist.runtime.celery.lease import Lease, LeaseLost
 from shelly_dist.runtime.celery.policy import PoolPolicy
 from shelly_dist.runtime.celery.record import RunRecord
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.wake import TeamContext, is_wake_run
 from shelly_dist.state.connection import redis_errors
 
 logger = logging.getLogger(__name__)
@@ -399,6 +400,8 @@ class Executor:
         else:
             sink(children.finished(name, record.id, ending=status, entry=entry.to_json(), usage=usage,
                                    worker=self.hostname, session=record.session))
+        if is_wake_run(record.id, record.depth) and isinstance(self.ctx, TeamContext):  # a team's wake
+            await self.ctx.wake_ended(record, status, reply=reply, error=entry.error or "")
         await self.policy.on_end(record.parent, record.parent_key,  # policy: fail-fast
                                  request or record.request, entry)
         await sink.settle()

@@ -75,6 +75,29 @@ async def test_state_toolbox_is_shared_within_a_session_and_not_across(tmp_path:
     assert "shared_state_get" in tools and "shared_state_watch" in tools
 
 
+async def test_the_team_toolbox_posts_as_the_agent_it_was_built_for(tmp_path: Path) -> None:
+    cfg = make_config(a={"toolboxes": ["team"]}, b={"toolboxes": ["team"]})
+    async with await open_engine(cfg, tmp_path) as engine:
+        workspace = engine.stores.workspace("s1")
+        await workspace.join(["a", "b"])
+        box = next(box for box in engine.registry("s1").spawn("b").toolboxes if box.name == "team")
+        send = box.get("channel_send")
+        assert send is not None
+        await send.handler(json.dumps({"message": "@a hi"}))
+        assert [e.message.sender for e in await workspace.inbox("a")] == ["b"]
+
+
+async def test_the_team_toolbox_served_from_outside_posts_as_user(tmp_path: Path) -> None:
+    """What ``shelly mcp serve --toolbox team --session S`` serves."""
+    async with await open_engine(make_config(a={"toolboxes": ["team"]}), tmp_path) as engine:
+        workspace = engine.stores.workspace("s1")
+        await workspace.join(["a"])
+        send = engine.toolboxes.named("team", "s1").get("channel_send")
+        assert send is not None
+        await send.handler(json.dumps({"message": "@a from outside"}))
+        assert [e.message.sender for e in await workspace.inbox("a")] == ["user"]
+
+
 async def test_stores_exist_only_when_an_agent_references_them(tmp_path: Path) -> None:
     async with await open_engine(make_config(), tmp_path) as engine:
         await engine.session().send("hi")

@@ -56,3 +56,9 @@ def test_a_run_id_with_braces_or_without_a_tree_tag_is_a_usage_error(bad: str) -
 def test_a_prefix_with_braces_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="invalid prefix"):
         Keys("a{b}:")
+
+
+def test_every_workspace_key_shares_the_sessions_hash_tag() -> None:
+    keys = Keys()
+    assert keys.workspace("s1", "channel") == "shelly:s:{s1}:ws:channel"
+    assert keys.workspace_wake("s1", "coder") == "shelly:s:{s1}:ws:wake:coder"

@@ -1,0 +1,58 @@
+"""Which wakes an engine runs: in this process on the local runtime, on the pool otherwise.
+
+An @mention posted through this engine's stores (a ``channel_send``, ``shelly send``, a workflow's
+kickoff) starts a wake of each agent it lands in the inbox of (``SessionStores.on_post``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from shelly_dist.engine.stores import SessionStores
+from shelly_dist.events import Event, EventSink
+from shelly_dist.runtime.local.wakes import LocalWakes
+from shelly_dist.runtime.wake import Wakes
+from shelly_dist.state.keys import DEFAULT_RETENTION
+
+if TYPE_CHECKING:
+    from shelly_dist.engine.engine import Engine
+
+
+class StreamEvents:
+    """Writes team events to their session's Redis stream (``shelly events`` and the live view of
+    every process read it), each in the background; :meth:`aclose` waits for those under way."""
+
+    def __init__(self, stores: SessionStores) -> None:
+        self._stores = stores
+        self._retention = int(stores.retention or DEFAULT_RETENTION)
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def __call__(self, event: Event) -> None:
+        from shelly_dist.runtime.celery.events import StreamSink
+
+        stream = StreamSink(self._stores.client(), self._stores.keys, event.session_id, retention=self._retention)
+        stream(event)
+        task = asyncio.get_running_loop().create_task(stream.flush())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*self._pending, return_exceptions=True)
+
+
+def team_events(engine: Engine) -> EventSink:
+    """Where ``engine``'s team events go: the session's stream when the stores are shared, else the
+    engine's bus."""
+    return StreamEvents(engine.stores) if engine.stores.shared else engine.bus.publish
+
+
+def team_wakes(engine: Engine) -> Wakes:
+    """The wakes of ``engine``: on its pool when its runtime is one, else on this loop."""
+    settings = getattr(engine.runtime, "settings", None)
+    if engine.runtime.name != "local" and settings is not None:
+        from shelly_dist.runtime.celery.wakes import PoolWakes
+
+        return PoolWakes(settings)
+    return LocalWakes(engine.runtime, lambda session, agent: engine.registry(session).spawn(agent),
+                      engine.stores.workspace)

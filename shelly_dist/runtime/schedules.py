@@ -1,0 +1,80 @@
+"""The ticker that fires team schedules, the same embedded (in ``workflow run``) and on the pool
+(in every worker): each tick reads only the due entries of the index and claims each before firing
+it, so a due time fires once however many tickers run, and an idle pool costs one read per tick.
+
+A fire is an ordinary post from ``system`` that @mentions the agent with its wakeup prompt, so it
+wakes the agent as any mention does (and shows in the channel).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from shelly_dist.errors import StoreError
+from shelly_dist.workspace.base import WorkspaceBase
+from shelly_dist.workspace.due import DueIndex, split
+
+logger = logging.getLogger(__name__)
+
+TICK = 1.0
+"""Seconds between ticks: a schedule fires within about this long of its due time."""
+
+SCHEDULER = "system"
+"""Who posts a scheduled wakeup."""
+
+
+class Scheduler:
+    def __init__(self, index: DueIndex, workspace_of: Callable[[str], WorkspaceBase], *, tick: float = TICK) -> None:
+        self.index = index
+        self.workspace_of = workspace_of
+        self.interval = tick
+        self._task: asyncio.Task[None] | None = None
+
+    async def tick(self, now: float | None = None) -> int:
+        """Fire what is due at ``now``; returns how many fired here."""
+        now = time.time() if now is None else now
+        fired = 0
+        for entry, score in await self.index.due(now):
+            session, agent = split(entry)
+            ws = self.workspace_of(session)
+            schedule = await ws.schedule(agent)
+            if schedule is None or await ws.stop_requested():
+                await self.index.remove(entry)
+                continue
+            if schedule.every:
+                status = (await ws.statuses()).get(agent)
+                if status is not None and status.state == "running":
+                    await self.index.claim(entry, score, now + schedule.every)
+                    continue
+                last = status.updated_at if status is not None else 0.0
+                if last and now - last < schedule.every:  # active meanwhile: the clock restarted
+                    await self.index.claim(entry, score, last + schedule.every)
+                    continue
+            if await self.index.claim(entry, score, schedule.next_due(now, now)):
+                await ws.send(SCHEDULER, f"@{agent} {schedule.prompt}")
+                fired += 1
+        return fired
+
+    async def run(self) -> None:
+        """Tick until cancelled; a Redis outage is logged and waited out."""
+        while True:
+            try:
+                await self.tick()
+            except StoreError as exc:
+                logger.warning("schedules: %s", exc)
+            await asyncio.sleep(self.interval)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self.run(), name="team-schedules")
+
+    async def aclose(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

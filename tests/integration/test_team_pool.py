@@ -1,0 +1,207 @@
+"""Teams that talk on a real pool (issue 24): every wake a journal root run on a real worker."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+
+from .cluster import Cluster, scripted, wait_until
+from .keys import assert_all_keys_have_ttl
+
+pytestmark = pytest.mark.timeout(240)
+
+REVIEW = {
+    "coder": [{"tool_calls": [{"name": "channel_send", "arguments": {"message": "@reviewer patch ready"}}]},
+              "patch written"],
+    "reviewer": [{"tool_calls": [{"name": "team_doc_write", "arguments": {"content": "review: approved"}}]},
+                 "approved"],
+}
+
+
+def write_workflow(root: Path, kickoff: str = "@coder please fix the parser") -> Path:
+    path = root / "review.yaml"
+    path.write_text(yaml.safe_dump({"name": "review", "agents": {"coder": {"ref": "coder"},
+                                                                 "reviewer": {"ref": "reviewer"}},
+                                    "kickoff": kickoff}))
+    return path
+
+
+def wake_records(cluster: Cluster) -> list[dict[str, Any]]:
+    keys = [k for k in cluster.redis.scan_iter(match=cluster.prefix + "run:{wake*") if k.count(":") == 3]
+    return [cluster.redis.hgetall(k) for k in keys]
+
+
+def test_a_review_workflow_runs_to_idle_on_two_workers_with_every_wake_on_a_worker(cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", **REVIEW)],
+                         [{"name": "coder", "provider": "team", "toolboxes": ["team"]},
+                          {"name": "reviewer", "provider": "team", "toolboxes": ["team"]}])
+    workers = cluster.start_workers("wa", "wb")
+    done = cluster.shelly("workflow", "run", str(write_workflow(cluster.root)), timeout=180)
+    assert done.returncode == 0, f"{done.stderr}\n{cluster.worker_log()}"
+    assert done.stdout.strip() == "review: approved"
+    assert done.stderr.startswith("session ")
+    assert "⏰ reviewer woken for 1 message(s)" in done.stderr  # the live view tails the workers' events
+    wakes = wake_records(cluster)
+    assert sorted(r["agent"] for r in wakes) == ["coder", "reviewer"]
+    assert all(r["status"] == "done" and r["worker"] in workers for r in wakes)
+    kinds = {(e["kind"], e["agent"]) for e in cluster.events(done.stderr.split()[1])}
+    assert {("wake_started", "coder"), ("wake_finished", "reviewer"), ("inbox_ack", "reviewer"),
+            ("channel_post", "user")} <= kinds
+    assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
+
+
+def test_an_inline_agent_is_refused_on_a_pool_naming_it(cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", coder=["ok"])],
+                         [{"name": "coder", "provider": "team", "toolboxes": ["team"]}])
+    path = cluster.root / "inline.yaml"
+    path.write_text(yaml.safe_dump({"name": "x", "agents": {"coder": {"ref": "coder"}, "helper": {"provider": "team"}},
+                                    "kickoff": "@helper hi"}))
+    done = cluster.shelly("workflow", "run", str(path))
+    assert done.returncode != 0 and "helper is not" in done.stderr
+
+
+def test_a_worker_killed_during_a_wake_loses_no_message_and_acks_only_after_success(cluster: Cluster) -> None:
+    killed = threading.Event()
+    calls: list[int] = []
+
+    def respond(req: RecordedRequest) -> Reply:
+        calls.append(1)
+        if not killed.is_set():
+            return Reply(text="too late", delay=120)  # in flight when its worker is killed
+        return Reply(text="fixed after the crash")
+
+    with ModelServer(format="openai", responder=respond) as server:
+        mock = {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+                "rate_limit": {"max_retries": 0}}
+        cluster.write_config([mock], [{"name": "coder", "provider": "mock", "toolboxes": ["team"]},
+                                      {"name": "reviewer", "provider": "mock", "toolboxes": ["team"]}])
+        workers = cluster.start_workers("wa", "wb")
+        run = cluster.popen("workflow", "run", str(write_workflow(cluster.root, "@coder fix it")))
+        try:
+            server.wait_for_requests(1, timeout=60)
+            [wake] = wait_until(lambda: [r for r in wake_records(cluster) if r.get("worker")], 30, "the wake's run")
+            session = wake["session"]
+            cursors = f"{cluster.prefix}s:{{{session}}}:ws:cursors"
+            assert cluster.redis.hget(cursors, "coder") is None  # nothing acked while the wake runs
+            killed.set()
+            cluster.kill_worker(wake["worker"])
+            stdout, stderr = run.communicate(timeout=150)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    assert run.returncode == 0, f"{stderr}\n{cluster.worker_log()}"
+    assert stdout.strip() == "fixed after the crash"
+    assert cluster.redis.hget(cursors, "coder") == "1"
+    [after] = [r for r in wake_records(cluster) if r["agent"] == "coder"]
+    assert after["status"] == "done" and after["worker"] in workers and after["worker"] != wake["worker"]
+
+
+def test_an_interval_schedule_with_two_workers_fires_once_per_due_time(cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", ticker=["checked"])],
+                         [{"name": "ticker", "provider": "team", "toolboxes": ["team"]}])
+    cluster.start_workers("wa", "wb")
+    path = cluster.root / "tick.yaml"
+    path.write_text(yaml.safe_dump({"name": "tick", "agents": {"ticker": {"ref": "ticker", "wakeup": "2s",
+                                                                           "wakeup_prompt": "Tick."}}}))
+    start = cluster.popen("workflow", "start", str(path))
+    try:
+        assert start.stderr is not None
+        session = start.stderr.readline().split()[1]
+        channel = f"{cluster.prefix}s:{{{session}}}:ws:channel"
+
+        def posts() -> list[dict[str, Any]]:
+            return [json.loads(raw) for raw in cluster.redis.lrange(channel, 0, -1)]
+
+        wait_until(lambda: sum(p["content"] == "@ticker Tick." for p in posts()) >= 4, 60, "four scheduled wakeups")
+        stopped = cluster.shelly("workflow", "stop", "--session", session)
+        assert stopped.returncode == 0, stopped.stderr
+        start.communicate(timeout=30)
+    finally:
+        if start.poll() is None:
+            start.kill()
+    ticks = [p["timestamp"] for p in posts() if p["content"] == "@ticker Tick."]
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    assert min(gaps) >= 1.9, f"a due time fired twice: {gaps}"
+    answers = [p for p in posts() if p["from"] == "ticker"]
+    assert len(answers) >= len(ticks) - 1  # each fire woke the agent once (the last may still run)
+    assert start.returncode == 0
+    assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
+
+
+def test_a_user_sends_from_outside_and_reads_channel_inbox_and_docs(cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", **REVIEW)],
+                         [{"name": "coder", "provider": "team", "toolboxes": ["team"]},
+                          {"name": "reviewer", "provider": "team", "toolboxes": ["team"]}])
+    cluster.start_workers("wa")
+    start = cluster.popen("workflow", "start", str(write_workflow(cluster.root, kickoff="")))
+    try:
+        assert start.stderr is not None
+        session = start.stderr.readline().split()[1]
+        sent = cluster.shelly("send", "--session", session, "@reviewer please look at the diff")
+        assert sent.returncode == 0, sent.stderr
+        assert json.loads(sent.stdout)["mentions"] == ["reviewer"]
+        assert ("channel_post", "user") in {(e["kind"], e["agent"]) for e in cluster.events(session)}
+        wait_until(lambda: cluster.shelly("docs", "--session", session, "notes.md").stdout.strip()
+                   == "review: approved", 60, "the reviewer's document")
+        wait_until(lambda: json.loads(cluster.shelly("inbox", "--session", session, "reviewer").stdout) == [],
+                   30, "the reviewer's inbox acked")
+        channel = cluster.shelly("channel", "--session", session).stdout.splitlines()
+        assert "@user: @reviewer please look at the diff" in channel[0] and "@reviewer: approved" in channel[-1]
+        assert json.loads(cluster.shelly("docs", "--session", session).stdout) == ["notes.md"]
+        assert cluster.shelly("workflow", "stop", "--session", session).returncode == 0
+        stdout, _ = start.communicate(timeout=30)
+    finally:
+        if start.poll() is None:
+            start.kill()
+    assert stdout.strip() == "review: approved"
+
+
+def test_a_failing_wake_on_the_pool_is_retried_then_dead_lettered_and_the_run_exits_1(cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", coder=[{"error": "model down"}], reviewer=["-"])],
+                         [{"name": "coder", "provider": "team", "toolboxes": ["team"]},
+                          {"name": "reviewer", "provider": "team", "toolboxes": ["team"]}])
+    cluster.start_workers("wa", "wb")
+    done = cluster.shelly("workflow", "run", str(write_workflow(cluster.root, "@coder fix it")), timeout=180)
+    assert done.returncode == 1, f"{done.stderr}\n{cluster.worker_log()}"
+    assert "dead letter: coder messages 1..1 after 3 attempts" in done.stderr
+    session = done.stderr.split()[1]
+    status = json.loads(cluster.shelly("workflow", "status", "--session", session).stdout)
+    [letter] = status["dead_letters"]
+    assert (letter["agent"], letter["attempts"]) == ("coder", 3) and "model down" in letter["error"]
+    assert sorted(r["agent"] for r in wake_records(cluster)) == ["coder"] * 3  # three runs, none acked early
+
+
+def test_a_dead_letter_replayed_on_the_pool_is_handled_and_removed(cluster: Cluster) -> None:
+    fixed = threading.Event()
+
+    def respond(req: RecordedRequest) -> Reply:
+        return Reply(text="handled on replay") if fixed.is_set() else Reply.error(400, "model down")
+
+    with ModelServer(format="openai", responder=respond) as server:
+        mock = {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+                "rate_limit": {"max_retries": 0}}
+        cluster.write_config([mock], [{"name": "coder", "provider": "mock", "toolboxes": ["team"]}])
+        cluster.start_workers("wa", "wb")
+        path = cluster.root / "one.yaml"
+        path.write_text(yaml.safe_dump({"name": "one", "agents": {"coder": {"ref": "coder"}}, "kickoff": "@coder go"}))
+        done = cluster.shelly("workflow", "run", str(path), timeout=180)
+        assert done.returncode == 1, f"{done.stderr}\n{cluster.worker_log()}"
+        session = done.stderr.split()[1]
+        fixed.set()
+        replayed = cluster.shelly("workflow", "replay", "--session", session, "coder")
+        assert replayed.returncode == 0 and len(json.loads(replayed.stdout)) == 1, replayed.stderr
+
+        def status() -> dict[str, Any]:
+            return json.loads(cluster.shelly("workflow", "status", "--session", session).stdout)
+
+        wait_until(lambda: status()["dead_letters"] == [], 60, "the dead letter handled")
+    channel = cluster.shelly("channel", "--session", session).stdout
+    assert "@coder: handled on replay" in channel

@@ -1,0 +1,89 @@
+"""Workflow files: validation, interpolation, setup, and the team's config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shelly_dist.engine import config_from_data
+from shelly_dist.engine.workflow import (
+    Workflow,
+    base_variables,
+    interpolate,
+    load_workflow,
+    pool_ready,
+    resolve_params,
+    run_setup,
+    team_config,
+)
+from shelly_dist.errors import ConfigError, UsageError
+
+CONFIG = config_from_data({"providers": [{"name": "main", "kind": "scripted", "model": "big", "script": {"*": ["x"]}}],
+                           "agents": [{"name": "coder", "toolboxes": ["team"]}, {"name": "lead"}]}, {})
+
+
+def workflow(**agents: dict[str, object]) -> Workflow:
+    return Workflow.model_validate({"name": "wf", "agents": agents or {"coder": {"ref": "coder"}},
+                                    "params": [{"name": "target", "default": "parser"}]})
+
+
+def test_known_variables_are_interpolated_and_unknown_ones_stay() -> None:
+    variables = base_variables(workflow(), {"target": "lexer"}, {"HOME": "/h"}, "t1")
+    text = "${{ params.target }} ${{env.HOME}} ${{ workflow.name }}/${{ workflow.tag }} ${{ nope }}"
+    assert interpolate(text, variables) == "lexer /h wf/t1 ${{ nope }}"
+
+
+def test_a_param_default_applies_and_an_unknown_param_is_refused() -> None:
+    assert resolve_params(workflow(), {}) == {"target": "parser"}
+    with pytest.raises(UsageError, match="unknown parameter 'tagret'"):
+        resolve_params(workflow(), {"tagret": "x"})
+
+
+def test_setup_outputs_are_trimmed_variables_for_later_steps(tmp_path: Path) -> None:
+    steps = [{"shell": "echo '  one  '", "as": "a"}, {"shell": "echo ${{ a }}-two", "as": "b"}]
+    wf = Workflow.model_validate({"name": "wf", "agents": {"coder": {"ref": "coder"}}, "setup": steps})
+    assert run_setup(wf, {}, tmp_path)["b"] == "one-two"
+
+
+def test_a_failing_setup_command_aborts_naming_it(tmp_path: Path) -> None:
+    wf = Workflow.model_validate({"name": "wf", "agents": {"coder": {"ref": "coder"}}, "setup": [{"shell": "exit 3"}]})
+    with pytest.raises(UsageError, match="setup command 'exit 3' failed with exit code 3"):
+        run_setup(wf, {}, tmp_path)
+
+
+def test_an_unknown_key_in_the_file_is_a_load_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "wf.yaml"
+    path.write_text("name: wf\nagents: {coder: {ref: coder, colour: red}}\n")
+    with pytest.raises(ConfigError, match=r"agents\.coder\.colour"):
+        load_workflow(path)
+
+
+def test_an_inline_agent_gets_the_team_toolbox_and_its_own_model() -> None:
+    cfg = team_config(CONFIG, workflow(helper={"provider": "main", "model": "small", "system_prompt": "Help."}))
+    helper = next(a for a in cfg.agents if a.name == "helper")
+    assert helper.toolbox_names() == ["team"] and helper.instructions == "Help."
+    assert next(p for p in cfg.providers if p.name == helper.provider).model == "small"
+
+
+def test_a_ref_without_team_gets_it_embedded_but_is_refused_on_a_pool() -> None:
+    wf = workflow(lead={"ref": "lead"})
+    assert "team" in next(a for a in team_config(CONFIG, wf).agents if a.name == "lead").toolbox_names()
+    with pytest.raises(ConfigError, match="lead is not"):
+        pool_ready(CONFIG, wf)
+    pool_ready(CONFIG, workflow())  # refs of config agents that list team are fine
+
+
+def test_an_invalid_cron_wakeup_fails_the_load_naming_the_agent(tmp_path: Path) -> None:
+    path = tmp_path / "wf.yaml"
+    path.write_text("name: wf\nagents: {ticker: {ref: ticker, wakeup: '0 25 * * *'}}\n")
+    with pytest.raises(ConfigError, match=r"wakeup '0 25 \* \* \*'.*hour.*\(agent ticker\)"):
+        load_workflow(path)
+
+
+def test_a_typed_param_is_checked() -> None:
+    wf = Workflow.model_validate({"name": "wf", "agents": {"coder": {"ref": "coder"}},
+                                  "params": [{"name": "n", "type": "number"}, {"name": "b", "type": "boolean"}]})
+    assert resolve_params(wf, {"n": "3", "b": "yes"}) == {"n": "3", "b": "true"}
+    with pytest.raises(UsageError, match="parameter 'n' must be a number, not 'three'"):
+        resolve_params(wf, {"n": "three"})
