@@ -28,6 +28,8 @@ RUN_STARTED = "run_started"
 RUN_WAITING = "run_waiting"
 RUN_RESUMED = "run_resumed"
 RUN_FINISHED = "run_finished"
+RUN_SPAWNED = "run_spawned"
+SPAWN_ANNOUNCED = "spawn_announced"
 USAGE = "usage"
 
 

@@ -8,6 +8,7 @@ the agent never knows which. The JSON shapes of :class:`DelegateEntry` and
 
 from __future__ import annotations
 
+import hashlib
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -210,4 +211,15 @@ class RunState(BaseModel):
     scopes: list[BudgetScope] = Field(default_factory=list)
     """The tree limits every model call of this run reserves against: inherited from the parent,
     plus the run's own when its agent has ``limits:``."""
+    announced: int = 0
+    """How many announcements of spawned children this run has drained into its chat (its
+    cursor in the spawner's list, journaled with the messages it appended)."""
     messages: list[Message] = Field(default_factory=list)
+
+
+def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
+    """A child's run id, the same in both runtimes: deterministic, so a redelivered parent step
+    names the same children again; it starts with the parent's id, hence with the root's (on the
+    pool a hash tag on the root covers the whole tree)."""
+    digest = hashlib.sha1(f"{iteration}:{request.key}".encode()).hexdigest()[:8]
+    return f"{parent_id}-{digest}"

@@ -48,6 +48,7 @@ from shelly_dist.agent.records import (
     Phase,
     RunState,
 )
+from shelly_dist.agent.spawn import Spawner, drain, spawn_toolbox
 from shelly_dist.chats import Message, Role, ToolCall, ToolResult
 from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
 from shelly_dist.events import Event
@@ -256,6 +257,8 @@ class Run:
                 self._answer = answer_tool()
                 orch.register(self._answer)
             boxes.append(orch)
+            if self.spawner is not None:
+                boxes.append(spawn_toolbox(self, self.spawner))
         if agent.depth > 0:
             slots = _EndingSlots(self.state)
             ending = [task_complete_tool(slots.get_completion, slots.set_completion)]
@@ -299,6 +302,16 @@ class Run:
         if not state.scopes:
             return self.agent.completer
         return LimitedCompleter(self.agent.completer, budget, state.scopes, agent=self.agent.name)
+
+    @property
+    def spawner(self) -> Spawner | None:
+        """Where this run's ``spawn`` children go: its delegator's spawner, if it has one."""
+        return getattr(self.delegator, "spawner", None)
+
+    def reopen(self) -> None:
+        """A run that would have finished takes another step instead (announcements of spawned
+        children wait for it): its final reply stays in the chat, the model is asked again."""
+        self.state.phase = Phase.MODEL
 
     @property
     def tools(self) -> list[Tool]:
@@ -351,6 +364,9 @@ class Run:
         while True:
             outcome = await self.step()
             if isinstance(outcome, Finished):
+                if self.spawner is not None and await self.spawner.wait(self):
+                    self.reopen()  # a spawned child ended: its announcement is the next step's input
+                    continue
                 return outcome.reply
             if isinstance(outcome, Suspended):
                 raise UsageError(
@@ -367,6 +383,8 @@ class Run:
             state.warned = True
         if self.before_model is not None:
             await self.before_model(self)
+        if self.spawner is not None:
+            await drain(self, self.spawner)
         tools = await self._effects_before()
         reply = await self._completer.complete(agent.chat, tools)
         reply.sender = agent.name

@@ -119,6 +119,8 @@ def build_registry(
                 interaction_mode=spec.options.interaction_mode,
                 question_timeout=spec.options.question_timeout or 0.0,
                 delegate_fail_fast=spec.options.delegate_fail_fast,
+                max_children=5 if spec.options.max_children is None else spec.options.max_children,
+                spawn_timeout=spec.options.spawn_timeout or 300.0,
                 skills=chosen.skills(),
                 context=context,
                 tool_policy=tool_policy(spec),

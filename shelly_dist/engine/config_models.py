@@ -256,6 +256,10 @@ class AgentOptions(Section):
     question_timeout: OptionalDuration = None
     """Seconds to wait for an answer to ``ask_user``; ``None``, ``""`` or 0 = no limit."""
     delegate_fail_fast: bool = False
+    max_children: int | None = Field(None, ge=0)
+    """Spawned children running at once per parent (ours; ``None``: 5); one more is rejected."""
+    spawn_timeout: OptionalDuration = None
+    """Seconds a spawned child may run before it is cancelled and announced as failed (``None``: 300)."""
 
 
 class ToolPolicy(OursSection):

@@ -29,6 +29,7 @@ from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, MemorySlots, S
 from shelly_dist.agent.stops import SIBLING_FAILED, TASK_CANCELED, stops_siblings
 from shelly_dist.errors import AgentError
 from shelly_dist.runtime.local.interactive import LiveChild, LiveChildren, next_event
+from shelly_dist.runtime.local.spawns import LocalSpawner
 
 if TYPE_CHECKING:
     from shelly_dist.agent.agent import Agent
@@ -45,6 +46,10 @@ class InlineDelegator:
         """The slot each limited child run holds, by run id, so its own delegation can give it back."""
         self._interactive: dict[str, LiveChildren] = {}
         """Each parent run's interactive children (:mod:`.interactive_local`), by parent run id."""
+        self.iterations: dict[str, int] = {}
+        """The model calls each ended child run made, by run id (what a spawn's announcement says)."""
+        self.spawner = LocalSpawner(self)
+        """Where the tree's ``spawn`` children run (asyncio tasks of this loop)."""
 
     async def _slot(self, registry: Registry, request: ChildRequest) -> _Slot | None:
         """Wait for a slot of the child's agent when it has a ``max_concurrency``."""
@@ -185,10 +190,10 @@ class InlineDelegator:
             child.options.on_event = children.progress_sink(parent.options.on_event, parent.name, child.name)
         return child
 
-    async def run_child(self, parent: Run, request: ChildRequest) -> DelegateEntry:
+    async def run_child(self, parent: Run, request: ChildRequest, *, run_id: str = "") -> DelegateEntry:
         """Run one child to its end and map its outcome onto its entry, following its handoffs
         (each peer runs as the same entry). Never raises but cancellation of the parent."""
-        run_id = children.child_run_id(parent.state.run_id, request, parent.state.iteration)
+        run_id = run_id or children.child_run_id(parent.state.run_id, request, parent.state.iteration)
         outcome: DelegateEntry | ChildRequest = request
         while isinstance(outcome, ChildRequest):
             peer = outcome
@@ -224,6 +229,7 @@ class InlineDelegator:
                 raise
             finally:
                 self._slot_of.pop(run.state.run_id, None)
+                self.iterations[run.state.run_id] = run.state.iteration
             step = children.next_step(request, run, entry)
             if isinstance(step, ChildRequest):
                 children.report(run, children.finished(child.name, run.state.run_id, ending=children.Ending.DONE,
