@@ -211,6 +211,9 @@ class RunState(BaseModel):
     scopes: list[BudgetScope] = Field(default_factory=list)
     """The tree limits every model call of this run reserves against: inherited from the parent,
     plus the run's own when its agent has ``limits:``."""
+    spawned: int = 0
+    """How many ``spawn`` calls of this run were accepted (a run that spawned none finishes
+    without asking its spawner whether to wait)."""
     announced: int = 0
     """How many announcements of spawned children this run has drained into its chat (its
     cursor in the spawner's list, journaled with the messages it appended)."""

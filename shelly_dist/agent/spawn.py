@@ -209,6 +209,8 @@ def spawn_toolbox(run: Run, spawner: Spawner) -> ToolBox:
         run_id = child_run_id(run.state.run_id, request, run.state.iteration)
         record = Spawned(run_id=run_id, agent=spec.agent, task=spec.task, detach=spec.detach)
         ack = await spawner.start(run, request, record, dedup_key(spec.agent, spec.task, spec.dedup_key))
+        if ack.status == "accepted":
+            run.state.spawned += 1
         return ack.to_json()
 
     async def status(arguments: str) -> str:

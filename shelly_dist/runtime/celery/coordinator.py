@@ -35,6 +35,7 @@ from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.questions import Answered, answer, open_questions, require_open
 from shelly_dist.runtime.celery.root_answerer import RootAnswerer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.spawns import PoolSpawner
 from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import connect, redis_errors
 from shelly_dist.state.hub import Hub, Watch
@@ -276,6 +277,8 @@ class _Awaiter:
         self._stack = contextlib.AsyncExitStack()
         self._wakeups: Watch | None = None
         self._opening = asyncio.Lock()
+        self.spawner = PoolSpawner(runtime.journal, runtime._send, lease, runtime.fingerprint, watch=self._subscribed)
+        """The root's ``spawn`` children: on the pool; the root waits for their announcements here."""
 
     async def _subscribed(self) -> Watch:
         """The run's channel on the process's shared pub/sub connection (one watch, shared by every
