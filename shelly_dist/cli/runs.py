@@ -83,7 +83,7 @@ def spent_by_run(records: list[dict[str, Any]]) -> dict[str, tuple[Spent, Spent]
     return {rid: (own[rid], total(rid)) for rid in own}
 
 
-def _tree_lines(records: list[dict[str, Any]]) -> list[str]:
+def tree_lines(records: list[dict[str, Any]]) -> list[str]:
     children: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         children.setdefault(r.get("parent", ""), []).append(r)
@@ -98,7 +98,8 @@ def _tree_lines(records: list[dict[str, Any]]) -> list[str]:
             lines.append(f"{'  ' * indent}{r['id']}  {name}  {r.get('status', '?')}  "
                          f"worker={r.get('worker', '-') or '-'}  {own.text()}{subtree}"
                          + (f"  error={r['error']}" if r.get("error") else "")
-                         + (f"  handed off to {r['handoff']}" if r.get("handoff") else ""))
+                         + (f"  handed off to {r['handoff']}" if r.get("handoff") else "")
+                         + ("  (spawned)" if r.get("spawned") else ""))
             walk(r["id"], indent + 1)
 
     walk("", 0)
@@ -109,7 +110,7 @@ def runs_json(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ``--json`` rows: each run's identity and status, its own and its subtree's spending."""
     fields = ("id", "agent", "instance", "depth", "parent", "root", "status", "worker", "error", "handoff")
     spent = spent_by_run(records)
-    return [{**{k: r.get(k, "") for k in fields}, "own": spent[r["id"]][0].to_json(),
+    return [{**{k: r.get(k, "") for k in fields}, "spawned": bool(r.get("spawned")), "own": spent[r["id"]][0].to_json(),
              "tree": spent[r["id"]][1].to_json()} for r in records]
 
 
@@ -128,6 +129,6 @@ def runs_command(session_id: str, as_json: bool, config_path: str | None, shelly
         elif not records:
             click.echo(f"no runs in session {session_id}", err=True)
         else:
-            click.echo("\n".join(_tree_lines(records)))
+            click.echo("\n".join(tree_lines(records)))
 
     run_async(main())

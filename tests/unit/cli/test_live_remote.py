@@ -63,3 +63,15 @@ def test_events_lines_say_why_a_run_failed():
     line = _line(Event(kind=events.RUN_FINISHED, agent="x", run_id="r1", timestamp=0, data={
         "status": "failed", "worker": "w1", "entry": {"agent": "x", "error": "boom"}}))
     assert line.endswith("run_finished       failed on w1: boom")
+
+
+def test_a_spawn_and_its_announcement_are_shown_on_the_parents_row():
+    board = Board()
+    spawned = board.apply(Event(kind=events.RUN_SPAWNED, agent="lead", run_id="r1",
+                                data={"child_run": "r1-ab", "child_agent": "worker"}))
+    assert spawned == "  lead ⇢ spawned worker (r1-ab)"
+    heard = board.apply(Event(kind=events.SPAWN_ANNOUNCED, agent="lead", run_id="r1",
+                              data={"child_run": "r1-ab", "child_agent": "worker", "state": "completed"}))
+    assert heard == "  lead ⇠ heard worker: completed" and board.rows["lead"].action == "heard worker (completed)"
+    assert _line(Event(kind=events.SPAWN_ANNOUNCED, agent="lead", run_id="r1", data={
+        "child_run": "r1-ab", "child_agent": "worker", "state": "failed"})).endswith("worker (r1-ab) failed")
