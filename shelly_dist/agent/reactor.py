@@ -1,0 +1,208 @@
+"""A team as an agent: Shelly's reactor, whose coordinator is the team's "model".
+
+A team (config ``teams:``) is an :class:`Agent` whose completer is a :class:`Reactor`. Each
+"model call" of the team is one round of its coordinator: it reads the shared conversation out
+of the team's own chat (the task, then every member output, which come back as ``delegate``
+results), picks who acts next — in order (``sequential``), ``round_robin`` for ``rounds`` passes,
+or an LLM answering ``{"members": [0, 2], "done": false, "reasoning": "…"}`` — and answers
+either with a ``delegate`` call to those members (their turns run concurrently, their outputs
+come back in roster order) or, when the team is done, with its reply.
+
+Because a round is a model reply with a ``delegate`` call, the team needs nothing of its own
+from a runtime: embedded its members are asyncio tasks; on the pool each member turn is a run on
+a worker and the team suspends between rounds holding no worker; its decisions are journaled as
+its replies, so a redelivered step never asks the coordinator twice for one round. A team is
+registered like an agent, so a team can be a member of another team.
+
+Each member turn is a fresh run whose task is the shared conversation so far: members see each
+other's outputs as user input and their own tool calls stay private to that turn.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from shelly_dist.chats import Chat, Message, Role, ToolCall
+from shelly_dist.errors import AgentError
+from shelly_dist.models import Completer, ToolSpec
+
+logger = logging.getLogger(__name__)
+
+SEQUENTIAL, ROUND_ROBIN, LLM = "sequential", "round_robin", "llm"
+CORRECTION = ('Your answer was not a valid decision ({why}). Answer only with JSON: {{"members": [indexes of '
+              'the roster], "done": true|false, "reasoning": "why"}}.')
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One entry of the shared conversation: who said it (``user`` for the task) and what."""
+
+    speaker: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    members: list[int]
+    done: bool = False
+    reasoning: str = ""
+    reply: str = ""
+
+
+def parse_decision(raw: str, roster: int) -> Decision:
+    """The coordinator's answer as a decision; ``ValueError`` says what is wrong with it."""
+    text = raw.strip()
+    if text.startswith("```"):
+        text = text.strip("`").removeprefix("json").strip()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc.msg}") from exc
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    members = data.get("members", [])
+    if not isinstance(members, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in members):
+        raise ValueError('"members" must be a list of roster indexes')
+    if bad := [i for i in members if not 0 <= i < roster]:
+        raise ValueError(f"member index {bad[0]} out of range 0..{roster - 1}")
+    done = bool(data.get("done", False))
+    if not done and not members:
+        raise ValueError("no member chosen and not done")
+    return Decision(sorted(set(members)), done, str(data.get("reasoning", "")), str(data.get("reply", "") or ""))
+
+
+def conversation(chat: Sequence[Message]) -> list[Turn]:
+    """The shared conversation held in a team's chat: the task, then each member's output."""
+    turns: list[Turn] = []
+    for m in chat:
+        if m.role == Role.USER and not turns[1:]:
+            turns.append(Turn("user", m.text_content()))
+        elif m.role == Role.TOOL:
+            for result in m.tool_results():
+                try:
+                    entries = json.loads(result.content)
+                except json.JSONDecodeError:
+                    continue
+                for e in entries if isinstance(entries, list) else []:
+                    turns.append(Turn(str(e.get("agent", "")), str(e.get("result") or f"(failed: {e.get('error')})")))
+    return turns
+
+
+def transcript(turns: Sequence[Turn]) -> str:
+    return "\n\n".join(f"[{t.speaker}]: {t.text}" for t in turns)
+
+
+class Reactor:
+    """A team's completer: one coordinator round per call (see the module's docstring)."""
+
+    def __init__(self, team: str, members: Sequence[Member], *, kind: str = SEQUENTIAL, rounds: int = 1,
+                 max_rounds: int = 6, model: Completer | None = None) -> None:
+        if kind == LLM and model is None:
+            raise AgentError(f"reactor {team}: an llm coordinator needs a provider")
+        self.team = team
+        self.members = list(members)
+        self.kind = kind
+        self.rounds = max(1, rounds)
+        self.max_rounds = max_rounds
+        self.model = model
+
+    async def complete(self, chat: Chat, tools: list[ToolSpec]) -> Message:
+        messages = chat.view()
+        decided = [m for m in messages if m.role == Role.ASSISTANT]
+        turns = conversation(messages)
+        last = self._last_output(messages)
+        if self.kind == LLM:
+            if len(decided) >= self.max_rounds:
+                logger.warning("reactor %s: max_rounds %d reached; ending with the conversation so far",
+                               self.team, self.max_rounds)
+                return self._reply(transcript(turns[1:]) + f"\n\n[reactor {self.team}: max_rounds "
+                                   f"{self.max_rounds} reached]", warning="max_rounds")
+            decision, asked = await self._ask(messages)
+            if decision.done:
+                return self._reply(decision.reply or last, reasoning=decision.reasoning, **asked)
+            return self._round(len(decided), decision.members, turns, reasoning=decision.reasoning, **asked)
+        total = len(self.members) * (self.rounds if self.kind == ROUND_ROBIN else 1)
+        if len(decided) >= total:
+            return self._reply(last)
+        return self._round(len(decided), [len(decided) % len(self.members)], turns)
+
+    @staticmethod
+    def _last_output(messages: Sequence[Message]) -> str:
+        """The last member output of the last round (the roster's last one of that round)."""
+        turns = conversation([m for m in messages if m.role == Role.TOOL][-1:])
+        return turns[-1].text if turns else ""
+
+    def _reply(self, text: str, **metadata: Any) -> Message:
+        return Message(sender=self.team, role=Role.ASSISTANT, parts=Message.text("", Role.ASSISTANT, text).parts,
+                       metadata={"reactor": metadata} if metadata else {})
+
+    def _round(self, n: int, chosen: list[int], turns: list[Turn], **metadata: Any) -> Message:
+        """Round ``n``: a ``delegate`` call to the chosen members, in roster order, each handed the
+        shared conversation so far."""
+        tasks = [{"agent": self.members[i].name, "context": "",
+                  "task": (f'You are "{self.members[i].name}", a member of the team "{self.team}". The team\'s '
+                           f"conversation so far:\n\n{transcript(turns)}\n\nContribute your part now.")}
+                 for i in chosen]
+        call = ToolCall(id=f"{self.team}-round-{n + 1}", name="delegate", arguments=json.dumps({"tasks": tasks}))
+        text = ", ".join(self.members[i].name for i in chosen)
+        return Message(sender=self.team, role=Role.ASSISTANT,
+                       parts=[*Message.text("", Role.ASSISTANT, f"round {n + 1}: {text}").parts, call],
+                       metadata={"reactor": metadata} if metadata else {})
+
+    # -- the LLM coordinator ------------------------------------------------------------------
+
+    def roster(self) -> str:
+        lines = "\n".join(f'[{i}] "{m.name}" — {m.description}' for i, m in enumerate(self.members))
+        return (f'You coordinate the team "{self.team}". Its members:\n{lines}\n\nEach round, choose who acts next '
+                'given the conversation. Answer only with JSON: {"members": [indexes], "done": false, '
+                '"reasoning": "why"}; set "done": true (optionally with "reply") when the task is complete.')
+
+    def _coordinator_chat(self, messages: Sequence[Message]) -> Chat:
+        """The coordinator's own chat, rebuilt from the team's: per past round the conversation it
+        had not seen and its answers (a corrected one too), so it reads the same as when asked."""
+        chat = Chat()
+        chat.append(Message.text("coordinator", Role.SYSTEM, self.roster()))
+        seen = 0
+        for i, m in enumerate(messages):
+            if m.role != Role.ASSISTANT:
+                continue
+            turns = conversation(messages[:i])
+            chat.append(Message.text("user", Role.USER, transcript(turns[seen:]) or "(nothing new)"))
+            seen = len(turns)
+            raws = (m.metadata.get("reactor") or {}).get("raws") or [m.text_content()]
+            for raw, why in zip(raws[:-1], (m.metadata.get("reactor") or {}).get("whys", []), strict=False):
+                chat.append(Message.text("coordinator", Role.ASSISTANT, raw))
+                chat.append(Message.text("user", Role.USER, CORRECTION.format(why=why)))
+            chat.append(Message.text("coordinator", Role.ASSISTANT, raws[-1]))
+        turns = conversation(messages)
+        chat.append(Message.text("user", Role.USER, transcript(turns[seen:]) or "(nothing new)"))
+        return chat
+
+    async def _ask(self, messages: Sequence[Message]) -> tuple[Decision, dict[str, Any]]:
+        """Ask the coordinator; one correction prompt for an invalid answer, then fail."""
+        assert self.model is not None
+        chat = self._coordinator_chat(messages)
+        raws: list[str] = []
+        whys: list[str] = []
+        for _attempt in range(2):
+            raw = (await self.model.complete(chat, [])).text_content()
+            raws.append(raw)
+            try:
+                decision = parse_decision(raw, len(self.members))
+            except ValueError as exc:
+                whys.append(str(exc))
+                chat.append(Message.text("coordinator", Role.ASSISTANT, raw))
+                chat.append(Message.text("user", Role.USER, CORRECTION.format(why=exc)))
+                continue
+            return decision, {"raws": raws, "whys": whys}
+        raise AgentError(f"reactor {self.team}: coordinator gave no valid decision: {whys[-1]}")
