@@ -131,7 +131,7 @@ def leniencies(cfg: Config) -> list[Problem]:
 def _team_problems(cfg: Config) -> list[Problem]:
     """Teams: unique names apart from the agents', known members, no team inside itself, a
     known provider for an LLM coordinator."""
-    out = _duplicates("team", "teams", [t.name for t in cfg.teams])
+    out = list(_duplicates("team", "teams", [t.name for t in cfg.teams]))
     agents = {a.name for a in cfg.agents} | {r.name for r in cfg.a2a_agents}
     teams = {t.name: t for t in cfg.teams}
     for i, t in enumerate(cfg.teams):
