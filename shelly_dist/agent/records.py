@@ -119,6 +119,10 @@ class ChildRequest(BaseModel):
     as in Shelly's entry); empty for the requested child itself."""
     reflections: str = ""
     """The ``<prior_reflections>`` message found for the task when the delegation was planned."""
+    spawn_timeout: float = 0.0
+    """A spawned child's ``spawn_timeout`` (its parent's), for its error text."""
+    spawn_deadline: float = 0.0
+    """When a spawned child on the pool is out of time (epoch seconds; 0: no deadline)."""
     opening: str = ""
     """The peer's ``<handoff_context>`` message, which replaces the ``<delegation_context>``."""
     delegation_id: str = ""

@@ -79,3 +79,18 @@ def test_a_worker_killed_mid_child_still_yields_the_announcement(cluster: Cluste
                 if r.count(":") == 3 and cluster.redis.hget(r, "agent") == "lead")
     (announced,) = _announcements(cluster, lead)
     assert json.loads(announced)["state"] == "completed"
+
+
+def test_a_spawned_child_past_its_spawn_timeout_is_announced_as_failed(cluster: Cluster) -> None:
+    cluster.write_config(
+        [scripted(lead=[spawn("stuck"), "waiting", "heard"],
+                  worker=[{"text": "never", "until": str(cluster.root / "never")}])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1, "spawn_timeout": 1}}, {"name": "worker"}],
+        entry_agent="lead")
+    cluster.start_worker("w1")
+    out = cluster.shelly("run", "go", "--json", timeout=120)
+    assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
+    assert json.loads(out.stdout)["reply"] == "heard"
+    (announced,) = _announcements(cluster, _record(cluster, "lead"))
+    assert json.loads(announced)["error"] == "spawn: timed out after 1s"
+    assert json.loads(announced)["state"] == "failed"

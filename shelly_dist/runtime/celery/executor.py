@@ -263,7 +263,11 @@ class Executor:
                             return Progress("waiting", f"{left} children pending")
                         continue
                 metrics.STEPS.labels(record.agent).inc()
-                async with asyncio.timeout(self.settings.step_time_limit), children.board_scope(board, request):
+                if error := spawns.timed_out(request):  # a spawned child out of time fails, announced
+                    return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=error),
+                                           **ending)  # type: ignore[arg-type]
+                async with asyncio.timeout(spawns.time_left(request, self.settings.step_time_limit)), \
+                        children.board_scope(board, request):
                     outcome = await run.step()
                 if isinstance(outcome, Finished):
                     waits = await self._spawn_wait(lease, run)
@@ -296,6 +300,9 @@ class Executor:
         except (StoreError, LeaseLost):
             raise  # not the run's fault: the task retries from the journal, or another worker has it
         except TimeoutError:
+            if spawn_error := spawns.timed_out(request):
+                return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=spawn_error),
+                                       **ending)  # type: ignore[arg-type]
             error = StepTimeout(
                 f"run {record.id}: step exceeded its time limit of {self.settings.step_time_limit:g}s",
                 run_id=record.id,

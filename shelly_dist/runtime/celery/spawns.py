@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from shelly_dist.state.hub import Watch
 
 ACTIVE, OUTSTANDING = "#active", "#outstanding"
+CLOCK_SLACK = 0.05
+"""Seconds by which a step timer cut at the deadline may read the wall clock early."""
 
 START = """
 local spawns, dedup, child, tree, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -141,6 +143,8 @@ class PoolSpawner:
         settings = journal.settings
         pid, cid = record.id, spawned.run_id
         spawned.state = "queued"
+        if limit := parent.agent.options.spawn_timeout:
+            request.spawn_timeout, request.spawn_deadline = limit, now + limit
         fields = {
             "id": cid, "agent": request.agent, "depth": str(request.depth), "parent": pid, "parent_key": "",
             "spawned": "1", "root": record.root, "session": record.session, "mode": "worker",
@@ -244,6 +248,21 @@ async def stop_spawned(journal: Journal, run_id: str) -> None:
     going = [s.run_id for s in await spawned_runs(journal, run_id) if not s.ended]
     if going:
         await stop_runs(journal.client, journal.keys, going, TASK_CANCELED)
+
+
+def time_left(request: ChildRequest | None, step_limit: float) -> float:
+    """How long a step of a run may take: its step limit, or less when it is a spawned child
+    whose ``spawn_timeout`` runs out sooner."""
+    if request is None or not request.spawn_deadline:
+        return step_limit
+    return max(0.0, min(step_limit, request.spawn_deadline - time.time()))
+
+
+def timed_out(request: ChildRequest | None) -> str:
+    """The error of a spawned child past its deadline ("" while it has time)."""
+    if request is None or not request.spawn_deadline or time.time() < request.spawn_deadline - CLOCK_SLACK:
+        return ""
+    return f"spawn: timed out after {request.spawn_timeout:g}s"
 
 
 async def suspend(journal: Journal, lease: Lease, cursor: int) -> str:
