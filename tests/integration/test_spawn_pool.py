@@ -94,3 +94,17 @@ def test_a_spawned_child_past_its_spawn_timeout_is_announced_as_failed(cluster: 
     (announced,) = _announcements(cluster, _record(cluster, "lead"))
     assert json.loads(announced)["error"] == "spawn: timed out after 1s"
     assert json.loads(announced)["state"] == "failed"
+
+
+def test_shelly_run_exits_only_once_a_detached_child_has_ended(cluster: Cluster) -> None:
+    cluster.write_config(
+        [scripted(lead=[{"tool_calls": [{"name": "spawn", "arguments": {
+                      "agent": "worker", "task": "background", "detach": True}}]}, "finished"],
+                  worker=[{"text": "later", "delay": 3}])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "worker"}],
+        entry_agent="lead")
+    cluster.start_worker("w1")
+    out = cluster.shelly("run", "go", "--json", timeout=120)
+    assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
+    assert json.loads(out.stdout)["reply"] == "finished"  # the lead did not wait for it
+    assert cluster.redis.hget(_record(cluster, "worker"), "status") == "done"  # but the run did

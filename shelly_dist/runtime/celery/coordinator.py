@@ -154,6 +154,8 @@ class CeleryRuntime:
         try:
             with acting_as(session=session):
                 reply = await agent.execute(run)
+                if run.state.spawned:
+                    await awaiter.spawner.settle()  # detached children end before the tree does
             status = "done"
             return RunOutcome(run_id=run_id, reply=reply, usage=run.state.usage, completion=run.state.completion)
         except (asyncio.CancelledError, RunCancelled):

@@ -205,6 +205,26 @@ class PoolSpawner:
             await wakeups.moved(seen)
 
 
+    async def settle(self) -> None:
+        """The root's reply is in: wait until every run it spawned has ended (detached ones too),
+        since ``shelly run`` exits only once its tree is done."""
+        if self.watch is None:
+            return
+        wakeups = await self.watch()
+        journal, pid = self.journal, self.lease.record.id
+        while True:
+            seen = wakeups.generation
+            active = await read_through("spawn", lambda: _active(journal, pid))
+            if active <= 0:
+                return
+            await wakeups.moved(seen)
+
+
+async def _active(journal: Journal, pid: str) -> int:
+    with redis_errors("spawn"):
+        return int(await journal.client.hget(_spawns(journal, pid), ACTIVE) or 0)
+
+
 async def _progress(journal: Journal, pid: str, root: str) -> tuple[int, int, bool]:
     with redis_errors("spawn"):
         async with journal.client.pipeline(transaction=False) as pipe:
