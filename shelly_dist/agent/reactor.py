@@ -28,7 +28,7 @@ from typing import Any
 
 from shelly_dist.chats import Chat, Message, Role, ToolCall
 from shelly_dist.errors import AgentError
-from shelly_dist.models import Completer, ToolSpec
+from shelly_dist.models import Completer, ToolSpec, Usage
 
 logger = logging.getLogger(__name__)
 
@@ -127,10 +127,11 @@ class Reactor:
                                self.team, self.max_rounds)
                 return self._reply(transcript(turns[1:]) + f"\n\n[reactor {self.team}: max_rounds "
                                    f"{self.max_rounds} reached]", warning="max_rounds")
-            decision, asked = await self._ask(messages)
+            decision, asked, usage = await self._ask(messages)
             if decision.done:
-                return self._reply(decision.reply or last, reasoning=decision.reasoning, **asked)
-            return self._round(len(decided), decision.members, turns, reasoning=decision.reasoning, **asked)
+                return usage.attach(self._reply(decision.reply or last, reasoning=decision.reasoning, **asked))
+            return usage.attach(self._round(len(decided), decision.members, turns, reasoning=decision.reasoning,
+                                            **asked))
         total = len(self.members) * (self.rounds if self.kind == ROUND_ROBIN else 1)
         if len(decided) >= total:
             return self._reply(last)
@@ -188,14 +189,18 @@ class Reactor:
         chat.append(Message.text("user", Role.USER, transcript(turns[seen:]) or "(nothing new)"))
         return chat
 
-    async def _ask(self, messages: Sequence[Message]) -> tuple[Decision, dict[str, Any]]:
-        """Ask the coordinator; one correction prompt for an invalid answer, then fail."""
+    async def _ask(self, messages: Sequence[Message]) -> tuple[Decision, dict[str, Any], Usage]:
+        """Ask the coordinator; one correction prompt for an invalid answer, then fail. The usage
+        of every answer is the round's (the team's run counts it as its model call's)."""
         assert self.model is not None
         chat = self._coordinator_chat(messages)
         raws: list[str] = []
         whys: list[str] = []
+        usage = Usage()
         for _attempt in range(2):
-            raw = (await self.model.complete(chat, [])).text_content()
+            answer = await self.model.complete(chat, [])
+            usage = usage + Usage.of(answer)
+            raw = answer.text_content()
             raws.append(raw)
             try:
                 decision = parse_decision(raw, len(self.members))
@@ -204,5 +209,5 @@ class Reactor:
                 chat.append(Message.text("coordinator", Role.ASSISTANT, raw))
                 chat.append(Message.text("user", Role.USER, CORRECTION.format(why=exc)))
                 continue
-            return decision, {"raws": raws, "whys": whys}
+            return decision, {"raws": raws, "whys": whys}, usage
         raise AgentError(f"reactor {self.team}: coordinator gave no valid decision: {whys[-1]}")

@@ -172,7 +172,19 @@ class PoolSpawner:
         return SpawnAck(cid, "accepted")
 
     async def spawned(self, parent_id: str) -> list[Spawned]:
-        return await spawned_runs(self.journal, parent_id)
+        """The parent's spawned runs; one not ended yet shows its record's state (queued until a
+        worker claims it, then running)."""
+        runs = await spawned_runs(self.journal, parent_id)
+        going = [s for s in runs if not s.ended]
+        if going:
+            with redis_errors("spawn"):
+                async with self.journal.client.pipeline(transaction=False) as pipe:
+                    for s in going:
+                        pipe.hget(self.journal.keys.run(s.run_id), "status")
+                    statuses = await pipe.execute()
+            for s, status in zip(going, statuses, strict=True):
+                s.state = "queued" if status in (None, "queued") else "running"
+        return runs
 
     async def cancel(self, parent_id: str, run_id: str) -> bool:
         runs = {s.run_id: s for s in await self.spawned(parent_id)}

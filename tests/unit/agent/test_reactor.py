@@ -112,3 +112,13 @@ def test_a_decision_must_name_members_in_range_or_be_done():
     assert parse_decision('{"members": [1, 0, 1]}', 2).members == [0, 1]
     with pytest.raises(ValueError, match="no member chosen and not done"):
         parse_decision('{"members": []}', 2)
+
+
+async def test_the_coordinators_tokens_count_as_the_teams_model_calls():
+    team = Team()
+    writers(team)
+    model = ScriptedCompleter(["bad", decision(0), decision(done=True)], name="fast")
+    add_team(team, "room", ["researcher"], kind="llm", model=model)
+    agent = team.spawn("room")
+    await agent.run("bees")
+    assert agent.usage.total().input_tokens > 0  # three coordinator answers; the team itself calls no model
