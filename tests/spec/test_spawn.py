@@ -87,6 +87,9 @@ async def test_three_spawned_children_are_announced_once_before_the_leads_next_c
         last_call = max(i for i, m in enumerate(chat) if m.role == Role.ASSISTANT)
         assert len(announced(chat[:last_call])) == 3, runtime  # all heard before the last model call
         assert chat[-1].text_content() == "all three heard"
+        status = [json.loads(m.tool_results()[0].content) for m in chat if m.role == Role.TOOL][3]
+        assert sorted((r["agent"], r["state"], r["result"]) for r in status) == [
+            ("worker", "completed", f"found {t}") for t in "abc"], runtime
         results[runtime] = announced(chat)
     assert results["embedded"] == results["pool"]
     assert results["pool"] == sorted(
@@ -99,15 +102,19 @@ async def test_max_children_rejects_the_sixth_and_one_dedup_key_starts_one_run_o
     gate = tmp_path / "gate"
     first = spawn(*"abcd")
     first["tool_calls"].append({"name": "spawn", "arguments": {"agent": "worker", "task": "x", "dedup_key": "k"}})
-    second = {"tool_calls": [{"name": "spawn", "arguments": {"agent": "worker", "task": "y", "dedup_key": "k"}}]}
+    second = {"tool_calls": [{"name": "spawn", "arguments": {"agent": "worker", "task": "y", "dedup_key": "k"}},
+                             {"name": "spawn_status", "arguments": {}}]}
     scenario = Scenario(
         scripts={"lead": [first, second, spawn("f"), "waiting", *["done"] * 5],  # a step per wake-up
                  "worker": [{"text": "found {task}", "until": str(gate)}]},
         agents=[LEAD, {"name": "worker"}])
     seen = {}
     for runtime in ("embedded", "pool"):
-        chat = await run_lead(cluster, scenario, runtime, gate, lead_calls_ended(7))
-        acks = [json.loads(m.tool_results()[0].content) for m in chat if m.role == Role.TOOL]
+        chat = await run_lead(cluster, scenario, runtime, gate, lead_calls_ended(8))
+        results = [json.loads(m.tool_results()[0].content) for m in chat if m.role == Role.TOOL]
+        status = results.pop(6)  # spawn_status while the five are held: none has ended
+        assert len(status) == 5 and {r["state"] for r in status} <= {"queued", "running"}, runtime
+        acks = results
         seen[runtime] = [(a["status"], a.get("error", "")) for a in acks]
         assert acks[5]["run_id"] == acks[4]["run_id"], runtime  # the same key: the same run
         assert len(announced(chat)) == 5, runtime
