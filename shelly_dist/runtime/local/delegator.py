@@ -251,6 +251,10 @@ class InlineDelegator:
         would; the cancellation then goes on."""
         reason = str(exc.args[0]) if exc.args and exc.args[0] in children.STOPPED else TASK_CANCELED
         entry = DelegateEntry(agent=request.agent, error=reason)
+        spawner = run.spawner
+        if spawner is not None:  # the runs it spawned go with it
+            with contextlib.suppress(Exception):
+                await asyncio.shield(spawner.cancel_all(run.state.run_id))  # type: ignore[attr-defined]
         with contextlib.suppress(Exception):
             await asyncio.shield(children.settle_task(board, request, entry))
         children.report(run, children.finished(run.agent.name, run.state.run_id, ending=children.Ending.CANCELED,

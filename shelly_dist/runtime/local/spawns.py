@@ -65,10 +65,10 @@ class LocalSpawner:
             ending = children.ending_of(entry)
         except TimeoutError:
             entry = DelegateEntry(agent=request.agent, error=f"spawn: timed out after {limit:g}s")
-            await self._cancel_children(spawned.run_id)
+            await self.cancel_all(spawned.run_id)
         except asyncio.CancelledError:
             entry, ending = DelegateEntry(agent=request.agent, error="canceled"), children.Ending.CANCELED
-            await self._cancel_children(spawned.run_id)
+            await self.cancel_all(spawned.run_id)
         iterations = self.delegator.iterations.pop(spawned.run_id, 0)
         ended = spawned.ended_with(entry, state_of(entry, ending), iterations)
         pid = parent.state.run_id
@@ -90,8 +90,9 @@ class LocalSpawner:
         await asyncio.gather(task, return_exceptions=True)
         return True
 
-    async def _cancel_children(self, pid: str) -> None:
-        """Cancel every run ``pid`` spawned (each cancels its own in turn: the subtree)."""
+    async def cancel_all(self, pid: str) -> None:
+        """Cancel every run ``pid`` spawned (each cancels its own in turn: the subtree): ``pid``
+        was cancelled, or stopped by its delegation."""
         for rid in [r for r, p in self._parent_of.items() if p == pid]:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.cancel(pid, rid))

@@ -8,11 +8,12 @@ import json
 
 from shelly_dist import Message, Role
 from shelly_dist.agent import Run
+from shelly_dist.events import RUN_SPAWNED, Event
 from shelly_dist.runtime.local import InlineDelegator
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.policy import ToolPolicy
 
-from .helpers import Team, call, calls
+from .helpers import Team, call, calls, delegate
 
 
 def spawns(*tasks: str, agent: str = "worker", **extra: object) -> dict:
@@ -163,3 +164,16 @@ async def test_a_leaf_agent_has_no_spawn_tools():
 def test_group_comms_selects_the_spawn_tools():
     tools = [Tool(n, "", {"type": "object"}, lambda a: a, group="comms") for n in ("spawn", "spawn_status")]
     assert ToolPolicy(deny=["group:comms"]).apply(tools, 0) == []
+
+
+async def test_a_delegated_child_stopped_by_a_failed_sibling_takes_its_spawned_runs_with_it():
+    team, delegator = Team(), InlineDelegator()
+    seen: list[Event] = []
+    team.add("lead", [delegate({"agent": "quick", "task": "fail"}, {"agent": "slow", "task": "spawn"}), "noted"],
+             max_delegation_depth=2, delegate_fail_fast=True, on_event=seen.append)
+    team.add("quick", [{"error": "broken", "delay": 0.2}])
+    team.add("slow", [spawns("long"), "waiting"], max_delegation_depth=3)
+    team.add("worker", [{"text": "never", "delay": 5}])
+    await run_parent(team, delegator)
+    (spawned,) = [e for e in seen if e.kind == RUN_SPAWNED]
+    assert [s.state for s in await delegator.spawner.spawned(spawned.run_id)] == ["canceled"]
