@@ -14,8 +14,10 @@ a worker and the team suspends between rounds holding no worker; its decisions a
 its replies, so a redelivered step never asks the coordinator twice for one round. A team is
 registered like an agent, so a team can be a member of another team.
 
-Each member turn is a fresh run whose task is the shared conversation so far: members see each
-other's outputs as user input and their own tool calls stay private to that turn.
+Each member keeps a private chat across rounds: its turn is a child run that continues the chat
+of its previous turn (``ChildRequest.history``) with the shared messages it has not seen — the
+other members' outputs since its last turn, as user input — so its own tool calls stay in its
+chat and nobody else's.
 """
 
 from __future__ import annotations
@@ -98,6 +100,22 @@ def conversation(chat: Sequence[Message]) -> list[Turn]:
     return turns
 
 
+def last_turn(messages: Sequence[Message], member: str) -> tuple[str, int]:
+    """Where ``member`` last acted in a team's chat: its turn key (``<iteration>:<call>:<index>``,
+    "" before its first turn) and how many shared turns it had seen by then (its cursor)."""
+    key, seen, iteration = "", 0, 0
+    for pos, m in enumerate(messages):
+        if m.role != Role.ASSISTANT:
+            continue
+        iteration += 1
+        for call in m.tool_calls():
+            tasks = json.loads(call.arguments or "{}").get("tasks", [])
+            for index, task in enumerate(tasks):
+                if task.get("agent") == member:
+                    key, seen = f"{iteration}:{call.id}:{index}", len(conversation(messages[:pos]))
+    return key, seen
+
+
 def transcript(turns: Sequence[Turn]) -> str:
     return "\n\n".join(f"[{t.speaker}]: {t.text}" for t in turns)
 
@@ -130,12 +148,12 @@ class Reactor:
             decision, asked, usage = await self._ask(messages)
             if decision.done:
                 return usage.attach(self._reply(decision.reply or last, reasoning=decision.reasoning, **asked))
-            return usage.attach(self._round(len(decided), decision.members, turns, reasoning=decision.reasoning,
+            return usage.attach(self._round(len(decided), decision.members, messages, reasoning=decision.reasoning,
                                             **asked))
         total = len(self.members) * (self.rounds if self.kind == ROUND_ROBIN else 1)
         if len(decided) >= total:
             return self._reply(last)
-        return self._round(len(decided), [len(decided) % len(self.members)], turns)
+        return self._round(len(decided), [len(decided) % len(self.members)], messages)
 
     @staticmethod
     def _last_output(messages: Sequence[Message]) -> str:
@@ -147,13 +165,22 @@ class Reactor:
         return Message(sender=self.team, role=Role.ASSISTANT, parts=Message.text("", Role.ASSISTANT, text).parts,
                        metadata={"reactor": metadata} if metadata else {})
 
-    def _round(self, n: int, chosen: list[int], turns: list[Turn], **metadata: Any) -> Message:
-        """Round ``n``: a ``delegate`` call to the chosen members, in roster order, each handed the
-        shared conversation so far."""
-        tasks = [{"agent": self.members[i].name, "context": "",
-                  "task": (f'You are "{self.members[i].name}", a member of the team "{self.team}". The team\'s '
-                           f"conversation so far:\n\n{transcript(turns)}\n\nContribute your part now.")}
-                 for i in chosen]
+    def _round(self, n: int, chosen: list[int], messages: Sequence[Message], **metadata: Any) -> Message:
+        """Round ``n``: a ``delegate`` call to the chosen members, in roster order. A member's
+        turn continues its private chat (its previous turn's) with the shared messages it has not
+        seen: the others' outputs since its last turn."""
+        tasks = []
+        for i in chosen:
+            name = self.members[i].name
+            turn, seen = last_turn(messages, name)
+            new = [t for t in conversation(messages)[seen:] if t.speaker != name]
+            if turn:
+                task = (f"The team's conversation since your last turn:\n\n{transcript(new)}\n\n"
+                        "Contribute your part now.")
+            else:
+                task = (f'You are "{name}", a member of the team "{self.team}". The team\'s conversation so far:'
+                        f"\n\n{transcript(new)}\n\nContribute your part now.")
+            tasks.append({"agent": name, "context": "", "task": task, "turn": turn})
         call = ToolCall(id=f"{self.team}-round-{n + 1}", name="delegate", arguments=json.dumps({"tasks": tasks}))
         text = ", ".join(self.members[i].name for i in chosen)
         return Message(sender=self.team, role=Role.ASSISTANT,

@@ -119,6 +119,10 @@ class ChildRequest(BaseModel):
     as in Shelly's entry); empty for the requested child itself."""
     reflections: str = ""
     """The ``<prior_reflections>`` message found for the task when the delegation was planned."""
+    turn: bool = False
+    """A team member's turn (:mod:`shelly_dist.agent.reactor`): its chat is kept for its next turn."""
+    history: str = ""
+    """The run whose chat this run continues: the same member's previous turn in its team."""
     spawn_timeout: float = 0.0
     """A spawned child's ``spawn_timeout`` (its parent's), for its error text."""
     spawn_deadline: float = 0.0
@@ -228,5 +232,9 @@ def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
     """A child's run id, the same in both runtimes: deterministic, so a redelivered parent step
     names the same children again; it starts with the parent's id, hence with the root's (on the
     pool a hash tag on the root covers the whole tree)."""
-    digest = hashlib.sha1(f"{iteration}:{request.key}".encode()).hexdigest()[:8]
-    return f"{parent_id}-{digest}"
+    return keyed_run_id(parent_id, f"{iteration}:{request.key}")
+
+
+def keyed_run_id(parent_id: str, step_key: str) -> str:
+    """The run id of the child of ``parent_id`` asked for at ``<iteration>:<tool_call_id>:<index>``."""
+    return f"{parent_id}-{hashlib.sha1(step_key.encode()).hexdigest()[:8]}"

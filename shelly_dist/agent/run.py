@@ -213,11 +213,14 @@ class Run:
         return cls(agent, state, **kwargs)  # type: ignore[arg-type]
 
     @classmethod
-    def start_child(cls, agent: Agent, request: ChildRequest, **kwargs: object) -> Run:
+    def start_child(cls, agent: Agent, request: ChildRequest, *, history: list[Message] | None = None,
+                    **kwargs: object) -> Run:
         """The run of a delegated child: its context and task, the parent's chain of agents and
-        the parent's tree limits (every runtime starts a child through here)."""
-        return cls.start(agent, child_messages(request), visited=request.visited, scopes=request.scopes,
-                         **kwargs)  # type: ignore[arg-type]
+        the parent's tree limits (every runtime starts a child through here). ``history``: the
+        chat of the run it continues (a team member's previous turn), before its new task."""
+        earlier = [m for m in history or [] if m.role != Role.SYSTEM]
+        return cls.start(agent, [*earlier, *child_messages(request)], visited=request.visited,
+                         scopes=request.scopes, **kwargs)  # type: ignore[arg-type]
 
     @classmethod
     def restore(cls, agent: Agent, snapshot: RunState, **kwargs: object) -> Run:

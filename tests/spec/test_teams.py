@@ -24,8 +24,9 @@ def decision(*members: int, done: bool = False, **extra: Any) -> str:
 
 
 SCRIPTS = {
-    "researcher": ["three facts"], "writer": ["a draft using the facts"], "critic": ["tighten the intro"],
-    "writers-room": ["not json at all", decision(0, 2), decision(1), decision(done=True, reply="published")],
+    "researcher": ["three facts"], "writer": ["a draft using the facts"], "critic": ["tighten the intro", "approved"],
+    "writers-room": ["not json at all", decision(0, 2), decision(1), decision(2),
+                     decision(done=True, reply="published")],
 }
 CONFIG: dict[str, Any] = {
     "providers": [{"name": "fast", "kind": "scripted", "model": "script", "script": SCRIPTS}],
@@ -61,4 +62,5 @@ async def test_a_writers_room_with_an_llm_coordinator_gives_the_same_transcript_
     assert texts[1] == "round 1: researcher, critic"  # the corrected decision; the invalid one never ran
     first = json.loads(texts[2])
     assert [e["agent"] for e in first] == ["researcher", "critic"] and first[0]["result"] == "three facts"
+    assert json.loads(texts[-2])[0]["result"] == "approved"  # the critic's second turn continued its chat
     assert texts[-1] == "published"

@@ -330,7 +330,7 @@ class Executor:
             n = record.instance_n or await self.journal.next_instance(record.session, request.spawned())
             children.name_child(agent, request, n)
             agent.options.on_event = self._child_sink(sink, request, agent.name)
-            run = Run.start_child(agent, request, run_id=record.id)
+            run = Run.start_child(agent, request, run_id=record.id, history=await self._history(request))
         else:
             agent.options.on_event = metrics.counting_tools(sink)
             raw = json.loads(record.input) if record.input else None
@@ -340,6 +340,13 @@ class Executor:
         children.started(run, parent=record.parent, task=record.task, worker=self.hostname)
         metrics.RUNS_STARTED.labels(record.agent).inc()
         return run, request
+
+    async def _history(self, request: ChildRequest) -> list[Message] | None:
+        """The chat of the run a team member's turn continues (its previous turn), if any."""
+        if not request.history:
+            return None
+        previous = await self.journal.record(request.history)
+        return await self.journal.messages(request.history, previous.msg_count) if previous else None
 
     @staticmethod
     def _child_sink(sink: StreamSink, request: ChildRequest | None, name: str) -> EventSink:

@@ -27,6 +27,7 @@ from shelly_dist.agent.records import ChildRequest, DelegateEntry, LiveDelegatio
 from shelly_dist.agent.run import Run
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, MemorySlots, SlotLease
 from shelly_dist.agent.stops import SIBLING_FAILED, TASK_CANCELED, stops_siblings
+from shelly_dist.chats import Message
 from shelly_dist.errors import AgentError
 from shelly_dist.runtime.local.interactive import LiveChild, LiveChildren, next_event
 from shelly_dist.runtime.local.spawns import LocalSpawner
@@ -46,6 +47,8 @@ class InlineDelegator:
         """The slot each limited child run holds, by run id, so its own delegation can give it back."""
         self._interactive: dict[str, LiveChildren] = {}
         """Each parent run's interactive children (:mod:`.interactive_local`), by parent run id."""
+        self.chats: dict[str, list[Message]] = {}
+        """The chats of team members' ended turns, by run id, until their next turn takes them."""
         self.iterations: dict[str, int] = {}
         """The model calls each ended child run made, by run id (what a spawn's announcement says)."""
         self.spawner = LocalSpawner(self)
@@ -216,7 +219,8 @@ class InlineDelegator:
             board = parent.agent.options.task_board if request.task_id else None
             if (refused := await children.claim_task(board, request, child.name)) is not None:
                 return refused
-            run = Run.start_child(child, request, run_id=run_id, delegator=self)
+            history = self.chats.pop(request.history, None) if request.history else None
+            run = Run.start_child(child, request, run_id=run_id, delegator=self, history=history)
             if slot is not None:
                 self._slot_of[run.state.run_id] = slot
             if (live := self._live_child(request)) is not None:
@@ -230,6 +234,8 @@ class InlineDelegator:
             finally:
                 self._slot_of.pop(run.state.run_id, None)
                 self.iterations[run.state.run_id] = run.state.iteration
+                if request.turn:  # a team member's turn: its next turn continues this chat
+                    self.chats[run.state.run_id] = run.agent.chat.messages()
             step = children.next_step(request, run, entry)
             if isinstance(step, ChildRequest):
                 children.report(run, children.finished(child.name, run.state.run_id, ending=children.Ending.DONE,

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from shelly_dist import ScriptedCompleter
+from shelly_dist import Role, ScriptedCompleter
 from shelly_dist.agent import Agent, AgentOptions
 from shelly_dist.agent.reactor import Member, Reactor, parse_decision
 from shelly_dist.errors import AgentError
 
-from .helpers import Team
+from .helpers import Team, call, echo_toolbox
 
 
 def add_team(team: Team, name: str, members: list[str], **reactor: object) -> None:
@@ -122,3 +122,19 @@ async def test_the_coordinators_tokens_count_as_the_teams_model_calls():
     agent = team.spawn("room")
     await agent.run("bees")
     assert agent.usage.total().input_tokens > 0  # three coordinator answers; the team itself calls no model
+
+
+async def test_a_member_keeps_its_private_chat_across_rounds_and_sees_only_what_is_new():
+    team = Team()
+    team.add("writer", [call("echo", {"text": "note"}), "a draft", "second draft"], toolboxes=(echo_toolbox(),))
+    team.add("critic", ["looks good", "approved"])
+    add_team(team, "room", ["writer", "critic"], kind="round_robin", rounds=2)
+    reply = await team.spawn("room").run("bees")
+    assert reply.text_content() == "approved"  # the critic's second turn continued its first
+    second = team.requests("writer")[2].messages  # the writer's first call of its second turn
+    assert [m.text_content() for m in second if m.role == Role.ASSISTANT][-1] == "a draft"
+    assert any(c.name == "echo" for m in second for c in m.tool_calls())  # its own tool call, kept
+    new = second[-1].text_content()
+    assert new.startswith("The team's conversation since your last turn") and "[critic]: looks good" in new
+    assert "[writer]" not in new and "[user]" not in new
+    assert not any(c.name == "echo" for r in team.requests("critic") for m in r.messages for c in m.tool_calls())
