@@ -367,7 +367,7 @@ class Run:
         while True:
             outcome = await self.step()
             if isinstance(outcome, Finished):
-                if self.spawner is not None and await self.spawner.wait(self):
+                if self.state.spawned and self.spawner is not None and await self.spawner.wait(self):
                     self.reopen()  # a spawned child ended: its announcement is the next step's input
                     continue
                 return outcome.reply
@@ -386,7 +386,7 @@ class Run:
             state.warned = True
         if self.before_model is not None:
             await self.before_model(self)
-        if self.spawner is not None:
+        if self.state.spawned and self.spawner is not None:  # a run that spawned nothing costs no read
             await drain(self, self.spawner)
         tools = await self._effects_before()
         reply = await self._completer.complete(agent.chat, tools)

@@ -177,3 +177,17 @@ async def test_a_delegated_child_stopped_by_a_failed_sibling_takes_its_spawned_r
     await run_parent(team, delegator)
     (spawned,) = [e for e in seen if e.kind == RUN_SPAWNED]
     assert [s.state for s in await delegator.spawner.spawned(spawned.run_id)] == ["canceled"]
+
+
+async def test_a_run_that_spawned_nothing_never_asks_its_spawner():
+    team, delegator = Team(), InlineDelegator()
+    asked: list[str] = []
+
+    async def counted(parent_id: str, start: int) -> list:
+        asked.append(parent_id)
+        return []
+
+    delegator.spawner.announcements = counted  # type: ignore[method-assign]
+    team.add("lead", [call("list_agents"), "done"], max_delegation_depth=1)
+    await run_parent(team, delegator)
+    assert asked == []
