@@ -191,3 +191,28 @@ async def test_a_run_that_spawned_nothing_never_asks_its_spawner():
     team.add("lead", [call("list_agents"), "done"], max_delegation_depth=1)
     await run_parent(team, delegator)
     assert asked == []
+
+
+async def test_a_parent_rebuilt_from_a_checkpoint_before_its_drain_hears_each_announcement_once():
+    """The cursor is journaled with the messages it drained: a parent continued from the
+    checkpoint before the drain drains again, one continued from after it does not."""
+    team, delegator = Team(), InlineDelegator()
+    team.add("lead", [spawns("a", "b"), call("work"), "heard"], max_delegation_depth=1,
+             toolboxes=(gate(delegator, "p1", 2),), repeat_last=True)
+    team.add("worker", ["found {task}"])
+    snapshots: list[tuple[str, object]] = []
+
+    async def keep(run: Run, reason: str) -> None:
+        snapshots.append((reason, run.snapshot()))
+
+    agent = team.spawn("lead")
+    run = Run.start(agent, [Message.text("user", Role.USER, "go")], run_id="p1", delegator=delegator,
+                    checkpoint=keep)
+    await agent.execute(run)
+    before = next(s for r, s in reversed(snapshots) if r == "tools")  # after `work`, before the last drain
+    after = snapshots[-1][1]  # the final reply's checkpoint: the drained announcements are in it
+    for snapshot, expected in ((before, 2), (after, 2)):
+        again = Run.restore(team.spawn("lead"), snapshot, delegator=delegator)  # type: ignore[arg-type]
+        again.reopen()
+        await again.step()
+        assert len(announcements(again.agent)) == expected
