@@ -100,20 +100,23 @@ def conversation(chat: Sequence[Message]) -> list[Turn]:
     return turns
 
 
-def last_turn(messages: Sequence[Message], member: str) -> tuple[str, int]:
-    """Where ``member`` last acted in a team's chat: its turn key (``<iteration>:<call>:<index>``,
-    "" before its first turn) and how many shared turns it had seen by then (its cursor)."""
-    key, seen, iteration = "", 0, 0
+def last_turn(messages: Sequence[Message], member: int) -> tuple[str, int, int]:
+    """Where roster member ``member`` last acted in a team's chat: its turn key
+    (``<iteration>:<call>:<index>``, "" before its first turn), where that round's outputs begin
+    in the shared conversation, and where its own output is: every other output from that round
+    on is what it has not seen."""
+    key, start, own, iteration = "", 0, -1, 0
     for pos, m in enumerate(messages):
         if m.role != Role.ASSISTANT:
             continue
         iteration += 1
-        for call in m.tool_calls():
-            tasks = json.loads(call.arguments or "{}").get("tasks", [])
-            for index, task in enumerate(tasks):
-                if task.get("agent") == member:
-                    key, seen = f"{iteration}:{call.id}:{index}", len(conversation(messages[:pos]))
-    return key, seen
+        chosen = (m.metadata.get("reactor") or {}).get("members") or []
+        calls = m.tool_calls()
+        if member in chosen and calls:
+            index = chosen.index(member)
+            start = len(conversation(messages[:pos]))
+            key, own = f"{iteration}:{calls[0].id}:{index}", start + index
+    return key, start, own
 
 
 def transcript(turns: Sequence[Turn]) -> str:
@@ -170,10 +173,11 @@ class Reactor:
         turn continues its private chat (its previous turn's) with the shared messages it has not
         seen: the others' outputs since its last turn."""
         tasks = []
+        turns = conversation(messages)
         for i in chosen:
             name = self.members[i].name
-            turn, seen = last_turn(messages, name)
-            new = [t for t in conversation(messages)[seen:] if t.speaker != name]
+            turn, start, own = last_turn(messages, i)
+            new = [t for k, t in enumerate(turns) if k >= start and k != own] if turn else turns
             if turn:
                 task = (f"The team's conversation since your last turn:\n\n{transcript(new)}\n\n"
                         "Contribute your part now.")
@@ -185,7 +189,7 @@ class Reactor:
         text = ", ".join(self.members[i].name for i in chosen)
         return Message(sender=self.team, role=Role.ASSISTANT,
                        parts=[*Message.text("", Role.ASSISTANT, f"round {n + 1}: {text}").parts, call],
-                       metadata={"reactor": metadata} if metadata else {})
+                       metadata={"reactor": {"members": chosen, **metadata}})
 
     # -- the LLM coordinator ------------------------------------------------------------------
 

@@ -138,3 +138,14 @@ async def test_a_member_keeps_its_private_chat_across_rounds_and_sees_only_what_
     assert new.startswith("The team's conversation since your last turn") and "[critic]: looks good" in new
     assert "[writer]" not in new and "[user]" not in new
     assert not any(c.name == "echo" for r in team.requests("critic") for m in r.messages for c in m.tool_calls())
+
+
+async def test_a_member_hears_what_a_member_before_it_said_in_the_same_round():
+    team = Team()
+    team.add("a", ["a1", "a2"])
+    team.add("b", ["b1", "b2"])
+    model = ScriptedCompleter([decision(0, 1), decision(1), decision(done=True)], name="fast")
+    add_team(team, "room", ["a", "b"], kind="llm", model=model)
+    await team.spawn("room").run("go")
+    second = team.requests("b")[1].messages[-1].text_content()  # b's second turn
+    assert "[a]: a1" in second and "[b]" not in second  # a's output of their shared round, not its own

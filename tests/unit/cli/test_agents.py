@@ -50,3 +50,12 @@ def test_a_team_with_an_unknown_member_is_a_config_error(invoke, workdir: Path) 
     write_config(workdir, teams=[{"name": "t", "members": ["ghost"]}])
     result = invoke("agents")
     assert result.exit_code == 2 and 'teams[0].members[0]: unknown agent or team "ghost"' in result.stderr
+
+
+async def test_mcp_serve_agents_offers_a_tool_per_team(workdir: Path) -> None:
+    from shelly_dist.cli.mcp import agents_toolbox
+    from shelly_dist.engine import Engine
+
+    write_config(workdir, teams=TEAMS)
+    async with await Engine.open(None, shelly_dir=workdir / ".shelly") as engine:
+        assert [t.name for t in agents_toolbox(engine, "s")] == ["agent_solo", "agent_pair"]

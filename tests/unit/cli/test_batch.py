@@ -74,3 +74,11 @@ async def test_an_in_process_batch_keeps_nothing_of_its_finished_items(workdir: 
     async with await Engine.open(config, shelly_dir=workdir / ".shelly") as engine:
         assert await run_batch(engine, items, workdir / "out.jsonl", concurrency=2) == 0
         assert engine.cached_sessions() == {"registries": 0, "stores": 0, "boards": 0}
+
+
+def test_a_batch_item_may_name_a_team(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, {"solo": ["solo did it"]}, teams=[{"name": "pair", "members": ["solo"]}])
+    tasks = write_tasks(workdir / "in.jsonl", '{"id": "t", "agent": "pair", "task": "x"}')
+    assert invoke("batch", "--tasks", str(tasks), "--output", "out.jsonl", "--quiet").exit_code == 0
+    out = records(workdir / "out.jsonl")["t"]
+    assert out["agent"] == "pair" and out["reply"] == "solo did it"
