@@ -149,3 +149,27 @@ async def test_a_member_hears_what_a_member_before_it_said_in_the_same_round():
     await team.spawn("room").run("go")
     second = team.requests("b")[1].messages[-1].text_content()  # b's second turn
     assert "[a]: a1" in second and "[b]" not in second  # a's output of their shared round, not its own
+
+
+async def test_a_round_continued_from_its_journaled_decision_does_not_ask_the_coordinator_again():
+    from shelly_dist.agent import Run
+    from shelly_dist.chats import Message
+    from shelly_dist.runtime.local import InlineDelegator
+
+    team = Team()
+    writers(team)
+    model = ScriptedCompleter([decision(0), decision(done=True)], name="fast")
+    add_team(team, "room", ["researcher", "writer"], kind="llm", model=model)
+    decided: list[object] = []
+
+    async def keep(run: Run, reason: str) -> None:
+        if reason == "reply" and not decided:
+            decided.append(run.snapshot())  # round 1's decision, journaled before its members run
+
+    agent = team.spawn("room")
+    run = Run.start(agent, [Message.text("user", Role.USER, "bees")], delegator=InlineDelegator(), checkpoint=keep)
+    await run.step()
+    assert len(model.requests) == 1
+    again = Run.restore(team.spawn("room"), decided[0], delegator=InlineDelegator())  # type: ignore[arg-type]
+    await again.step()  # a worker continuing the round from the journal: the members run again
+    assert len(model.requests) == 1 and len(team.requests("researcher")) == 2
