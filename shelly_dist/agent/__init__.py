@@ -13,9 +13,11 @@ from shelly_dist.agent.delegation import board_status, child_messages, entry_fro
 from shelly_dist.agent.middleware import Middleware, logger, output_guardrail, recovery, timeout
 from shelly_dist.agent.naming import instance_name, task_slug
 from shelly_dist.agent.options import AgentOptions
+from shelly_dist.agent.reactor import Member, Reactor
 from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEntry, Phase, RunState
 from shelly_dist.agent.registry import Entry, Factory, Registry
 from shelly_dist.agent.run import Continue, Delegator, Finished, Run, StepOutcome, Suspended
+from shelly_dist.agent.spawn import Spawned, Spawner
 
 __all__ = [
     "Agent",
@@ -28,11 +30,15 @@ __all__ = [
     "Entry",
     "Factory",
     "Finished",
+    "Member",
     "Middleware",
     "Phase",
+    "Reactor",
     "Registry",
     "Run",
     "RunState",
+    "Spawned",
+    "Spawner",
     "StepOutcome",
     "Suspended",
     "TaskBoardHook",

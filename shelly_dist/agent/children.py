@@ -10,7 +10,6 @@ config and a failure read the same in both (DESIGN §6, STYLE lesson 16).
 
 from __future__ import annotations
 
-import hashlib
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,7 @@ from shelly_dist import events
 from shelly_dist.agent.delegation import board_status, entry_from_outcome
 from shelly_dist.agent.handoff import next_peer
 from shelly_dist.agent.naming import instance_name
-from shelly_dist.agent.records import ChildRequest, DelegateEntry
+from shelly_dist.agent.records import ChildRequest, DelegateEntry, child_run_id, keyed_run_id
 from shelly_dist.agent.stops import DELEGATION_CLOSED, SIBLING_FAILED, TASK_CANCELED, BoardCancelScope
 from shelly_dist.events import Event, EventSink
 
@@ -78,16 +77,8 @@ def ending_of(entry: DelegateEntry, *, raised: bool = False) -> Ending:
     return Ending.FAILED if entry.error or raised else Ending.DONE
 
 
-def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
-    """A child's run id, the same in both runtimes: deterministic, so a redelivered parent step
-    names the same children again; it starts with the parent's id, hence with the root's (on the
-    pool a hash tag on the root covers the whole tree)."""
-    return run_id_of(parent_id, f"{iteration}:{request.key}")
-
-
-def run_id_of(parent_id: str, join_key: str) -> str:
-    """The run id of the child joined under ``join_key`` (``<parent step>:<call>:<index>``)."""
-    return f"{parent_id}-{hashlib.sha1(join_key.encode()).hexdigest()[:8]}"
+run_id_of = keyed_run_id
+"""The run id of the child joined under ``join_key`` (``<parent step>:<call>:<index>``)."""
 
 
 def peer_run_id(run_id: str, peer: ChildRequest) -> str:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 
 from pydantic import BaseModel, Field, ValidationError
+from pydantic.json_schema import SkipJsonSchema
 
 from shelly_dist.agent.agent import Roster
-from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEntry
+from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEntry, keyed_run_id
 from shelly_dist.agent.stops import SIBLING_FAILED, TASK_CANCELED, DelegationClosed, SiblingFailed
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import (
@@ -42,6 +43,11 @@ class DelegateTask(BaseModel):
                      "Default is blocking."),
         json_schema_extra={"enum": ["blocking", "interactive"]},
     )
+
+
+    turn: SkipJsonSchema[str | None] = None
+    """Set by a team's coordinator only (not offered to models): this task is a member's turn,
+    continuing the chat of its previous one (``<iteration>:<tool_call_id>:<index>``) when not empty."""
 
 
 class DelegateInput(BaseModel):
@@ -132,6 +138,8 @@ def plan_children(
                 parent_agent=instance_name,
                 fail_fast=fail_fast and not interactive,  # an interactive call has no fail-fast (nor has Shelly)
                 delegation_id=f"d-{delegation_base + i + 1}" if interactive else "",
+                turn=t.turn is not None,
+                history=keyed_run_id(run_id, t.turn) if t.turn else "",
             )
         )
     return entries, requests, interactive

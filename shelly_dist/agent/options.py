@@ -62,6 +62,10 @@ class AgentOptions:
     question_timeout: float = 0.0
     """Seconds an interactive delegation waits for a child to ask or finish before cancelling it
     (Shelly's ``options.question_timeout``; 0: no limit)."""
+    max_children: int = 5
+    """Spawned children of one run running at once (``spawn``); one more is rejected, never queued."""
+    spawn_timeout: float = 300.0
+    """Seconds a spawned child may run; past it, it is cancelled and announced as failed."""
     request_input: Answer | None = None
     """Answers this child's ``request_input`` questions (``agent.interaction.ChildQuestion``); set
     by the runtime that spawned it, which offers the tool to delegated children only."""

@@ -8,6 +8,7 @@ the agent never knows which. The JSON shapes of :class:`DelegateEntry` and
 
 from __future__ import annotations
 
+import hashlib
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -123,6 +124,14 @@ class ChildRequest(BaseModel):
     as in Shelly's entry); empty for the requested child itself."""
     reflections: str = ""
     """The ``<prior_reflections>`` message found for the task when the delegation was planned."""
+    turn: bool = False
+    """A team member's turn (:mod:`shelly_dist.agent.reactor`): its chat is kept for its next turn."""
+    history: str = ""
+    """The run whose chat this run continues: the same member's previous turn in its team."""
+    spawn_timeout: float = 0.0
+    """A spawned child's ``spawn_timeout`` (its parent's), for its error text."""
+    spawn_deadline: float = 0.0
+    """When a spawned child on the pool is out of time (epoch seconds; 0: no deadline)."""
     opening: str = ""
     """The peer's ``<handoff_context>`` message, which replaces the ``<delegation_context>``."""
     spent: Usage | None = None
@@ -231,9 +240,27 @@ class RunState(BaseModel):
     scopes: list[BudgetScope] = Field(default_factory=list)
     """The tree limits every model call of this run reserves against: inherited from the parent,
     plus the run's own when its agent has ``limits:``."""
+    spawned: int = 0
+    """How many ``spawn`` calls of this run were accepted (a run that spawned none finishes
+    without asking its spawner whether to wait)."""
+    announced: int = 0
+    """How many announcements of spawned children this run has drained into its chat (its
+    cursor in the spawner's list, journaled with the messages it appended)."""
     messages: list[Message] = Field(default_factory=list)
 
     @property
     def tree_usage(self) -> Usage:
         """What this run and every run it delegated (at any depth) spent, each token once."""
         return self.usage + self.children_usage
+
+
+def child_run_id(parent_id: str, request: ChildRequest, iteration: int) -> str:
+    """A child's run id, the same in both runtimes: deterministic, so a redelivered parent step
+    names the same children again; it starts with the parent's id, hence with the root's (on the
+    pool a hash tag on the root covers the whole tree)."""
+    return keyed_run_id(parent_id, f"{iteration}:{request.key}")
+
+
+def keyed_run_id(parent_id: str, step_key: str) -> str:
+    """The run id of the child of ``parent_id`` asked for at ``<iteration>:<tool_call_id>:<index>``."""
+    return f"{parent_id}-{hashlib.sha1(step_key.encode()).hexdigest()[:8]}"

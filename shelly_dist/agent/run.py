@@ -49,6 +49,7 @@ from shelly_dist.agent.records import (
     Phase,
     RunState,
 )
+from shelly_dist.agent.spawn import Spawner, drain, spawn_toolbox
 from shelly_dist.chats import Message, Role, Text, ToolCall, ToolResult
 from shelly_dist.chats.replies import STOP_REASON, argument_problem, truncated
 from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
@@ -215,11 +216,14 @@ class Run:
         return cls(agent, state, **kwargs)  # type: ignore[arg-type]
 
     @classmethod
-    def start_child(cls, agent: Agent, request: ChildRequest, **kwargs: object) -> Run:
+    def start_child(cls, agent: Agent, request: ChildRequest, *, history: list[Message] | None = None,
+                    **kwargs: object) -> Run:
         """The run of a delegated child: its context and task, the parent's chain of agents and
-        the parent's tree limits (every runtime starts a child through here)."""
-        return cls.start(agent, child_messages(request), visited=request.visited, scopes=request.scopes,
-                         **kwargs)  # type: ignore[arg-type]
+        the parent's tree limits (every runtime starts a child through here). ``history``: the
+        chat of the run it continues (a team member's previous turn), before its new task."""
+        earlier = [m for m in history or [] if m.role != Role.SYSTEM]
+        return cls.start(agent, [*earlier, *child_messages(request)], visited=request.visited,
+                         scopes=request.scopes, **kwargs)  # type: ignore[arg-type]
 
     @classmethod
     def restore(cls, agent: Agent, snapshot: RunState, **kwargs: object) -> Run:
@@ -259,6 +263,8 @@ class Run:
                 self._answer = answer_tool()
                 orch.register(self._answer)
             boxes.append(orch)
+            if self.spawner is not None:
+                boxes.append(spawn_toolbox(self, self.spawner))
         if agent.depth > 0:
             slots = _EndingSlots(self.state)
             ending = [task_complete_tool(slots.get_completion, slots.set_completion)]
@@ -302,6 +308,16 @@ class Run:
         if not state.scopes:
             return self.agent.completer
         return LimitedCompleter(self.agent.completer, budget, state.scopes, agent=self.agent.name)
+
+    @property
+    def spawner(self) -> Spawner | None:
+        """Where this run's ``spawn`` children go: its delegator's spawner, if it has one."""
+        return getattr(self.delegator, "spawner", None)
+
+    def reopen(self) -> None:
+        """A run that would have finished takes another step instead (announcements of spawned
+        children wait for it): its final reply stays in the chat, the model is asked again."""
+        self.state.phase = Phase.MODEL
 
     @property
     def tools(self) -> list[Tool]:
@@ -370,6 +386,9 @@ class Run:
         while True:
             outcome = await self.step()
             if isinstance(outcome, Finished):
+                if self.state.spawned and self.spawner is not None and await self.spawner.wait(self):
+                    self.reopen()  # a spawned child ended: its announcement is the next step's input
+                    continue
                 return outcome.reply
             if isinstance(outcome, Suspended):
                 raise UsageError(
@@ -386,6 +405,8 @@ class Run:
             state.warned = True
         if self.before_model is not None:
             await self.before_model(self)
+        if self.state.spawned and self.spawner is not None:  # a run that spawned nothing costs no read
+            await drain(self, self.spawner)
         tools = await self._effects_before()
         if self._hooks:
             await self._hooks.before_model(self)

@@ -57,6 +57,10 @@ def describe(cfg: Config) -> list[dict[str, Any]]:
             "entry": a.name == entry,
         }
         for a in cfg.agents
+    ] + [
+        {"name": t.name, "provider": t.coordinator.provider, "toolboxes": [], "description": t.description,
+         "entry": t.name == cfg.entry_agent, "team": t.members, "coordinator": t.coordinator.kind}
+        for t in cfg.teams
     ]
 
 

@@ -32,8 +32,10 @@ def _line(event: Event) -> str:
         detail = str(data.get("tool", ""))
     elif event.kind == events.MESSAGE_ADDED:
         detail = str(data.get("text", "")).replace("\n", " ")[:100]
-    elif event.kind == events.RUN_QUEUED:
+    elif event.kind in (events.RUN_QUEUED, events.RUN_SPAWNED):
         detail = f"{data.get('child_agent')} ({data.get('child_run')})"
+    elif event.kind == events.SPAWN_ANNOUNCED:
+        detail = f"{data.get('child_agent')} ({data.get('child_run')}) {data.get('state')}"
     elif event.kind == events.ERROR:
         detail = str(data.get("error", ""))
     return f"{stamp} {event.run_id:<24} {event.agent:<28} {event.kind:<18} {detail}".rstrip()

@@ -106,6 +106,12 @@ class Board:
             return None
         if event.kind == events.RUN_FINISHED:
             return self._finished(row, data)
+        if event.kind == events.RUN_SPAWNED:
+            row.action = f"spawned {data.get('child_agent')}"
+            return f"{pad}  {row.name} ⇢ spawned {data.get('child_agent')} ({data.get('child_run')})"
+        if event.kind == events.SPAWN_ANNOUNCED:
+            row.action = f"heard {data.get('child_agent')} ({data.get('state')})"
+            return f"{pad}  {row.name} ⇠ heard {data.get('child_agent')}: {data.get('state')}"
         if event.kind == events.ERROR:
             row.status, row.action = "failed", _short(str(data.get("error") or ""))
             return f"{pad}✗ {row.name} failed: {data.get('error')}"

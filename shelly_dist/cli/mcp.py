@@ -81,7 +81,7 @@ def served_toolboxes(engine: Engine, names: list[str], session: str) -> list[Too
 
 
 def agents_toolbox(engine: Engine, session: str) -> ToolBox:
-    """One ``agent_<name>`` tool per configured agent; each call runs a fresh top-level session."""
+    """One ``agent_<name>`` tool per configured agent and team; each call runs a fresh top-level session."""
 
     def tool_for(name: str, description: str) -> Tool:
         async def run(data: AgentTaskInput) -> str:
@@ -93,7 +93,8 @@ def agents_toolbox(engine: Engine, session: str) -> ToolBox:
             text += f" The agent: {description}"
         return tool_from_model(f"agent_{name}", text, AgentTaskInput, run)
 
-    return ToolBox([tool_for(a.name, a.description) for a in engine.config.agents], name="agents")
+    named = [*engine.config.agents, *engine.config.teams]
+    return ToolBox([tool_for(a.name, a.description) for a in named], name="agents")
 
 
 async def until_signal(main: Coroutine[Any, Any, None]) -> int:

@@ -87,7 +87,7 @@ def spent_by_run(records: list[RunRecord]) -> dict[str, tuple[Spent, Spent]]:
     return {rid: (own[rid], total(rid)) for rid in own}
 
 
-def _tree_lines(records: list[RunRecord]) -> list[str]:
+def tree_lines(records: list[RunRecord]) -> list[str]:
     children: dict[str, list[RunRecord]] = {}
     for r in records:
         children.setdefault(r.parent, []).append(r)
@@ -102,7 +102,8 @@ def _tree_lines(records: list[RunRecord]) -> list[str]:
             lines.append(f"{'  ' * indent}{r.id}  {name}  {r.status}  "
                          f"worker={r.worker or '-'}  {own.text()}{subtree}"
                          + (f"  error={r.error}" if r.error else "")
-                         + (f"  handed off to {r.handoff}" if r.handoff else ""))
+                         + (f"  handed off to {r.handoff}" if r.handoff else "")
+                         + ("  (spawned)" if r.spawned else ""))
             walk(r.id, indent + 1)
 
     walk("", 0)
@@ -115,6 +116,7 @@ def runs_json(records: list[RunRecord]) -> list[dict[str, Any]]:
     spent = spent_by_run(records)
     return [{"id": r.id, "agent": r.agent, "instance": r.instance, "depth": str(r.depth), "parent": r.parent,
              "root": r.root, "status": str(r.status), "worker": r.worker, "error": r.error, "handoff": r.handoff,
+             "spawned": r.spawned,
              "own": spent[r.id][0].to_json(), "tree": spent[r.id][1].to_json()} for r in records]
 
 
@@ -133,6 +135,6 @@ def runs_command(session_id: str, as_json: bool, config_path: str | None, shelly
         elif not records:
             click.echo(f"no runs in session {session_id}", err=True)
         else:
-            click.echo("\n".join(_tree_lines(records)))
+            click.echo("\n".join(tree_lines(records)))
 
     run_async(main())

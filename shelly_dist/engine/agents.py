@@ -21,7 +21,7 @@ from shelly_dist.agent import Agent, AgentOptions, Registry
 from shelly_dist.agent.effects import Effect
 from shelly_dist.agent.limits import Budget
 from shelly_dist.engine.config import forgive
-from shelly_dist.engine.config_models import AgentConfig, Config
+from shelly_dist.engine.config_models import AgentConfig, Config, TeamConfig
 from shelly_dist.engine.effects import build_effects
 from shelly_dist.engine.extensions import hooks_for
 from shelly_dist.engine.providers import Providers
@@ -120,6 +120,8 @@ def build_registry(
                 interaction_mode=spec.options.interaction_mode,
                 question_timeout=spec.options.question_timeout or 0.0,
                 delegate_fail_fast=spec.options.delegate_fail_fast,
+                max_children=5 if spec.options.max_children is None else spec.options.max_children,
+                spawn_timeout=spec.options.spawn_timeout or 300.0,
                 skills=chosen.skills(),
                 context=context,
                 tool_policy=tool_policy(spec),
@@ -159,7 +161,32 @@ def build_registry(
         )
     for remote in remotes:
         register_remote(registry, remote, on_event)
+    for team in config.teams:
+        register_team(registry, team, providers, on_event)
     return registry
+
+
+def register_team(registry: Registry, team: TeamConfig, providers: Providers, on_event: EventSink | None) -> None:
+    """A team as a delegation target: an agent whose "model" is its coordinator
+    (:class:`~shelly_dist.agent.reactor.Reactor`); its members are read from the registry when it
+    is built, so teams may name teams registered after them."""
+    from shelly_dist.agent.reactor import Member, Reactor
+
+    c = team.coordinator
+
+    def factory() -> Agent:
+        members = [Member(m, entry.description if (entry := registry.get(m)) is not None else "")
+                   for m in team.members]
+        model = providers.for_team(team.name, c.provider) if c.kind == "llm" else None
+        reactor = Reactor(team.name, members, kind=c.kind, rounds=c.rounds, max_rounds=c.max_rounds, model=model)
+        return Agent(team.name, team.description, "", completer=reactor,
+                     options=AgentOptions(max_delegation_depth=TEAM_DEPTH, behavioral_hints=False, on_event=on_event))
+
+    registry.register(team.name, team.description, factory, skills=["team"])
+
+
+TEAM_DEPTH = 64
+"""A team may hand turns to its members at any depth (their own limits still hold for them)."""
 
 
 def register_remote(registry: Registry, remote: RemoteAgent, on_event: EventSink | None) -> None:

@@ -22,7 +22,7 @@ syntax (``"1m30s"``, ``"500ms"``) or a number of seconds and are stored as float
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag
 
@@ -261,6 +261,10 @@ class AgentOptions(Section):
     question_timeout: OptionalDuration = None
     """Seconds to wait for an answer to ``ask_user``; ``None``, ``""`` or 0 = no limit."""
     delegate_fail_fast: bool = False
+    max_children: int | None = Field(None, ge=0)
+    """Spawned children running at once per parent (ours; ``None``: 5); one more is rejected."""
+    spawn_timeout: OptionalDuration = None
+    """Seconds a spawned child may run before it is cancelled and announced as failed (``None``: 300)."""
 
 
 class ToolPolicy(OursSection):
@@ -385,6 +389,28 @@ class DistributedConfig(OursSection):
         return self.visibility_timeout if self.visibility_timeout is not None else self.step_time_limit + 300
 
 
+class CoordinatorConfig(OursSection):
+    """Who acts next in a team: each member once in order, ``rounds`` passes, or an LLM."""
+
+    kind: Literal["sequential", "round_robin", "llm"] = "sequential"
+    rounds: int = Field(1, ge=1)
+    """``round_robin``: passes over the members."""
+    provider: str = ""
+    """``llm``: the provider whose model decides (a scripted provider's script is keyed by the team name)."""
+    max_rounds: int = Field(6, ge=1)
+    """``llm``: the most rounds; reaching it ends the team with the conversation so far and a warning."""
+
+
+class TeamConfig(OursSection):
+    """A team (ours): members over a shared conversation, usable wherever an agent name is."""
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    members: list[str] = Field(min_length=1)
+    """Agents or other teams, in roster order."""
+    coordinator: CoordinatorConfig = Field(default_factory=CoordinatorConfig)
+
+
 class Config(Section):
     """A whole validated config. Build it with :func:`shelly_dist.engine.config.load_config`."""
 
@@ -404,6 +430,8 @@ class Config(Section):
     python: list[str] = Field(default_factory=list)
     """Modules (dotted names) every process imports before building agents; the project directory
     (the parent of ``.shelly/``) is on ``sys.path`` (ours: :mod:`shelly_dist.engine.extensions`)."""
+    teams: list[TeamConfig] = Field(default_factory=list)
+    """Teams of agents (ours; docs/teams.md), usable wherever an agent name is."""
     _warnings: list[str] = PrivateAttr(default_factory=list)
     _knowledge_writes: bool = PrivateAttr(default=False)
 
@@ -429,6 +457,9 @@ class Config(Section):
 
     def agent(self, name: str) -> AgentConfig | None:
         return next((a for a in self.agents if a.name == name), None)
+
+    def team(self, name: str) -> TeamConfig | None:
+        return next((t for t in self.teams if t.name == name), None)
 
     def provider(self, name: str) -> ProviderConfig | None:
         return next((p for p in self.providers if p.name == name), None)

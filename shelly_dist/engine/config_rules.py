@@ -41,7 +41,7 @@ def _provider_problems(cfg: Config) -> Iterator[Problem]:
     if not cfg.providers:
         yield "providers", "at least one provider is required"
     names = {p.name for p in cfg.providers}
-    agents = {a.name for a in cfg.agents}
+    agents = {a.name for a in cfg.agents} | {t.name for t in cfg.teams}
     yield from _duplicates("provider", "providers", [p.name for p in cfg.providers])
     for i, p in enumerate(cfg.providers):
         at = f"providers[{i}]"
@@ -141,6 +141,35 @@ def leniencies(cfg: Config) -> list[Problem]:
     return out
 
 
+def _team_problems(cfg: Config) -> list[Problem]:
+    """Teams: unique names apart from the agents', known members, no team inside itself, a
+    known provider for an LLM coordinator."""
+    out = list(_duplicates("team", "teams", [t.name for t in cfg.teams]))
+    agents = {a.name for a in cfg.agents} | {r.name for r in cfg.a2a_agents}
+    teams = {t.name: t for t in cfg.teams}
+    for i, t in enumerate(cfg.teams):
+        at = f"teams[{i}]"
+        if t.name in agents:
+            out.append((f"{at}.name", f'"{t.name}" is also an agent'))
+        for j, m in enumerate(t.members):
+            if m not in agents and m not in teams:
+                out.append((f"{at}.members[{j}]", f'unknown agent or team "{m}"'))
+        if _contains(teams, t.name, t.name, set()):
+            out.append((f"{at}.members", f'team "{t.name}" contains itself'))
+        c = t.coordinator
+        if c.kind == "llm" and cfg.provider(c.provider) is None:
+            out.append((f"{at}.coordinator.provider", f'unknown provider "{c.provider}"'))
+    return out
+
+
+def _contains(teams: dict, name: str, wanted: str, seen: set[str]) -> bool:
+    team = teams.get(name)
+    if team is None or name in seen:
+        return False
+    seen.add(name)
+    return any(m == wanted or _contains(teams, m, wanted, seen) for m in team.members)
+
+
 def problems(cfg: Config) -> list[Problem]:
     """Every rule violation of ``cfg``, in file order. Empty means valid."""
     out = list(_provider_problems(cfg))
@@ -150,7 +179,8 @@ def problems(cfg: Config) -> list[Problem]:
     out += _duplicates("agent", "agents", [a.name for a in cfg.agents])
     for i, a in enumerate(cfg.agents):
         out += _agent_problems(cfg, i, a)
-    if cfg.entry_agent and cfg.agent(cfg.entry_agent) is None:
+    out += _team_problems(cfg)
+    if cfg.entry_agent and cfg.agent(cfg.entry_agent) is None and cfg.team(cfg.entry_agent) is None:
         out.append(("entry_agent", f'unknown agent "{cfg.entry_agent}"'))
     out += _distributed_problems(cfg)
     out += _duplicates("A2A agent", "a2a_agents", [r.name for r in cfg.a2a_agents])

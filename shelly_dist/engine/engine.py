@@ -271,9 +271,9 @@ class Engine:
     def agent_name(self, agent: str | None = None) -> str:
         """``agent``, or the entry agent; an unknown name is a ``UsageError`` listing the known."""
         if not agent:
-            return self.config.entry().name
-        if self.config.agent(agent) is None:
-            known = ", ".join(a.name for a in self.config.agents)
+            return self.config.entry_agent if self.config.team(self.config.entry_agent) else self.config.entry().name
+        if self.config.agent(agent) is None and self.config.team(agent) is None:
+            known = ", ".join([a.name for a in self.config.agents] + [t.name for t in self.config.teams])
             raise UsageError(f'engine: unknown agent "{agent}" (known: {known})')
         return agent
 
@@ -304,6 +304,10 @@ class Engine:
 
     def _provider_info(self, agent: str) -> ProviderInfo:
         spec = self.config.agent(agent)
+        team = self.config.team(agent)
+        if spec is None and team is not None:  # a team: its coordinator's model, if it has one
+            provider = self.config.provider(team.coordinator.provider) or self.config.providers[0]
+            return ProviderInfo(kind=provider.kind, model=provider.model)
         assert spec is not None
         provider = self.config.provider_for(spec)
         return ProviderInfo(kind=provider.kind, model=provider.model)

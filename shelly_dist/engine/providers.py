@@ -87,6 +87,14 @@ class Providers:
             chain.append((name, self._one(other, agent)))
         return with_fallback((primary.name, completer), chain, cooldowns=self.cooldowns, on_event=self._on_event)
 
+    def for_team(self, team: str, provider: str) -> Completer:
+        """The completer of team ``team``'s LLM coordinator: ``provider``'s model (a scripted
+        provider answers from the script keyed by the team's name)."""
+        config = self.config.provider(provider)
+        if config is None:
+            raise ConfigError(f'team "{team}": unknown provider "{provider}"', field="provider")
+        return self._one(config, team)
+
     def chain(self, agent: str) -> list[ProviderConfig]:
         """The providers an instance of ``agent`` may call: its own, then its fallbacks."""
         spec = self.config.agent(agent)

@@ -30,7 +30,7 @@ from fnmatch import fnmatchcase
 
 from shelly_dist.tools.tool import Tool
 
-DELEGATION_TOOLS = frozenset({"delegate", "list_agents"})
+DELEGATION_TOOLS = frozenset({"delegate", "list_agents", "spawn", "spawn_status", "spawn_cancel"})
 
 
 def matches(tool: Tool, pattern: str) -> bool:

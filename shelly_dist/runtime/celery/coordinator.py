@@ -36,6 +36,7 @@ from shelly_dist.runtime.celery.questions import Answered, answer, open_question
 from shelly_dist.runtime.celery.record import RunRecord, RunStatus
 from shelly_dist.runtime.celery.root_answerer import RootAnswerer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.spawns import PoolSpawner
 from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import connect, redis_errors
 from shelly_dist.state.hub import Hub, Watch
@@ -163,6 +164,8 @@ class CeleryRuntime:
         try:
             with acting_as(session=session):
                 reply = await agent.execute(run)
+                if run.state.spawned:
+                    await awaiter.spawner.settle()  # detached children end before the tree does
             status = "done"
             return RunOutcome(run_id=run_id, reply=reply, usage=run.state.usage, completion=run.state.completion,
                               tree_usage=run.state.tree_usage)
@@ -287,6 +290,8 @@ class _Awaiter:
         self._stack = contextlib.AsyncExitStack()
         self._wakeups: Watch | None = None
         self._opening = asyncio.Lock()
+        self.spawner = PoolSpawner(runtime.journal, runtime._send, lease, runtime.fingerprint, watch=self._subscribed)
+        """The root's ``spawn`` children: on the pool; the root waits for their announcements here."""
 
     async def _subscribed(self) -> Watch:
         """The run's channel on the process's shared pub/sub connection (one watch, shared by every

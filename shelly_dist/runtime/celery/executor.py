@@ -42,7 +42,7 @@ from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeou
 from shelly_dist.events import EventSink
 from shelly_dist.identity import acting_as
 from shelly_dist.observability import metrics, tracing
-from shelly_dist.runtime.celery import interactive, questions, round_timeout
+from shelly_dist.runtime.celery import interactive, questions, round_timeout, spawns
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.events import StreamSink
 from shelly_dist.runtime.celery.handoff import hand_off
@@ -264,9 +264,18 @@ class Executor:
                             return Progress("waiting", f"{left} children pending")
                         continue
                 metrics.STEPS.labels(record.agent).inc()
-                async with asyncio.timeout(self.settings.step_time_limit), children.board_scope(board, request):
+                if error := spawns.timed_out(request):  # a spawned child out of time fails, announced
+                    return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=error),
+                                           **ending)  # type: ignore[arg-type]
+                async with asyncio.timeout(spawns.time_left(request, self.settings.step_time_limit)), \
+                        children.board_scope(board, request):
                     outcome = await run.step()
                 if isinstance(outcome, Finished):
+                    waits = await self._spawn_wait(lease, run)
+                    if waits == "go":  # announcements of spawned children: another step with them
+                        continue
+                    if waits == "wait":
+                        return Progress("waiting", "spawned children pending")
                     entry = entry_from_outcome(record.agent, reply=outcome.reply, completion=outcome.completion)
                     if request is not None:
                         step = children.next_step(request, run, entry)
@@ -292,6 +301,9 @@ class Executor:
         except (StoreError, LeaseLost):
             raise  # not the run's fault: the task retries from the journal, or another worker has it
         except TimeoutError:
+            if spawn_error := spawns.timed_out(request):
+                return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=spawn_error),
+                                       **ending)  # type: ignore[arg-type]
             error = StepTimeout(
                 f"run {record.id}: step exceeded its time limit of {self.settings.step_time_limit:g}s",
                 run_id=record.id,
@@ -319,7 +331,7 @@ class Executor:
             n = record.instance_n or await self.journal.next_instance(record.session, request.spawned())
             children.name_child(agent, request, n)
             agent.options.on_event = self._child_sink(sink, request, agent.name)
-            run = Run.start_child(agent, request, run_id=record.id)
+            run = Run.start_child(agent, request, run_id=record.id, history=await self._history(request))
         else:
             agent.options.on_event = metrics.counting_tools(sink)
             raw = json.loads(record.input) if record.input else None
@@ -329,6 +341,13 @@ class Executor:
         children.started(run, parent=record.parent, task=record.task, worker=self.hostname)
         metrics.RUNS_STARTED.labels(record.agent).inc()
         return run, request
+
+    async def _history(self, request: ChildRequest) -> list[Message] | None:
+        """The chat of the run a team member's turn continues (its previous turn), if any."""
+        if not request.history:
+            return None
+        previous = await self.journal.record(request.history)
+        return await self.journal.messages(request.history, previous.msg_count) if previous else None
 
     @staticmethod
     def _child_sink(sink: StreamSink, request: ChildRequest | None, name: str) -> EventSink:
@@ -354,6 +373,22 @@ class Executor:
             run.emit(events.RUN_QUEUED, child_run=peer_id, child_agent=peer.spawned(), depth=peer.depth,
                      task=peer.task[:200])
         return Progress("done", f"handed off to {peer.spawned()} ({peer_id})")
+
+    async def _spawn_wait(self, lease: Lease, run: Run) -> str:
+        """A run that spawned children and would finish: ``go`` (announcements wait: step again),
+        ``wait`` (suspended until the next one, holding no worker) or ``done`` (finish)."""
+        if not run.state.spawned:
+            return "done"
+        lease.held = None  # discarded: the checkpoint below writes the same reply with the reopened state
+        run.reopen()
+        assert run.checkpoint is not None
+        await run.checkpoint(run, "tools")
+        waits = await spawns.suspend(self.journal, lease, run.state.announced)
+        if waits == "done":
+            run.state.phase = Phase.DONE
+        elif waits == "wait":
+            run.emit(events.RUN_WAITING, waiting_on=run.state.spawned - run.state.announced)
+        return waits
 
     async def _collect(self, record: RunRecord, run: Run) -> None:
         """Deliver every child entry that has joined into this run's record."""
@@ -404,8 +439,15 @@ class Executor:
             await self.ctx.wake_ended(record, status, reply=reply, error=entry.error or "")
         await self.policy.on_end(record.parent, record.parent_key,  # policy: fail-fast
                                  request or record.request, entry)
+        if status == "canceled":  # its spawned runs go with it
+            await spawns.stop_spawned(self.journal, record.id)
+        resume = False
+        if spawns.is_spawned(record):  # announced before the finish: a crash between repeats neither
+            resume = await spawns.announce(self.journal, record, status, entry, run.state.iteration if run else 0)
         await sink.settle()
         await finish_and_join(self.journal, self.enqueue, lease, status, entry, events=sink.drain(), **fields)
+        if resume:
+            await enqueue_resume(self.journal, self.enqueue, record.parent)
         metrics.RUNS_FINISHED.labels(record.agent, status).inc()
         return Progress(status, entry.error or "")
 
@@ -458,6 +500,8 @@ class _WorkerDelegator:
     def __init__(self, executor: Executor, lease: Lease) -> None:
         self.executor = executor
         self.lease = lease
+        self.spawner = spawns.PoolSpawner(executor.journal, executor.enqueue, lease, executor.ctx.fingerprint)
+        """The run's ``spawn`` children: Celery tasks; it suspends rather than waits for them."""
 
     async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry] | None:
         await dispatch_children(self.executor.enqueue, self.lease, requests, parent.state.iteration,

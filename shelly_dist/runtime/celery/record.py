@@ -86,6 +86,8 @@ class RunRecord:
     updated: float = 0.0
     canceled: bool = False
     """The tree's cancel flag (meaningful on a root's record)."""
+    spawned: bool = False
+    """Started by its parent's ``spawn`` (not joined by a ``delegate``)."""
 
     @property
     def ended(self) -> bool:
@@ -115,6 +117,7 @@ class RunRecord:
             error=raw.get("error", ""), reply=raw.get("reply", ""), usage=raw.get("usage", ""),
             handoff=raw.get("handoff", ""), created=float(raw.get("created") or 0),
             updated=float(raw.get("updated") or 0), canceled=raw.get("canceled") == "1",
+            spawned=raw.get("spawned") == "1",
         )
 
     def task_kwargs(self) -> dict[str, Any]:

@@ -27,8 +27,10 @@ from shelly_dist.agent.records import ChildRequest, DelegateEntry, LiveDelegatio
 from shelly_dist.agent.run import Run
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, MemorySlots, SlotLease
 from shelly_dist.agent.stops import SIBLING_FAILED, TASK_CANCELED, stops_siblings
+from shelly_dist.chats import Message
 from shelly_dist.errors import AgentError
 from shelly_dist.runtime.local.interactive import LiveChild, LiveChildren, next_event
+from shelly_dist.runtime.local.spawns import LocalSpawner
 
 if TYPE_CHECKING:
     from shelly_dist.agent.agent import Agent
@@ -45,6 +47,12 @@ class InlineDelegator:
         """The slot each limited child run holds, by run id, so its own delegation can give it back."""
         self._interactive: dict[str, LiveChildren] = {}
         """Each parent run's interactive children (:mod:`.interactive`), by parent run id."""
+        self.chats: dict[str, list[Message]] = {}
+        """The chats of team members' ended turns, by run id, until their next turn takes them."""
+        self.iterations: dict[str, int] = {}
+        """The model calls each ended child run made, by run id (what a spawn's announcement says)."""
+        self.spawner = LocalSpawner(self)
+        """Where the tree's ``spawn`` children run (asyncio tasks of this loop)."""
 
     async def _slot(self, registry: Registry, request: ChildRequest) -> _Slot | None:
         """Wait for a slot of the child's agent when it has a ``max_concurrency``."""
@@ -185,10 +193,10 @@ class InlineDelegator:
             child.options.on_event = children.progress_sink(parent.options.on_event, parent.name, child.name)
         return child
 
-    async def run_child(self, parent: Run, request: ChildRequest) -> DelegateEntry:
+    async def run_child(self, parent: Run, request: ChildRequest, *, run_id: str = "") -> DelegateEntry:
         """Run one child to its end and map its outcome onto its entry, following its handoffs
         (each peer runs as the same entry). Never raises but cancellation of the parent."""
-        run_id = children.child_run_id(parent.state.run_id, request, parent.state.iteration)
+        run_id = run_id or children.child_run_id(parent.state.run_id, request, parent.state.iteration)
         outcome: DelegateEntry | ChildRequest = request
         while isinstance(outcome, ChildRequest):
             peer = outcome
@@ -209,9 +217,12 @@ class InlineDelegator:
             except AgentError as exc:
                 return DelegateEntry(agent=request.agent, error=str(exc))
             board = parent.agent.options.task_board if request.task_id else None
-            run = Run.start_child(child, request, run_id=run_id, delegator=self)
+            history = self.chats.pop(request.history, None) if request.history else None
+            run = Run.start_child(child, request, run_id=run_id, delegator=self, history=history)
             children.started(run, parent=parent.state.run_id, task=request.task)
             if (refused := await children.claim_task(board, request, child.name)) is not None:
+                if history is not None:  # the member's chat waits for a turn that runs
+                    self.chats[request.history] = history
                 self._report_end(parent, run, refused, children.Ending.FAILED)
                 return refused
             if slot is not None:
@@ -225,6 +236,9 @@ class InlineDelegator:
                 raise
             finally:
                 self._slot_of.pop(run.state.run_id, None)
+                self.iterations[run.state.run_id] = run.state.iteration
+                if request.turn:  # a team member's turn: its next turn continues this chat
+                    self.chats[run.state.run_id] = run.agent.chat.messages()
             entry.usage = request.entry_usage(run.state)  # joined into the parent, which totals its tree
             step = entry if raised else children.next_step(request, run, entry)
             if isinstance(step, ChildRequest):
@@ -253,6 +267,10 @@ class InlineDelegator:
         would; the cancellation then goes on."""
         reason = str(exc.args[0]) if exc.args and exc.args[0] in children.STOPPED else TASK_CANCELED
         entry = DelegateEntry(agent=request.agent, error=reason)
+        spawner = run.spawner
+        if spawner is not None:  # the runs it spawned go with it
+            with contextlib.suppress(Exception):
+                await asyncio.shield(spawner.cancel_all(run.state.run_id))  # type: ignore[attr-defined]
         with contextlib.suppress(Exception):
             await asyncio.shield(children.settle_task(board, request, entry))
         cls._report_end(parent, run, entry, children.Ending.CANCELED)

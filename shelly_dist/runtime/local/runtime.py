@@ -8,6 +8,7 @@ task cancels every child with it.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from shelly_dist.agent import Agent, Delegator, Run
@@ -20,7 +21,16 @@ from shelly_dist.runtime.local.delegator import InlineDelegator
 async def run_here(agent: Agent, delegator: Delegator | None = None) -> Message:
     """``Agent.run``: the agent's run to its end in this process, children as asyncio tasks
     unless another ``delegator`` is given (registered with the agent layer by this package)."""
-    return await agent.execute(Run.start(agent, delegator=delegator or InlineDelegator()))
+    inline = InlineDelegator() if delegator is None else None
+    try:
+        reply = await agent.execute(Run.start(agent, delegator=delegator or inline))
+    except BaseException:
+        if inline is not None:
+            await asyncio.shield(inline.spawner.settle(cancel=True))
+        raise
+    if inline is not None:
+        await inline.spawner.settle(cancel=False)
+    return reply
 
 
 class LocalRuntime:
@@ -35,8 +45,13 @@ class LocalRuntime:
         self, agent: Agent, messages: list[Message], *, session: str, run_id: str | None = None
     ) -> RunOutcome:
         run = Run.start(agent, messages, run_id=run_id or uuid.uuid4().hex[:12], delegator=self._delegator)
-        with acting_as(session=session):
-            reply = await agent.execute(run)
+        try:
+            with acting_as(session=session):
+                reply = await agent.execute(run)
+        except BaseException:
+            await asyncio.shield(self._delegator.spawner.settle(cancel=True))
+            raise
+        await self._delegator.spawner.settle(cancel=False)  # the tree is done only with its spawned runs
         return RunOutcome(run_id=run.state.run_id, reply=reply, usage=run.state.usage, completion=run.state.completion,
                           tree_usage=run.state.tree_usage)
 

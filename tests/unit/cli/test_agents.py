@@ -26,3 +26,36 @@ def test_agents_table_shows_each_agent(invoke, workdir: Path) -> None:  # type: 
 def test_agents_without_config_exits_2(invoke) -> None:  # type: ignore[no-untyped-def]
     result = invoke("agents")
     assert result.exit_code == 2 and "no config file" in result.stderr
+
+
+TEAMS = [{"name": "pair", "description": "two of solo", "members": ["solo", "solo"],
+          "coordinator": {"kind": "sequential"}}]
+
+
+def test_agents_json_lists_a_team_with_its_members_and_coordinator(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, teams=TEAMS)
+    rows = json.loads(invoke("agents", "--json").stdout)
+    assert rows[1] == {"name": "pair", "provider": "", "toolboxes": [], "description": "two of solo",
+                       "entry": False, "team": ["solo", "solo"], "coordinator": "sequential"}
+
+
+def test_run_takes_a_team_as_its_agent(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, {"solo": ["solo says {task}"]}, teams=TEAMS)
+    result = invoke("run", "--agent", "pair", "--json", "hi")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["reply"].startswith("solo says You are \"solo\", a member of the team \"pair\"")
+
+
+def test_a_team_with_an_unknown_member_is_a_config_error(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, teams=[{"name": "t", "members": ["ghost"]}])
+    result = invoke("agents")
+    assert result.exit_code == 2 and 'teams[0].members[0]: unknown agent or team "ghost"' in result.stderr
+
+
+async def test_mcp_serve_agents_offers_a_tool_per_team(workdir: Path) -> None:
+    from shelly_dist.cli.mcp import agents_toolbox
+    from shelly_dist.engine import Engine
+
+    write_config(workdir, teams=TEAMS)
+    async with await Engine.open(None, shelly_dir=workdir / ".shelly") as engine:
+        assert [t.name for t in agents_toolbox(engine, "s")] == ["agent_solo", "agent_pair"]

@@ -134,3 +134,11 @@ async def test_an_item_that_meets_a_store_failure_is_not_recorded_and_the_batch_
             await run_batch(engine, [BatchItem(id="a", task="x"), BatchItem(id="b", task="y")], output,
                             concurrency=2, pool=BrokenPool())  # type: ignore[arg-type]
     assert not output.exists()
+
+
+def test_a_batch_item_may_name_a_team(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    write_config(workdir, {"solo": ["solo did it"]}, teams=[{"name": "pair", "members": ["solo"]}])
+    tasks = write_tasks(workdir / "in.jsonl", '{"id": "t", "agent": "pair", "task": "x"}')
+    assert invoke("batch", "--tasks", str(tasks), "--output", "out.jsonl", "--quiet").exit_code == 0
+    out = records(workdir / "out.jsonl")["t"]
+    assert out["agent"] == "pair" and out["reply"] == "solo did it"

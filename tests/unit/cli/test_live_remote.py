@@ -71,3 +71,15 @@ def test_a_child_out_of_its_budget_is_failed_with_its_completions_summary():
         "status": "failed", "worker": "", "entry": {"agent": "c", "result": "s", "completion": {
             "status": "failed", "summary": 'Agent "c" exhausted its token budget without completing the task.'}}}))
     assert line == '✗ c-x-1 failed: Agent "c" exhausted its token budget without completing the task. (0 tokens)'
+
+
+def test_a_spawn_and_its_announcement_are_shown_on_the_parents_row():
+    board = Board()
+    spawned = board.apply(Event(kind=events.RUN_SPAWNED, agent="lead", run_id="r1",
+                                data={"child_run": "r1-ab", "child_agent": "worker"}))
+    assert spawned == "  lead ⇢ spawned worker (r1-ab)"
+    heard = board.apply(Event(kind=events.SPAWN_ANNOUNCED, agent="lead", run_id="r1",
+                              data={"child_run": "r1-ab", "child_agent": "worker", "state": "completed"}))
+    assert heard == "  lead ⇠ heard worker: completed" and board.rows["lead"].action == "heard worker (completed)"
+    assert _line(Event(kind=events.SPAWN_ANNOUNCED, agent="lead", run_id="r1", data={
+        "child_run": "r1-ab", "child_agent": "worker", "state": "failed"})).endswith("worker (r1-ab) failed")

@@ -6,15 +6,17 @@ import json
 
 import pytest
 
-from shelly_dist.cli.runs import runs_json
+from shelly_dist.cli.runs import runs_json, tree_lines
 from shelly_dist.models import Usage
 from shelly_dist.runtime.celery.record import RunRecord
 
 
 def record(rid: str, parent: str = "", *, tokens: int = 0, cost: float = 0.0, requests: int = 0,
-           finished: bool = True) -> RunRecord:
+           finished: bool = True, spawned: bool = False) -> RunRecord:
     usage = Usage(input_tokens=tokens, cost_usd=cost, model_requests=requests).model_dump_json()
     rec = {"id": rid, "parent": parent, "root": "a", "agent": rid, "status": "done" if finished else "running"}
+    if spawned:
+        rec["spawned"] = "1"
     if finished:
         rec["usage"] = usage
     else:
@@ -33,3 +35,11 @@ def test_a_subtree_sums_every_descendant_and_a_running_run_counts_its_checkpoint
     assert rows["a"]["tree"] == {"total_tokens": 36, "cost_usd": pytest.approx(0.35), "model_requests": 7}
     assert rows["b"]["tree"] == {"total_tokens": 25, "cost_usd": pytest.approx(0.25), "model_requests": 4}
     assert rows["c"]["own"] == rows["c"]["tree"] == {"total_tokens": 5, "cost_usd": 0.05, "model_requests": 1}
+
+
+def test_a_spawned_run_is_shown_under_its_parent_marked_spawned() -> None:
+    records = [record("a", tokens=1), record("a-1", "a", spawned=True), record("a-2", "a")]
+    lines = tree_lines(records)
+    assert lines[1].startswith("  a-1  a-1  done") and lines[1].endswith("(spawned)")
+    assert not lines[2].endswith("(spawned)")
+    assert [r["spawned"] for r in runs_json(records)] == [False, True, False]
