@@ -24,6 +24,7 @@ from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message
 from shelly_dist.errors import StoreError
 from shelly_dist.runtime.celery import scripts
+from shelly_dist.runtime.celery.due import DueIndex
 from shelly_dist.runtime.celery.events import STREAM_MAXLEN
 from shelly_dist.runtime.celery.lease import Held, Lease, LeaseLost
 from shelly_dist.runtime.celery.record import TERMINAL, RunRecord
@@ -86,14 +87,21 @@ class Journal:
         self._drop = client.register_script(scripts.DROP)
         self._finish = client.register_script(scripts.FINISH)
         self._reap = client.register_script(scripts.REAP)
+        self.due = DueIndex(client, self.keys, settings.retention)
+        """The global due index the reapers scan: every deadline written is hinted there."""
         self.renewer = Renewer(settings, self.keys, clustered=self.clustered)
         """Keeps this process's leases from a thread of its own (started by the first lease held)."""
 
-    async def _run_script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+    async def _run_script(
+        self, script: Any, keys: list[str], args: list[Any], hint: tuple[str, int] | None = None
+    ) -> Any:
         """Run a journal script; a fencing refusal becomes :class:`LeaseLost`, other Redis errors
-        ``StoreError``."""
+        ``StoreError``. A script that may write a deadline into a tree's index passes ``hint``
+        (the root, the earliest such deadline in ms), so the due index learns of it."""
         with redis_errors("journal"):
             try:
+                if hint is not None:
+                    return await self.due.run(script, keys, args, *hint)
                 return await script(keys=keys, args=args)
             except ResponseError as exc:
                 if str(exc).startswith(scripts.LEASE_LOST):
@@ -126,20 +134,25 @@ class Journal:
             fields["input"] = json.dumps([m.model_dump(mode="json") for m in messages])
         key = self.keys.run(run_id)
         with redis_errors("journal"):
+            due = _ms(now + self.settings.requeue_after) if mode == "worker" else None
             if not if_absent and not self.clustered:
-                # One Redis: the index, the tree and the live-tree entry in one transaction (one
-                # round trip instead of three; no reaper can see the entry without the record).
+                # One Redis: the index, the tree and its hint in one transaction (one round trip
+                # instead of three; no reaper can see the hint without the record).
                 async with self.client.pipeline(transaction=True) as pipe:
                     self._queue_index(pipe, run_id, session, now)
                     self._queue_tree(pipe, run_id, fields, mode, now)
+                    if due is not None:
+                        self.due.queue_hint(pipe, run_id, due)
                     await pipe.execute()
                 return True
             # The tree's keys in one transaction (one slot); the indexes of other slots around
-            # it: the live-tree entry before (a crash after the transaction still leaves the root
-            # where the reapers look) and again after (a reaper that dropped the entry meanwhile,
-            # seeing no record yet, cannot hide the tree).
+            # it: the due hint before (a crash after the transaction still leaves the root where
+            # the reapers look) and again after (a reaper that settled the hint meanwhile, seeing
+            # no deadline yet, cannot hide the tree).
             async with self.client.pipeline(transaction=False) as pipe:
                 self._queue_index(pipe, run_id, session, now)
+                if due is not None:
+                    self.due.queue_hint(pipe, run_id, due)
                 await pipe.execute()
             async with self.client.pipeline(transaction=True) as pipe:
                 if if_absent:
@@ -154,7 +167,8 @@ class Journal:
                     await pipe.execute()
                 except WatchError:
                     return False
-            await self.client.zadd(self.keys.live_trees(), {run_id: now}, nx=True)
+        if due is not None:
+            await self.due.hint(run_id, due)
         return True
 
     def _queue_tree(self, pipe: Any, run_id: str, fields: dict[str, str], mode: str, now: float) -> None:
@@ -169,9 +183,9 @@ class Journal:
             pipe.expire(self.keys.tree_deadlines(run_id), retention)
 
     def _queue_index(self, pipe: Any, run_id: str, session: str, now: float) -> None:
-        """Queue a new root's entries in its session's index and among the live trees (keys of
-        other slots than the tree; an entry whose record never appears is dropped by its readers,
-        as one whose record expired)."""
+        """Queue a new root's entry in its session's index (a key of another slot than the tree;
+        an entry whose record never appears is dropped by its readers, as one whose record
+        expired)."""
         retention = self.settings.retention
         index = self.keys.session_runs(session)
         pipe.zadd(index, {run_id: now}, nx=True)
@@ -180,8 +194,6 @@ class Journal:
         pipe.zremrangebyscore(index, "-inf", now - retention)
         pipe.zremrangebyrank(index, 0, -SESSION_RUNS_MAX - 1)
         pipe.expire(index, retention)
-        pipe.zadd(self.keys.live_trees(), {run_id: now}, nx=True)
-        pipe.expire(self.keys.live_trees(), retention)
 
     async def open_root(
         self, run_id: str, *, agent: str, session: str, task: str, fingerprint: str
@@ -213,7 +225,7 @@ class Journal:
         now = time.time()
         args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(now),
                 self.settings.retention, fingerprint, _ms(now), run_id]
-        out = await self._run_script(self._claim, keys, args)
+        out = await self._run_script(self._claim, keys, args, hint=(root, _ms(now) + self.settings.lease_ms))
         outcome = str(out[0])
         if outcome in ("ok", "exhausted", "canceled"):
             if outcome == "ok":
@@ -287,9 +299,7 @@ class Journal:
         keys = [self.keys.run(parent.id), self.keys.run_lease(parent.id), self.keys.run_expected(parent.id),
                 self.keys.tree_runs(parent.root), self.keys.tree_deadlines(parent.root)]
         keys += [self.keys.run(cid) for cid in ids]
-        with redis_errors("journal"):
-            await self.client.zadd(self.keys.live_trees(), {parent.root: now}, nx=True)
-        to_start = await self._run_script(self._expect, keys, argv)
+        to_start = await self._run_script(self._expect, keys, argv, hint=(parent.root, argv[3]))
         return ids, list(to_start)
 
     async def _checkpoint_run(
@@ -341,7 +351,9 @@ class Journal:
             args += [held.offset, held.state, len(held.messages), *held.messages]
         for k, v in fields.items():
             args += [k, v]
-        left, mode = await self._run_script(self._finish, keys, args)
+        # A child's finish may complete its parent's join, making the parent's resume due.
+        hint = (r.root, args[9]) if r.parent else None
+        left, mode = await self._run_script(self._finish, keys, args, hint=hint)
         if mode == "terminal":
             return -1, ""
         if self.clustered:
@@ -356,9 +368,11 @@ class Journal:
         Only an indexed run's deadline is moved, and only earlier (``ZADD XX LT``): a run that
         finished meanwhile is not put back, and one claimed meanwhile is found ``alive`` by the
         reaper. Redis being away too is logged: the run then waits for its old deadline."""
+        now = _ms(time.time())
         try:
             with redis_errors("journal"):
-                await self.client.zadd(self.keys.tree_deadlines(root), {run_id: _ms(time.time())}, xx=True, lt=True)
+                await self.client.zadd(self.keys.tree_deadlines(root), {run_id: now}, xx=True, lt=True)
+                await self.due.hint(root, now)
         except StoreError as exc:
             logger.warning("run %s: could not make it due for the reaper (%s); it is resent after its deadline",
                            run_id, exc)
