@@ -87,6 +87,7 @@ class Journal:
         self._drop = client.register_script(scripts.DROP)
         self._finish = client.register_script(scripts.FINISH)
         self._reap = client.register_script(scripts.REAP)
+        self._sent = client.register_script(scripts.SENT)
         self.due = DueIndex(client, self.keys, settings.retention)
         """The global due index the reapers scan: every deadline written is hinted there."""
         self.renewer = Renewer(settings, self.keys, clustered=self.clustered)
@@ -361,6 +362,23 @@ class Journal:
         return int(left), str(mode)
 
     # -- the reaper's step ----------------------------------------------------------------------
+
+    async def sent(self, root: str, run_id: str, took: bool) -> None:
+        """After sending run ``run_id``'s task: the broker took it (``took``), so the reapers leave
+        it to the broker until the backstop (``max(visibility_timeout, requeue_after)``, see
+        ``scripts.SENT``) — a message queued behind a backlog is late, not lost, and only a task
+        never sent (its sender died first) is re-sent after ``requeue_after``; or the broker
+        refused it: it is due now (:meth:`due_now`)."""
+        if not took:
+            await self.due_now(root, run_id)
+            return
+        backstop = _ms(time.time() + max(self.settings.visibility_timeout, self.settings.requeue_after))
+        keys = [self.keys.tree_deadlines(root), self.keys.run_lease(run_id), self.keys.run(run_id)]
+        try:
+            await self._run_script(self._sent, keys, [run_id, backstop])
+        except StoreError as exc:  # the run then waits for its old deadline: a harmless duplicate
+            logger.warning("run %s: could not record its send (%s); it may be re-sent after requeue_after",
+                           run_id, exc)
 
     async def due_now(self, root: str, run_id: str) -> None:
         """Make run ``run_id`` due now in its tree's deadline index, so the next reaper scan (any

@@ -117,6 +117,40 @@ async def test_queued_run_whose_task_message_was_lost_is_sent_again(journal: Jou
     assert (RUN_AGENT, [ids[0], "root"]) in sent.tasks
 
 
+async def test_a_queued_run_whose_task_the_broker_took_is_not_re_sent_while_it_waits_in_the_queue(journal: Journal):
+    """Past ``requeue_after`` (0 here) a queued run is late behind a backlog, not lost, once the
+    broker took its task: the reapers leave it to the broker until the backstop."""
+    parent = await root(journal)
+    ids, _ = await parent.expect([request(0), request(1)], 1, "fp")
+    await parent.release()
+    await journal.sent("root", ids[0], True)  # the broker took the first child's task; the second was never sent
+    sent = Sent()
+    await Reaper(journal, sent, "fp").scan()
+    assert sent.tasks == [(RUN_AGENT, [ids[1], "root"])]
+
+
+async def test_a_resume_the_broker_took_is_not_re_sent_while_it_waits_in_the_queue(journal: Journal):
+    parent = await root(journal)
+    ids, _ = await parent.expect([request(0)], 1, "fp")
+    await parent.release()
+    child = await journal.claim(ids[0], "root", "child", "w1")
+    assert child.lease is not None
+    await child.lease.finish("done", DelegateEntry(agent="w", result="r").to_json())
+    await journal.sent("root", "root", True)  # the finisher sent the parent's resume
+    sent = Sent()
+    await Reaper(journal, sent, "fp").scan()
+    assert sent.tasks == []
+
+
+async def test_a_run_claimed_before_its_send_was_recorded_keeps_its_lease_deadline(journal: Journal):
+    await journal.create_root("root", agent="lead", session="s", mode="worker", task="go", fingerprint="fp")
+    claim = await journal.claim("root", "root", "holder", "w0")
+    assert claim.lease is not None
+    deadline = await journal.client.zscore(journal.keys.tree_deadlines("root"), "root")
+    await journal.sent("root", "root", True)
+    assert await journal.client.zscore(journal.keys.tree_deadlines("root"), "root") == deadline
+
+
 class Refused(Sent):
     """An enqueue whose broker refuses every task: the sender makes the run due again."""
 
