@@ -8,6 +8,7 @@ and its loop are alive, is what container probes read (``python -m shelly_dist.r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import os
 import socket
@@ -88,6 +89,8 @@ def loop_answers(loop: asyncio.AbstractEventLoop, timeout: float) -> bool:
 @click.option("--shelly-dir", default=".shelly", show_default=True)
 @click.option("--heartbeat-file", default=None, help="Heartbeat file for probes (default $SHELLY_HEARTBEAT_FILE).")
 @click.option("--heartbeat-interval", type=float, default=10.0, show_default=True)
+@click.option("--task-events", "-E", "task_events", is_flag=True, default=False,
+              help="Send Celery's task events (Flower's task list needs them); default: distributed.task_events.")
 def worker_command(
     concurrency: int | None,
     pool: str,
@@ -98,6 +101,7 @@ def worker_command(
     shelly_dir: str,
     heartbeat_file: str | None,
     heartbeat_interval: float,
+    task_events: bool,
 ) -> None:
     """Run a worker that advances delegated runs from the queue."""
     if config_path:
@@ -128,15 +132,20 @@ def worker_command(
     worker_shutdown.connect(lambda **_: heartbeat.stop(), weak=False)
     # The process that runs the tasks: this one (threads, solo) or each forked child (prefork).
     (worker_process_init if pool == "prefork" else worker_ready).connect(freeze_startup_objects, weak=False)
-    app.worker_main(celery_argv(app.shelly_settings, pool=pool, loglevel=loglevel, queues=queues, node=node,
+    settings = app.shelly_settings
+    if task_events and not settings.task_events:
+        settings = dataclasses.replace(settings, task_events=True)
+        app.shelly_settings = settings
+        app.conf.worker_send_task_events = True
+    app.worker_main(celery_argv(settings, pool=pool, loglevel=loglevel, queues=queues, node=node,
                                 concurrency=concurrency))
 
 
 def celery_argv(
     settings: RuntimeSettings, *, pool: str, loglevel: str, queues: str | None, node: str, concurrency: int | None
 ) -> list[str]:
-    """The ``celery worker`` arguments of ``shelly worker``: task events (for Flower) unless
-    ``distributed.task_events`` is false."""
+    """The ``celery worker`` arguments of ``shelly worker``: task events (for Flower) only when
+    ``distributed.task_events`` (or ``-E``) asks for them, as Celery's own default."""
     argv = [
         "worker",
         f"--pool={pool}",

@@ -50,8 +50,9 @@ class RuntimeSettings:
     """Seconds between two scans of the deadline indexes by each worker's reaper."""
     requeue_after: float = 30.0
     """Seconds a queued run or a completed join waits for its task before the reaper re-sends it."""
-    task_events: bool = True
-    """Workers send Celery's task events (Flower's task list is built from them)."""
+    task_events: bool = False
+    """Workers send Celery's task events (Flower's task list is built from them); off by default,
+    as in Celery (``shelly worker -E`` / ``distributed.task_events: true``)."""
 
     @property
     def lease_ms(self) -> int:
