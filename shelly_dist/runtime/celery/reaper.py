@@ -23,8 +23,9 @@ idle pool thus costs a few commands per worker per scan, whatever the number of 
   is then dropped by its claim;
 * a run whose task the broker refused (cut, restarting): the sender made it due at once
   (:meth:`.Journal.due_now`), so it is sent again on the next scan, not after ``requeue_after``.
-  A scan stops sending at the first refusal: the runs it did not reach stay due for the next one,
-  so a long broker outage costs one refused send per scan, not one per due run. The refused
+  A tree's check stops sending at the first refusal, and the scan with it: the runs it did not
+  reach stay due for the next one, so a long broker outage costs a refused send per tree being
+  checked (at most :data:`CHECKS_IN_FLIGHT`) per scan, not one per due run. The refused
   reaper also gives up its shards and sits out :data:`SIT_OUT` elections, so a worker whose own
   broker connection is cut leaves the sending to another worker's (which takes the shards on its
   next scan).
@@ -64,6 +65,9 @@ BATCH = 100
 SCANNER_LEASE = 3
 """Scans (``reap_interval`` each) a shard's scanner lease lasts without renewal: a dead scanner's
 shards are taken over within about this many intervals (6 s by default, inside a run's lease)."""
+
+CHECKS_IN_FLIGHT = 16
+"""Trees one scan checks at a time (a crash recovered, a burst of hints come due together)."""
 
 SIT_OUT = 2
 """Elections a reaper whose send was refused sits out (the others' scans are at most 1.25
@@ -123,14 +127,22 @@ class Reaper:
             return 0
         ttl = int(settings.reap_interval * SCANNER_LEASE * 1000)
         held = await journal.due.elect(self.name, int(now * 1000), ttl)
-        sent = 0
-        try:
-            for root, seen in await journal.due.due(held, int(time.time() * 1000), BATCH):
-                sent += await self._check_tree(root, seen)
-        except BrokerRefused:  # the rest stay due for the next scan, maybe another worker's
+        due = await journal.due.due(held, int(time.time() * 1000), BATCH)
+        gate = asyncio.Semaphore(CHECKS_IN_FLIGHT)
+
+        async def check(root: str, seen: str) -> int:
+            async with gate:
+                return await self._check_tree(root, seen)
+
+        outcomes = await asyncio.gather(*(check(root, seen) for root, seen in due), return_exceptions=True)
+        sent = sum(n for n in outcomes if isinstance(n, int))
+        errors = [e for e in outcomes if isinstance(e, BaseException)]
+        if any(isinstance(e, BrokerRefused) for e in errors):  # the rest stay due, maybe for another worker
             await journal.due.resign(self.name)
             self._sitting_out = SIT_OUT
             return sent
+        if errors:
+            raise errors[0]
         if 0 in held:
             await round_timeout.expire_due(
                 journal.client, journal.keys, retention=settings.retention, requeue_after=settings.requeue_after,
