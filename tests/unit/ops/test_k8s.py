@@ -222,3 +222,17 @@ def test_kustomize_fails_loudly_until_the_secret_files_exist(target: str, tmp_pa
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert "secrets/redis-auth.env" in out.stderr and "no such file" in out.stderr
+
+
+def test_keda_scales_on_the_list_the_workers_consume() -> None:
+    """Kombu's Redis transport keeps a queue's waiting messages in a list named after the queue, in
+    the broker URL's database (tests/integration/test_queue_key.py): KEDA must watch that key."""
+    docs = rendered("overlays/production")
+    trigger = find(docs, "ScaledObject", "shelly-worker")["spec"]["triggers"][0]["metadata"]
+    worker = container(find(docs, "Deployment", "shelly-worker"), "worker")
+    queue = worker["args"][worker["args"].index("--queues") + 1]
+    broker = next(e["value"] for e in worker["env"] if e["name"] == "SHELLY_BROKER_URL")
+    config = yaml.safe_load(next(d for d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d["data"])
+                            ["data"]["config.yaml"])
+    assert trigger["listName"] == queue == config["distributed"]["queue"]
+    assert trigger["databaseIndex"] == broker.rsplit("/", 1)[1]
