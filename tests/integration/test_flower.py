@@ -90,7 +90,7 @@ def test_a_failed_agent_run_is_a_failure_in_flower_with_its_reason(cluster: Clus
         [{"name": "lead", "description": "delegates", "options": {"max_delegation_depth": 1}},
          {"name": "helper", "description": "helps"}],
     )
-    hostname = cluster.start_worker("w1")
+    hostname = cluster.start_worker("w1", args=("-E",))  # task events: off by default
     flower = start_flower(procs, env={"SHELLY_FLOWER_BASIC_AUTH": FLOWER_AUTH})
     wait_until(lambda: hostname in (http_get(f"{flower}/api/workers", FLOWER_AUTH)[1] or {}), 60,
                "flower to know the worker")
