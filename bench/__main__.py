@@ -1,4 +1,10 @@
-"""``python -m bench [--quick] [--only NAME] [--runs 5] [--write] [--profile DIR]``: run the scenarios, print the table.
+"""``python -m bench [--quick] [--only NAME] [--runs 5] [--workers 1,2,4] [--write]``: run, print the table.
+
+Further options: ``--profile DIR``, ``--scale N``.
+
+``--workers`` sets the worker process counts of the scaling row (default 1,2,4). ``--scale N``
+runs only the idle-pool scenario (:mod:`bench.idle`: the Redis load of N live idle trees), once
+per worker count of ``--workers`` (default 8).
 
 Starts what it needs (model servers, workers, the raw Celery reference), measures, prints a
 markdown table with a description of the machine, and with ``--write`` replaces the results
@@ -12,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
 import signal
 import sys
@@ -19,7 +26,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from bench import commands, embedded, fanout, memory, nested, overhead, recovery, scaling, throughput
+from bench import commands, embedded, fanout, idle, memory, nested, overhead, recovery, scaling, throughput
 from bench.context import STEP, Bench
 from bench.harness import REDIS_URL, BenchError, Stack
 from bench.machine import describe
@@ -46,7 +53,11 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 async def run(args: argparse.Namespace) -> str:
+    if args.scale:
+        return await run_idle(args)
     sizes = QUICK if args.quick else FULL
+    if args.workers:
+        sizes = dataclasses.replace(sizes, scaling_workers=tuple(args.workers))
     stack = Stack(args.profile)
     bench = Bench(stack, sizes, args.runs)
     rows: list[Row] = []
@@ -89,6 +100,35 @@ async def run(args: argparse.Namespace) -> str:
     ])
 
 
+async def run_idle(args: argparse.Namespace) -> str:
+    """The idle-pool rows only (``--scale``): each on a redis-server of its own."""
+    started = time.monotonic()
+    rows = []
+    for workers in args.workers or [8]:
+        print(f"bench: idle pool, {args.scale} trees, {workers} workers …", file=sys.stderr, flush=True)
+        times = (3.0, 2.0) if args.quick else (idle.WINDOW, idle.SETTLE)  # --quick: the smoke test's
+        rows.append(await asyncio.to_thread(idle.measure_idle, args.scale, workers, *times))
+    return "\n".join([
+        f"Measured {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}: `python -m bench "
+        f"{'--quick ' if args.quick else ''}--scale {args.scale} --workers "
+        f"{','.join(str(w) for w in args.workers or [8])}` ({time.monotonic() - started:.0f} s).",
+        "",
+        describe(REDIS_URL),
+        "",
+        table(rows),
+    ])
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--workers: expected counts like 1,2,4,8,16, got {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"--workers: each count must be at least 1, got {text!r}")
+    return counts
+
+
 def write(doc: Path, results: str) -> None:
     text = doc.read_text() if doc.exists() else f"# Benchmarks\n\n{BEGIN}\n{END}\n"
     if BEGIN not in text or END not in text:
@@ -110,6 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes (the smoke test)")
     parser.add_argument("--only", action="append", choices=list(SCENARIOS), help="run only this scenario (repeatable)")
     parser.add_argument("--runs", type=int, default=5, help="runs per figure (default 5)")
+    parser.add_argument("--workers", type=_counts, metavar="1,2,4,8,16",
+                        help="worker process counts of the scaling row (default 1,2,4), or of --scale (default 8)")
+    parser.add_argument("--scale", type=int, metavar="N",
+                        help="only measure the idle pool's Redis load with N live idle trees (bench.idle)")
     parser.add_argument("--write", action="store_true", help=f"write the results into {DOC}")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="sample every process (bench.sampler): one collapsed-stacks file each in DIR")

@@ -1,45 +1,94 @@
-"""8. Scaling: 1, 2 and 4 worker processes against a 50 ms model.
+"""8. Scaling: 1, 2 and 4 worker processes (``--workers 1,2,4,8,16``) against a 50 ms model.
 
-Each run is one delegation of N children (200); the figure is delegations per second, and the
-reference is the one-worker rate measured in the same invocation. Workers are added, never
-restarted, between the steps. The machine's core count bounds what more processes can give; the
-note gives the CPU the worker processes spent per child, all of them together (from ``/proc``).
+Each configuration runs at steady state for at least ``scaling_seconds`` (10 s at full size):
+enough delegations of N children (200) are kept in flight that the pool never drains, and the
+figure is children per second from the first start to the last end; the reference is the first
+configuration's rate in the same invocation. Workers are added, never restarted, between the
+steps. So a reader sees which process saturates, the note gives, per configuration, the CPU of
+the coordinator (this process, which runs the top-level agents), of each worker process and of
+Redis (``INFO cpu``; the shared Redis also serves whatever else runs on the machine) over the
+same window, as a share of one core, and the coordinator's and the workers' CPU per child.
 """
 
 from __future__ import annotations
 
+import asyncio
+import math
+import os
 import statistics
+import time
 
-from bench.context import STEP, Bench, timed
-from bench.harness import delegate_once
+import redis
+
+from bench.context import STEP, Bench
+from bench.harness import REDIS_URL, delegate_once
 from bench.procs import cpu_seconds
 from bench.report import Row
+from shelly_dist.engine import Engine
 
 NAME = "scaling"
 KEYS = {1: "8a", 2: "8b", 4: "8c"}
 
 
+def _redis_cpu(client: redis.Redis) -> float:
+    cpu = client.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
+async def steady(engine: Engine, b: Bench, workers: int) -> float:
+    """Children per second with enough delegations in flight to keep ``workers`` busy, for at
+    least ``scaling_seconds``."""
+    n = b.sizes.scaling_n
+    lanes = max(2, math.ceil(workers * b.sizes.concurrency / n) + 1)
+    stop_at = time.perf_counter() + b.sizes.scaling_seconds
+    done = 0
+
+    async def lane() -> None:
+        nonlocal done
+        while time.perf_counter() < stop_at:
+            await b.step(f"scaling × {workers}: a delegation of {n} children", STEP, delegate_once(engine, "scale"))
+            done += n
+
+    start = time.perf_counter()
+    await asyncio.gather(*(lane() for _ in range(lanes)))
+    return done / (time.perf_counter() - start)
+
+
 async def measure(b: Bench) -> list[Row]:
     n, c = b.sizes.scaling_n, b.sizes.concurrency
     rates: dict[int, list[float]] = {}
-    cpu: dict[int, list[float]] = {}
-    async with b.stack.engine() as engine:
-        for k in b.sizes.scaling_workers:
-            await b.stack.use_workers({f"scale{i}": c for i in range(k)})
-            pids = [b.stack.worker_pid(f"scale{i}") for i in range(k)]
-            await b.step(f"scaling × {k}: warm-up delegation", STEP, delegate_once(engine, "one"))
-            rates[k], cpu[k] = [], []
-            for run in range(1, b.runs + 1):
-                before = sum(map(cpu_seconds, pids))
-                rates[k].append(n / await b.step(f"scaling × {k} run {run}: one delegation of {n} children", STEP,
-                                                 timed(lambda: delegate_once(engine, "scale"))))
-                cpu[k].append((sum(map(cpu_seconds, pids)) - before) * 1000 / n)
+    notes: dict[int, str] = {}
+    me, client = os.getpid(), redis.Redis.from_url(REDIS_URL)
+    try:
+        async with b.stack.engine() as engine:
+            for k in b.sizes.scaling_workers:
+                await b.stack.use_workers({f"scale{i}": c for i in range(k)})
+                pids = [b.stack.worker_pid(f"scale{i}") for i in range(k)]
+                await b.step(f"scaling × {k}: warm-up delegation", STEP, delegate_once(engine, "one"))
+                rates[k] = []
+                coordinator, workers, server, children, seconds = 0.0, [0.0] * k, 0.0, 0.0, 0.0
+                for _ in range(b.runs):
+                    before = (cpu_seconds(me), [cpu_seconds(p) for p in pids], _redis_cpu(client), time.perf_counter())
+                    rate = await steady(engine, b, k)
+                    elapsed = time.perf_counter() - before[3]
+                    rates[k].append(rate)
+                    coordinator += cpu_seconds(me) - before[0]
+                    workers = [w + cpu_seconds(p) - b0 for w, p, b0 in zip(workers, pids, before[1], strict=True)]
+                    server += _redis_cpu(client) - before[2]
+                    children, seconds = children + rate * elapsed, seconds + elapsed
+                each = "/".join(f"{100 * w / seconds:.0f}" for w in workers)
+                notes[k] = (f"CPU, % of a core: coordinator {100 * coordinator / seconds:.0f}, workers {each}, "
+                            f"Redis {100 * server / seconds:.0f}; per child: coordinator "
+                            f"{1000 * coordinator / children:.2f} ms, workers {1000 * sum(workers) / children:.2f} ms; "
+                            f"{seconds / b.runs:.0f} s per run")
+    finally:
+        client.close()
     base = rates[b.sizes.scaling_workers[0]]
     one = statistics.median(base)
     return [
         Row(KEYS.get(k, f"8-{k}"), f"scaling: {k} worker process{'es' if k > 1 else ''} × {c}, "
-            f"{n} children at {b.sizes.scaling_latency * 1000:g} ms", "/s", r,
-            "1 worker", base, [x / one for x in r],
-            note=f"workers' CPU per child {statistics.median(cpu[k]):.2f} ms")
+            f"delegations of {n} children at {b.sizes.scaling_latency * 1000:g} ms, steady state", "/s", r,
+            f"{b.sizes.scaling_workers[0]} worker{'s' if b.sizes.scaling_workers[0] > 1 else ''}", base,
+            [x / one for x in r], note=notes[k])
         for k, r in rates.items()
     ]

@@ -27,11 +27,14 @@ class Sizes:
     scaling_n: int = 200
     scaling_latency: float = 0.05
     scaling_workers: tuple[int, ...] = (1, 2, 4)
+    """Worker process counts of the scaling row (``--workers``)."""
+    scaling_seconds: float = 10.0
+    """Seconds each scaling configuration runs at steady state, at least (per run)."""
 
 
 FULL = Sizes()
 QUICK = Sizes(overhead_reps=2, fanout_n=10, fanout_latency=0.2, throughput_n=10, concurrency=8, embed_n=10,
-              embed_latency=0.05, commands_k=2, memory_n=10, scaling_n=10)
+              embed_latency=0.05, commands_k=2, memory_n=10, scaling_n=10, scaling_seconds=0.5)
 
 
 def _delegate(agent: str, n: int, task: str = "job") -> dict[str, Any]:

@@ -8,6 +8,7 @@ and its loop are alive, is what container probes read (``python -m shelly_dist.r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import os
 import socket
@@ -93,6 +94,8 @@ def loop_answers(loop: asyncio.AbstractEventLoop, timeout: float) -> bool:
               help="Serve Prometheus metrics on /metrics at this port ($SHELLY_METRICS_PORT).")
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, envvar="SHELLY_METRICS_HOST",
               help="Address the metrics server binds ($SHELLY_METRICS_HOST; 0.0.0.0 for a scraper elsewhere).")
+@click.option("--task-events", "-E", "task_events", is_flag=True, default=False,
+              help="Send Celery's task events (Flower's task list needs them); default: distributed.task_events.")
 def worker_command(
     concurrency: int | None,
     pool: str,
@@ -105,6 +108,7 @@ def worker_command(
     heartbeat_interval: float,
     metrics_port: int | None,
     metrics_host: str,
+    task_events: bool,
 ) -> None:
     """Run a worker that advances delegated runs from the queue."""
     if metrics_port is not None and pool == "prefork":
@@ -142,7 +146,12 @@ def worker_command(
     worker_shutdown.connect(lambda **_: heartbeat.stop(), weak=False)
     # The process that runs the tasks: this one (threads, solo) or each forked child (prefork).
     (worker_process_init if pool == "prefork" else worker_ready).connect(freeze_startup_objects, weak=False)
-    argv = celery_argv(app.shelly_settings, pool=pool, loglevel=loglevel, queues=queues, node=node,
+    settings = app.shelly_settings
+    if task_events and not settings.task_events:
+        settings = dataclasses.replace(settings, task_events=True)
+        app.shelly_settings = settings
+        app.conf.worker_send_task_events = True
+    argv = celery_argv(settings, pool=pool, loglevel=loglevel, queues=queues, node=node,
                        concurrency=concurrency)
     app.worker_main(["--quiet", *argv] if structured else argv)  # no banner among the JSON lines
 
@@ -178,8 +187,8 @@ def serve_metrics(host: str, port: int) -> None:
 def celery_argv(
     settings: RuntimeSettings, *, pool: str, loglevel: str, queues: str | None, node: str, concurrency: int | None
 ) -> list[str]:
-    """The ``celery worker`` arguments of ``shelly worker``: task events (for Flower) unless
-    ``distributed.task_events`` is false."""
+    """The ``celery worker`` arguments of ``shelly worker``: task events (for Flower) only when
+    ``distributed.task_events`` (or ``-E``) asks for them, as Celery's own default."""
     argv = [
         "worker",
         f"--pool={pool}",

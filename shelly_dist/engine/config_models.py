@@ -374,10 +374,11 @@ class DistributedConfig(OursSection):
     retention: Duration = Field(7 * 24 * 3600.0, gt=0)
     key_prefix: str = "shelly:"
     max_deliveries: int | None = Field(None, ge=1)
-    task_events: bool = True
+    task_events: bool = False
     """Workers send Celery's task events (received, started, succeeded/failed), from which Flower
-    builds its task list. ``false`` saves their publishing (about a tenth of a worker's CPU per
-    child in ``python -m bench``); Flower then lists the workers but no tasks."""
+    builds its task list. Off by default, as in Celery (they cost about a fifth of a worker's CPU
+    per child in ``python -m bench``); turn them on (``true``, or ``shelly worker -E``) where
+    Flower runs: without them Flower lists the workers but no tasks."""
 
     def effective_redis_url(self) -> str:
         if self.redis_url:

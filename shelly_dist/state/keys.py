@@ -17,8 +17,10 @@ Hash tags (DESIGN.md §3, rule 14: a clustered Redis routes a key by the text be
   the root's tag and a run is found from its id alone (``shelly cancel RUN_ID``, ``shelly runs``)
   without any index. Two trees may share a tag (``b1a2…`` and its rerun ``b1a2…-2``): they
   then share a slot, which is harmless.
-* the few global keys (``…:trees``, ``…:generations``, ``…:sessions``, cooldowns) are each
-  touched alone, never in a script or transaction with another key.
+* the few global keys (``…:due:scanners``, ``…:generations``, ``…:sessions``, cooldowns) are each
+  touched alone, never in a script or transaction with another key;
+* the global due index is sharded over a fixed number of tags (``…:due:{d0}`` … ``{d15}``),
+  a shard's sorted set and its versions hash sharing one.
 
 A tree and its session are in different slots, so no script touches both: the step's events that
 ``CHECKPOINT``/``FINISH`` append to the session's stream are passed in ``KEYS`` only on a single
@@ -201,10 +203,21 @@ class Keys:
         deadline (ms): the reapers answer those past it with the timeout error."""
         return f"{self.run(root_id)}:questions:due"
 
-    def live_trees(self) -> str:
-        """Sorted set of root run ids whose trees may hold work for workers, scored by creation
-        time: the reapers' list of deadline indexes to scan."""
-        return f"{self.prefix}trees"
+    def due_shard(self, shard: int) -> str:
+        """One shard of the global due index: sorted set of root run ids, scored by the time (ms)
+        by which something in that tree may be due (at or before its earliest deadline). A hint
+        beside the trees' own indexes, so it has a hash tag of its own per shard
+        (``shelly:due:{d3}``); see ``runtime/celery/due.py``."""
+        return f"{self.prefix}due:{{d{shard}}}"
+
+    def due_versions(self, shard: int) -> str:
+        """Hash of the shard's roots: a counter bumped by every hint, so a scanner raises a
+        tree's hint only if no writer hinted it meanwhile (same slot as :meth:`due_shard`)."""
+        return f"{self.due_shard(shard)}:v"
+
+    def due_scanners(self) -> str:
+        """Hash: due-index shard → ``worker|expiry ms``, the scanner elected for each shard."""
+        return f"{self.prefix}due:scanners"
 
     def generations(self) -> str:
         """Sorted set of config fingerprints served by live workers, scored by when last seen."""

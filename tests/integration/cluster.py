@@ -115,18 +115,19 @@ class Cluster:
 
     def start_worker(
         self, name: str, *, concurrency: int = 8, pool: str = "threads", env: dict[str, str] | None = None,
-        may_die: bool = False,
+        may_die: bool = False, args: tuple[str, ...] = (),
     ) -> str:
         """Start ``shelly worker`` as ``name@<cluster>`` (``env`` added to its environment); returns
         the hostname once it is ready. ``may_die``: the test expects the worker to die (a task that
         kills it may arrive before its first heartbeat), so an exit is not a failure here."""
-        return self.start_workers(name, concurrency=concurrency, pool=pool, env=env, may_die=may_die)[0]
+        return self.start_workers(name, concurrency=concurrency, pool=pool, env=env, may_die=may_die, args=args)[0]
 
     def start_workers(
         self, *names: str, concurrency: int = 8, pool: str = "threads", env: dict[str, str] | None = None,
-        may_die: bool = False,
+        may_die: bool = False, args: tuple[str, ...] = (),
     ) -> list[str]:
-        """Start several workers at once (as :meth:`start_worker`), then wait until each is ready."""
+        """Start several workers at once (as :meth:`start_worker`, ``args`` added to each's
+        ``shelly worker`` options), then wait until each is ready."""
         started = []
         for name in names:
             hostname = f"{name}@{self.id}"
@@ -135,7 +136,7 @@ class Cluster:
             self.workers[hostname] = subprocess.Popen(
                 [*self.wrapper, sys.executable, "-m", "shelly_dist.cli.main", "worker", "--concurrency",
                  str(concurrency), "--pool", pool, "--hostname", hostname, "--heartbeat-file",
-                 str(self.root / f"{name}.heartbeat"), "--loglevel", "INFO"],
+                 str(self.root / f"{name}.heartbeat"), "--loglevel", "INFO", *args],
                 cwd=self.root, env={**self.env(), **(env or {})}, stdout=log.open("wb"), stderr=subprocess.STDOUT,
             )
             started.append((name, hostname))

@@ -29,6 +29,25 @@ def test_quick_bench_prints_every_row_of_the_table(redis_url: str):
 
 
 @pytest.mark.timeout(360)
+def test_the_scaling_row_takes_the_worker_counts(redis_url: str):
+    out = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "scaling", "--runs", "1", "--workers",
+                          "1,3"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| 8")]
+    assert [row.split("|")[1].strip() for row in rows] == ["8a", "8-3"]
+    assert all("coordinator" in row and "Redis" in row and "workers" in row for row in rows)
+
+
+@pytest.mark.timeout(360)
+def test_the_idle_pool_scenario_reports_the_redis_load_of_n_live_trees(redis_url: str):
+    out = subprocess.run([sys.executable, "-m", "bench", "--quick", "--scale", "50", "--workers", "2"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
+    [row] = [line for line in out.stdout.splitlines() if line.startswith("| 9 ")]
+    assert "50 live idle trees, 2 worker processes" in row and "cmd/s" in row
+
+
+@pytest.mark.timeout(360)
 def test_a_short_soak_reports_runs_per_second_and_the_workers_rss(redis_url: str):
     out = subprocess.run([sys.executable, "-m", "bench.soak", "--runs", "20", "--in-flight", "8"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)

@@ -1,8 +1,9 @@
 """``shelly flower`` against the real Redis and a real ``shelly worker``: the worker and the
 ``shelly.*`` tasks of a delegated run are readable from Flower's HTTP API, behind basic auth.
 
-Flower learns tasks from the workers' events, so it is started (and seen to know the worker)
-before the run is delegated.
+Flower learns tasks from the workers' events, so the worker sends them (``shelly worker -E``:
+they are off by default, as in Celery) and Flower is started (and seen to know the worker) before
+the run is delegated.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 @pytest.fixture
 def flower(cluster: Cluster, procs: Processes) -> str:
-    """A worker and ``shelly flower`` with SHELLY_FLOWER_BASIC_AUTH in the cluster's project; its base URL."""
+    """A worker sending task events and ``shelly flower`` with SHELLY_FLOWER_BASIC_AUTH in the
+    cluster's project; its base URL."""
     delegating_team(cluster)
-    cluster.start_worker("w1")
+    cluster.start_worker("w1", args=("-E",))
     return start_flower(procs, env={"SHELLY_FLOWER_BASIC_AUTH": FLOWER_AUTH})
 
 
@@ -88,7 +90,7 @@ def test_a_failed_agent_run_is_a_failure_in_flower_with_its_reason(cluster: Clus
         [{"name": "lead", "description": "delegates", "options": {"max_delegation_depth": 1}},
          {"name": "helper", "description": "helps"}],
     )
-    hostname = cluster.start_worker("w1")
+    hostname = cluster.start_worker("w1", args=("-E",))  # task events: off by default
     flower = start_flower(procs, env={"SHELLY_FLOWER_BASIC_AUTH": FLOWER_AUTH})
     wait_until(lambda: hostname in (http_get(f"{flower}/api/workers", FLOWER_AUTH)[1] or {}), 60,
                "flower to know the worker")

@@ -118,8 +118,8 @@ class CeleryRuntime:
         await asyncio.to_thread(ensure_broker, self.app)
 
     async def _send(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        if not await asyncio.to_thread(send_run_task, self.app, name, args, kwargs, queue=self.settings.queue):
-            await self.journal.due_now(args[1], args[0])
+        took = await asyncio.to_thread(send_run_task, self.app, name, args, kwargs, queue=self.settings.queue)
+        await self.journal.sent(args[1], args[0], took)
 
     # -- top-level runs in this process --------------------------------------------------------
 

@@ -65,8 +65,9 @@ async def hand_off(
         "request": peer.model_dump_json(), "fingerprint": r.fingerprint, "created": str(now), "updated": str(now),
         "pending": "0", "attempts": "0", "msg_count": "0", "task": peer.task[:2000],
     }
+    requeue_at = int((now + settings.requeue_after) * 1000)
     args: list[Any] = [lease.token, json.dumps(fields), str(now), settings.retention, r.id, peer_id,
-                       int((now + settings.requeue_after) * 1000), events, json.dumps(result)]
+                       requeue_at, events, json.dumps(result)]
     for k, v in extra.items():
         args += [k, v]
     script = store.client.register_script(HANDOFF)
@@ -75,6 +76,7 @@ async def hand_off(
         [keys.run(r.id), keys.run_lease(r.id), keys.run(peer_id), keys.tree_runs(r.root), keys.tree_deadlines(r.root),
          *store.stream_keys(r.session)],
         args,
+        hint=(r.root, requeue_at),
     )
     if int(wrote):  # on a cluster the session's stream is in another slot (state/keys.py)
         await store.append_events(r.session, events)

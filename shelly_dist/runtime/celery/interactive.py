@@ -111,12 +111,13 @@ async def ask_parent(lease: Lease, run: Run) -> str:
         question = ChildQuestion.model_validate(payload["question"])
         entry = question_entry(request, question, {"run": r.id, "field": field})
         script = store.client.register_script(ASK_PARENT)
+        resume_at = _ms(time.time() + settings.requeue_after)
         left, mode = await store.run_script(
             script,
             [keys.run(r.id), keys.run_lease(r.id), keys.run(r.parent), keys.run_children(r.parent),
              keys.tree_deadlines(r.root), keys.run_children(r.id)],
-            [lease.token, field, json.dumps(entry.journal_json()), settings.retention,
-             _ms(time.time() + settings.requeue_after), r.parent],
+            [lease.token, field, json.dumps(entry.journal_json()), settings.retention, resume_at, r.parent],
+            hint=(r.root, resume_at),
         )
         if int(left) == 0 and str(mode) == "worker":
             resume = r.parent
@@ -151,13 +152,14 @@ async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers:
         if not child:
             continue
         gone = json.dumps({"agent": d.request.agent, "error": DELEGATION_CLOSED})
+        resume_at = _ms(time.time() + settings.requeue_after)
         out = await store.run_script(
             script,
             [keys.run(parent.id), keys.run_lease(parent.id), keys.run_children(parent.id), keys.run(child),
              keys.run_children(child), keys.tree_deadlines(parent.root)],
             [lease.token, d.reply_to.get("field", ""), json.dumps({"content": text, "is_error": is_error}),
-             settings.retention, "" if stop else child_key(d.request, iteration),
-             _ms(time.time() + settings.requeue_after), child, stop, gone],
+             settings.retention, "" if stop else child_key(d.request, iteration), resume_at, child, stop, gone],
+            hint=(parent.root, resume_at),
         )
         if str(out[0]) == "ok" and int(out[1]) == 0:
             due.append(child)

@@ -65,6 +65,8 @@ class Journal:
         self.clustered = self.store.clustered
         self.renewer = self.store.renewer
         """Keeps this process's leases from a thread of its own (started by the first lease held)."""
+        self.due = self.store.due
+        """The global due index the reapers scan (every deadline written is hinted there)."""
 
     # -- creation ---------------------------------------------------------------------------
 
@@ -92,20 +94,25 @@ class Journal:
             fields["input"] = json.dumps([m.model_dump(mode="json") for m in messages])
         key = self.keys.run(run_id)
         with redis_errors("journal"):
+            due = _ms(now + self.settings.requeue_after) if mode == "worker" else None
             if not if_absent and not self.clustered:
-                # One Redis: the index, the tree and the live-tree entry in one transaction (one
-                # round trip instead of three; no reaper can see the entry without the record).
+                # One Redis: the index, the tree and its hint in one transaction (one round trip
+                # instead of three; no reaper can see the hint without the record).
                 async with self.client.pipeline(transaction=True) as pipe:
                     self._queue_index(pipe, run_id, session, now)
                     self._queue_tree(pipe, run_id, fields, mode, now)
+                    if due is not None:
+                        self.due.queue_hint(pipe, run_id, due)
                     await pipe.execute()
                 return True
             # The tree's keys in one transaction (one slot); the indexes of other slots around
-            # it: the live-tree entry before (a crash after the transaction still leaves the root
-            # where the reapers look) and again after (a reaper that dropped the entry meanwhile,
-            # seeing no record yet, cannot hide the tree).
+            # it: the due hint before (a crash after the transaction still leaves the root where
+            # the reapers look) and again after (a reaper that settled the hint meanwhile, seeing
+            # no deadline yet, cannot hide the tree).
             async with self.client.pipeline(transaction=False) as pipe:
                 self._queue_index(pipe, run_id, session, now)
+                if due is not None:
+                    self.due.queue_hint(pipe, run_id, due)
                 await pipe.execute()
             async with self.client.pipeline(transaction=True) as pipe:
                 if if_absent:
@@ -120,7 +127,8 @@ class Journal:
                     await pipe.execute()
                 except WatchError:
                     return False
-            await self.client.zadd(self.keys.live_trees(), {run_id: now}, nx=True)
+        if due is not None:
+            await self.due.hint(run_id, due)
         return True
 
     def _queue_tree(self, pipe: Any, run_id: str, fields: dict[str, str], mode: str, now: float) -> None:
@@ -135,9 +143,9 @@ class Journal:
             pipe.expire(self.keys.tree_deadlines(run_id), retention)
 
     def _queue_index(self, pipe: Any, run_id: str, session: str, now: float) -> None:
-        """Queue a new root's entries in its session's index and among the live trees (keys of
-        other slots than the tree; an entry whose record never appears is dropped by its readers,
-        as one whose record expired)."""
+        """Queue a new root's entry in its session's index (a key of another slot than the tree;
+        an entry whose record never appears is dropped by its readers, as one whose record
+        expired)."""
         retention = self.settings.retention
         index = self.keys.session_runs(session)
         pipe.zadd(index, {run_id: now}, nx=True)
@@ -146,8 +154,6 @@ class Journal:
         pipe.zremrangebyscore(index, "-inf", now - retention)
         pipe.zremrangebyrank(index, 0, -SESSION_RUNS_MAX - 1)
         pipe.expire(index, retention)
-        pipe.zadd(self.keys.live_trees(), {run_id: now}, nx=True)
-        pipe.expire(self.keys.live_trees(), retention)
 
     async def open_root(
         self, run_id: str, *, agent: str, session: str, task: str, fingerprint: str
@@ -179,7 +185,8 @@ class Journal:
         now = time.time()
         args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(now),
                 self.settings.retention, fingerprint, _ms(now), run_id]
-        out = await self.store.run_script(self.store.scripts.claim, keys, args)
+        out = await self.store.run_script(self.store.scripts.claim, keys, args,
+                                          hint=(root, _ms(now) + self.settings.lease_ms))
         outcome = str(out[0])
         if outcome in ("ok", "exhausted", "canceled"):
             if outcome == "ok":
@@ -211,15 +218,34 @@ class Journal:
 
     # -- the reaper's step ----------------------------------------------------------------------
 
+    async def sent(self, root: str, run_id: str, took: bool) -> None:
+        """After sending run ``run_id``'s task: the broker took it (``took``), so the reapers leave
+        it to the broker until the backstop (``max(visibility_timeout, requeue_after)``, see
+        ``scripts.SENT``) — a message queued behind a backlog is late, not lost, and only a task
+        never sent (its sender died first) is re-sent after ``requeue_after``; or the broker
+        refused it: it is due now (:meth:`due_now`)."""
+        if not took:
+            await self.due_now(root, run_id)
+            return
+        backstop = _ms(time.time() + max(self.settings.visibility_timeout, self.settings.requeue_after))
+        keys = [self.keys.tree_deadlines(root), self.keys.run_lease(run_id), self.keys.run(run_id)]
+        try:
+            await self.store.run_script(self.store.scripts.sent, keys, [run_id, backstop])
+        except StoreError as exc:  # the run then waits for its old deadline: a harmless duplicate
+            logger.warning("run %s: could not record its send (%s); it may be re-sent after requeue_after",
+                           run_id, exc)
+
     async def due_now(self, root: str, run_id: str) -> None:
         """Make run ``run_id`` due now in its tree's deadline index, so the next reaper scan (any
         worker's, within about ``reap_interval``) sends its task: the broker refused the send.
         Only an indexed run's deadline is moved, and only earlier (``ZADD XX LT``): a run that
         finished meanwhile is not put back, and one claimed meanwhile is found ``alive`` by the
         reaper. Redis being away too is logged: the run then waits for its old deadline."""
+        now = _ms(time.time())
         try:
             with redis_errors("journal"):
-                await self.client.zadd(self.keys.tree_deadlines(root), {run_id: _ms(time.time())}, xx=True, lt=True)
+                await self.client.zadd(self.keys.tree_deadlines(root), {run_id: now}, xx=True, lt=True)
+                await self.due.hint(root, now)
         except StoreError as exc:
             logger.warning("run %s: could not make it due for the reaper (%s); it is resent after its deadline",
                            run_id, exc)

@@ -30,7 +30,6 @@ from shelly_dist.chats import Message
 from shelly_dist.runtime.celery.record import RunRecord, child_key
 from shelly_dist.runtime.celery.renewer import renew_request
 from shelly_dist.runtime.celery.store import LeaseLost, RunStore
-from shelly_dist.state.connection import redis_errors
 
 __all__ = ["Held", "Lease", "LeaseLost"]
 
@@ -134,9 +133,7 @@ class Lease:
         keys = [st.keys.run(parent.id), st.keys.run_lease(parent.id), st.keys.run_expected(parent.id),
                 st.keys.tree_runs(parent.root), st.keys.tree_deadlines(parent.root)]
         keys += [st.keys.run(cid) for cid in ids]
-        with redis_errors("journal"):
-            await st.client.zadd(st.keys.live_trees(), {parent.root: now}, nx=True)
-        to_start = await st.run_script(st.scripts.expect, keys, argv)
+        to_start = await st.run_script(st.scripts.expect, keys, argv, hint=(parent.root, argv[3]))
         return ids, list(to_start)
 
     async def release(self) -> int:
@@ -165,7 +162,9 @@ class Lease:
             args += [held.offset, held.state, len(held.messages), *held.messages]
         for k, v in fields.items():
             args += [k, v]
-        left, mode = await st.run_script(st.scripts.finish, keys, args)
+        # A child's finish may complete its parent's join, making the parent's resume due.
+        hint = (r.root, args[9]) if r.parent else None
+        left, mode = await st.run_script(st.scripts.finish, keys, args, hint=hint)
         if mode == "terminal":
             return -1, ""
         await st.append_events(r.session, events)

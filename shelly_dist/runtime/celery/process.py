@@ -97,10 +97,9 @@ class WorkerProcess:
         await self._cancel.start()
 
         async def enqueue(name: str, args: list[Any], kwargs: dict[str, Any]) -> bool:
-            if await asyncio.to_thread(self._send, name, args, kwargs):
-                return True
-            await journal.due_now(args[1], args[0])  # refused: the reapers resend it
-            return False
+            took = await asyncio.to_thread(self._send, name, args, kwargs)
+            await journal.sent(args[1], args[0], took)  # refused: the reapers resend it at once
+            return took
 
         self._reaper = Reaper(journal, enqueue, self.spec.fingerprint)
         self._reaper.start()

@@ -15,9 +15,10 @@ A coordinator's top-level run asks through :class:`~.root_answerer.RootAnswerer`
 process holds no worker, so it registers the question the same way and waits on the run's channel.
 
 ``options.question_timeout`` is enforced by the reapers: a question with a deadline is indexed in
-its tree's ``…:questions:due``; each reaper scan of the live trees answers the questions past it
-with the timeout error result (:func:`expire_due`), so the deadline holds whichever worker, if
-any, is alive when it passes (late by at most ``reap_interval`` when a worker is up, at the next scan otherwise).
+its tree's ``…:questions:due`` (and the tree hinted in the due index, :mod:`.due`); the reaper
+that scans the tree's shard answers the questions past it with the timeout error result
+(:func:`expire_due`), so the deadline holds whichever worker, if any, is alive when it passes
+(late by at most ``reap_interval`` when a worker is up, at the next scan otherwise).
 
 Keys (all with the retention TTL, built by :class:`~shelly_dist.state.keys.Keys`): the question
 lives in its *tree's* slot — ``tree_questions`` (open questions, id → JSON), ``tree_questions_due``
@@ -44,6 +45,7 @@ from shelly_dist import events
 from shelly_dist.agent import Run
 from shelly_dist.chats import ToolResult
 from shelly_dist.errors import UsageError
+from shelly_dist.runtime.celery.due import DueIndex
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.scripts import _FENCE
 from shelly_dist.state.connection import redis_errors
@@ -126,11 +128,13 @@ async def ask(lease: Lease, agent: str, run_id: str, field: str, payload: dict[s
     question |= {"text": str(payload.get("text", "")), "agent": agent, "run": run_id, "root": r.root,
                  "session": r.session, "field": field, "asked": now, "timeout": timeout}
     script = client.register_script(ASK)
+    due = _ms(now + timeout) if timeout else 0
     out = await store.run_script(
         script,
         [keys.run(run_id), keys.run_lease(run_id), keys.run_asked(run_id), keys.tree_questions(r.root),
          keys.tree_questions_due(r.root)],
-        [lease.token, field, qid, json.dumps(question), settings.retention, _ms(now + timeout) if timeout else 0],
+        [lease.token, field, qid, json.dumps(question), settings.retention, due],
+        hint=(r.root, due) if due else None,
     )
     qid, new, still_open = str(out[0]), int(out[1]) == 1, int(out[2]) == 1
     if still_open:
@@ -212,11 +216,13 @@ async def _answer_in_tree(
             q = json.loads(raw)
             run_id = str(q["run"])
             script = client.register_script(ANSWER)
-            out = await script(
-                keys=[keys.tree_questions(root), keys.run(run_id), keys.run_children(run_id),
-                      keys.tree_deadlines(root), keys.tree_questions_due(root)],
-                args=[qid, json.dumps({"content": text, "is_error": is_error}), q["field"], retention,
-                      _ms(time.time() + requeue_after), run_id],
+            resume_at = _ms(time.time() + requeue_after)
+            out = await DueIndex(client, keys, retention).run(
+                script,
+                [keys.tree_questions(root), keys.run(run_id), keys.run_children(run_id),
+                 keys.tree_deadlines(root), keys.tree_questions_due(root)],
+                [qid, json.dumps({"content": text, "is_error": is_error}), q["field"], retention, resume_at, run_id],
+                root, resume_at,
             )
         await client.hdel(keys.session_questions(session), qid)
     outcome = str(out[0])
@@ -257,7 +263,7 @@ Resume = Callable[[str, str], Awaitable[None]]
 async def expire_due(client: aioredis.Redis, keys: Keys, roots: list[str], *, retention: int,
                      requeue_after: float, resume: Resume) -> int:
     """Answer every question of the trees ``roots`` past its ``question_timeout`` with the timeout
-    error result (the reapers call this each scan with the live trees); returns how many were
+    error result (the reapers call this for the trees past their due hint); returns how many were
     expired here."""
     if not roots:
         return 0

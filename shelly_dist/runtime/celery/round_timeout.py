@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 from shelly_dist.agent.interactive import timeout_text
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.agent.stops import DELEGATION_CLOSED
+from shelly_dist.runtime.celery.due import DueIndex
 from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.policy import stop_below
 from shelly_dist.runtime.celery.record import child_key
@@ -78,16 +79,19 @@ async def expire_due(client: aioredis.Redis, keys: Keys, *, retention: int, requ
     with redis_errors("journal"):
         due = await client.zrangebyscore(due_key(keys), "-inf", int(time.time() * 1000), start=0, num=100)
     script = client.register_script(EXPIRE)
+    index = DueIndex(client, keys, retention)
     n = 0
     for member in due:
         m = json.loads(member)
         entry = DelegateEntry(agent=m["agent"], error=timeout_text(float(m["limit"]), m["id"]))
+        resume_at = int((time.time() + requeue_after) * 1000)
         with redis_errors("journal"):
-            left, mode, waiting = await script(
-                keys=[keys.run(m["parent"]), keys.run_children(m["parent"]), keys.run(m["child"]),
-                      keys.tree_deadlines(m["root"])],
-                args=[m["key"], json.dumps(entry.to_json()), DELEGATION_CLOSED, retention,
-                      int((time.time() + requeue_after) * 1000), m["parent"]],
+            left, mode, waiting = await index.run(
+                script,
+                [keys.run(m["parent"]), keys.run_children(m["parent"]), keys.run(m["child"]),
+                 keys.tree_deadlines(m["root"])],
+                [m["key"], json.dumps(entry.to_json()), DELEGATION_CLOSED, retention, resume_at, m["parent"]],
+                m["root"], resume_at,
             )
             await client.zrem(due_key(keys), member)
         if int(left) >= 0:

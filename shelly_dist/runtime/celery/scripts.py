@@ -45,6 +45,12 @@ can therefore write nothing, however late its writes arrive.
   ``{-1, 'terminal'}``, so the caller appends no events either). It may carry the run's last
   checkpoint (the final reply and state, held back by the worker), written first with the same
   offset check as ``CHECKPOINT``: a run whose last step only called the model ends in one round trip.
+* ``SENT`` records that the broker took a run's task: a run nobody holds (no lease) that waits
+  for that task — ``queued``, ``running`` with its lease lapsed (a reaper's re-send), or
+  ``waiting`` with its join complete (a resume) — has its deadline moved *later* (``ZADD XX GT``)
+  to the backstop, so a message merely waiting behind a backlog in the queue is not re-sent as
+  lost after ``requeue_after``. A run claimed meanwhile keeps its lease deadline (the claim
+  wrote it; the lease key makes this a no-op), and one that ended is not put back (``XX``).
 * ``REAP`` decides, for one run whose deadline passed, whether to re-enqueue it. It moves the
   deadline forward in the same step, so of several reapers racing only one re-enqueues; each
   re-send of the same run doubles the wait before the next (up to 64 × ``requeue_after``), so a
@@ -235,6 +241,16 @@ if redis.call('EXISTS', parent) == 0 then return {-1, ''} end  -- expired: never
 if redis.call('HSETNX', children, key, result) == 0 then return {-1, ''} end
 redis.call('EXPIRE', children, retention)
 return joined(parent, deadlines, retention, resume_at, parent_id)
+"""
+
+SENT = """
+local deadlines, lease, record = KEYS[1], KEYS[2], KEYS[3]
+local run_id, backstop_at = ARGV[1], ARGV[2]
+if redis.call('EXISTS', lease) == 1 then return 0 end
+local status = redis.call('HGET', record, 'status')
+if status == 'waiting' and tonumber(redis.call('HGET', record, 'pending') or '0') > 0 then return 0 end
+if status ~= 'queued' and status ~= 'running' and status ~= 'waiting' then return 0 end
+return redis.call('ZADD', deadlines, 'XX', 'GT', 'CH', backstop_at, run_id)
 """
 
 REAP = """

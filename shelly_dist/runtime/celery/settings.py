@@ -17,9 +17,11 @@ How the durations relate (DESIGN §3 rule 3):
   (the lease holder, or the reaper if it dies, carries the run on), so a step longer than the
   visibility timeout is never executed twice.
 * ``requeue_after`` is how long a queued run, or a parent whose children have all joined, may wait
-  for its task before the reaper sends another (a task message lost after the broker took it). A
-  send the broker refused does not wait for it: the run is made due at once, for the reapers' next
-  scan. A duplicate is harmless: its claim finds the run taken or finished and drops it.
+  for its task before the reaper sends another (its sender died before the broker took it). Once
+  the broker took the task, the run is left to the broker for ``max(visibility_timeout,
+  requeue_after)``: a message queued behind a backlog is late, not lost. A send the broker refused
+  does not wait at all: the run is made due at once, for the reapers' next scan. A duplicate is
+  harmless: its claim finds the run taken or finished and drops it.
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ class RuntimeSettings:
     """Seconds between two scans of the deadline indexes by each worker's reaper."""
     requeue_after: float = 30.0
     """Seconds a queued run or a completed join waits for its task before the reaper re-sends it."""
-    task_events: bool = True
-    """Workers send Celery's task events (Flower's task list is built from them)."""
+    task_events: bool = False
+    """Workers send Celery's task events (Flower's task list is built from them); off by default,
+    as in Celery (``shelly worker -E`` / ``distributed.task_events: true``)."""
 
     @property
     def lease_ms(self) -> int:

@@ -2,8 +2,9 @@
 
 The journal (reads, claims, creation) and the lease (every fenced write of one run) both talk to
 Redis through a :class:`RunStore`: the client, the key names, the settings, the journal's scripts
-registered once per client (:mod:`.scripts`), and :meth:`RunStore.run_script`, which turns a
-fencing refusal into :class:`LeaseLost`. Neither imports the other to reach Redis, so the lease is
+registered once per client (:mod:`.scripts`), the global due index (:mod:`.due`), and
+:meth:`RunStore.run_script`, which turns a fencing refusal into :class:`LeaseLost` and hints the
+due index for a script that may write a deadline. Neither imports the other to reach Redis, so the lease is
 the only writer of a run without being a part of the journal cut off (STYLE lessons 11 and 14).
 """
 
@@ -16,6 +17,7 @@ from redis.exceptions import ResponseError
 
 from shelly_dist.errors import RunError
 from shelly_dist.runtime.celery import scripts
+from shelly_dist.runtime.celery.due import DueIndex
 from shelly_dist.runtime.celery.events import STREAM_MAXLEN
 from shelly_dist.runtime.celery.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -40,6 +42,7 @@ class JournalScripts:
         self.drop = client.register_script(scripts.DROP)
         self.finish = client.register_script(scripts.FINISH)
         self.reap = client.register_script(scripts.REAP)
+        self.sent = client.register_script(scripts.SENT)
 
 
 class RunStore:
@@ -53,16 +56,25 @@ class RunStore:
         """On a Redis Cluster the session's event stream (another slot than the tree) is written
         after a script, not inside it (see ``state/keys.py``)."""
         self.scripts = JournalScripts(client)
+        self.due = DueIndex(client, self.keys, settings.retention)
+        """The global due index the reapers scan: every deadline written is hinted there."""
         self.renewer = Renewer(settings, self.keys, clustered=self.clustered)
         """Keeps this process's leases from a thread of its own (started by the first lease held)."""
 
-    async def run_script(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+    async def run_script(
+        self, script: Any, keys: list[str], args: list[Any], hint: tuple[str, int] | None = None
+    ) -> Any:
         """Run a journal script; a fencing refusal becomes :class:`LeaseLost`, other Redis errors
         ``StoreError``. While Redis refuses writes (full), the script is tried again with backoff
-        (:func:`~shelly_dist.state.refusal.write_through`): every script is safe to repeat."""
+        (:func:`~shelly_dist.state.refusal.write_through`): every script is safe to repeat. A
+        script that may write a deadline into a tree's index passes ``hint`` (the root, the
+        earliest such deadline in ms), so the due index learns of it (:meth:`.DueIndex.run`)."""
         with redis_errors("journal"):
             try:
-                return await write_through(lambda: script(keys=keys, args=args))
+                if hint is None:
+                    return await write_through(lambda: script(keys=keys, args=args))
+                root, at_ms = hint
+                return await write_through(lambda: self.due.run(script, keys, args, root, at_ms))
             except ResponseError as exc:
                 if str(exc).startswith(scripts.LEASE_LOST):
                     raise LeaseLost(f"journal: {exc}") from exc

@@ -1,9 +1,9 @@
-"""``distributed.task_events``: workers send Celery's task events (Flower's task list) by default,
-and none when it is false."""
+"""``distributed.task_events``: workers send Celery's task events (Flower's task list) only when
+asked — ``distributed.task_events: true`` or ``shelly worker -E`` — as Celery's own default."""
 
 from __future__ import annotations
 
-from shelly_dist.cli.worker import celery_argv
+from shelly_dist.cli.worker import celery_argv, worker_command
 from shelly_dist.engine.config import parse_config
 from shelly_dist.engine.worker import runtime_settings
 from shelly_dist.runtime.celery.app import create_app
@@ -24,13 +24,18 @@ def _argv(settings: RuntimeSettings) -> list[str]:
     return celery_argv(settings, pool="threads", loglevel="INFO", queues=None, node="w@h", concurrency=None)
 
 
-def test_workers_send_task_events_for_flower_by_default():
+def test_workers_send_no_task_events_by_default():
     settings = _settings()
+    assert "--task-events" not in _argv(settings)
+    assert create_app(settings).conf.worker_send_task_events is False
+
+
+def test_task_events_true_turns_them_on_for_flower():
+    settings = _settings(", task_events: true")
     assert "--task-events" in _argv(settings)
     assert create_app(settings).conf.worker_send_task_events is True
 
 
-def test_task_events_false_leaves_them_off():
-    settings = _settings(", task_events: false")
-    assert "--task-events" not in _argv(settings)
-    assert create_app(settings).conf.worker_send_task_events is False
+def test_shelly_worker_takes_dash_e_for_task_events():
+    flag = next(p for p in worker_command.params if p.name == "task_events")
+    assert {"-E", "--task-events"} <= set(flag.opts)

@@ -235,3 +235,17 @@ def test_worker_metrics_port_is_annotated_for_scraping_and_open_to_ingress(targe
     assert env["SHELLY_METRICS_HOST"] == "0.0.0.0"
     policy = find(docs, "NetworkPolicy", "shelly-worker-metrics")
     assert [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]] == [int(env["SHELLY_METRICS_PORT"])]
+
+
+def test_keda_scales_on_the_list_the_workers_consume() -> None:
+    """Kombu's Redis transport keeps a queue's waiting messages in a list named after the queue, in
+    the broker URL's database (tests/integration/test_queue_key.py): KEDA must watch that key."""
+    docs = rendered("overlays/production")
+    trigger = find(docs, "ScaledObject", "shelly-worker")["spec"]["triggers"][0]["metadata"]
+    worker = container(find(docs, "Deployment", "shelly-worker"), "worker")
+    queue = worker["args"][worker["args"].index("--queues") + 1]
+    broker = next(e["value"] for e in worker["env"] if e["name"] == "SHELLY_BROKER_URL")
+    config = yaml.safe_load(next(d for d in docs if d["kind"] == "ConfigMap" and "config.yaml" in d["data"])
+                            ["data"]["config.yaml"])
+    assert trigger["listName"] == queue == config["distributed"]["queue"]
+    assert trigger["databaseIndex"] == broker.rsplit("/", 1)[1]

@@ -17,7 +17,7 @@ from shelly_dist.agent import ChildRequest, DelegateEntry
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.reaper import Reaper
+from shelly_dist.runtime.celery.reaper import SIT_OUT, Reaper
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 LEASE = 0.05
@@ -101,6 +101,7 @@ async def test_parent_still_waiting_on_a_child_is_not_re_enqueued(journal: Journ
     await parent.release()
     child = await journal.claim(ids[0], "root", "child", "w1")
     assert child.lease is not None  # the child runs, leased: nothing to re-send
+    await journal.client.pexpire(journal.keys.run_lease(ids[0]), 60_000)  # its worker keeps renewing it
     sent = Sent()
     await Reaper(journal, sent, "fp").scan()
     assert sent.tasks == []
@@ -114,6 +115,40 @@ async def test_queued_run_whose_task_message_was_lost_is_sent_again(journal: Jou
     sent = Sent()
     await Reaper(journal, sent, "fp").scan()
     assert (RUN_AGENT, [ids[0], "root"]) in sent.tasks
+
+
+async def test_a_queued_run_whose_task_the_broker_took_is_not_re_sent_while_it_waits_in_the_queue(journal: Journal):
+    """Past ``requeue_after`` (0 here) a queued run is late behind a backlog, not lost, once the
+    broker took its task: the reapers leave it to the broker until the backstop."""
+    parent = await root(journal)
+    ids, _ = await parent.expect([request(0), request(1)], 1, "fp")
+    await parent.release()
+    await journal.sent("root", ids[0], True)  # the broker took the first child's task; the second was never sent
+    sent = Sent()
+    await Reaper(journal, sent, "fp").scan()
+    assert sent.tasks == [(RUN_AGENT, [ids[1], "root"])]
+
+
+async def test_a_resume_the_broker_took_is_not_re_sent_while_it_waits_in_the_queue(journal: Journal):
+    parent = await root(journal)
+    ids, _ = await parent.expect([request(0)], 1, "fp")
+    await parent.release()
+    child = await journal.claim(ids[0], "root", "child", "w1")
+    assert child.lease is not None
+    await child.lease.finish("done", DelegateEntry(agent="w", result="r").to_json())
+    await journal.sent("root", "root", True)  # the finisher sent the parent's resume
+    sent = Sent()
+    await Reaper(journal, sent, "fp").scan()
+    assert sent.tasks == []
+
+
+async def test_a_run_claimed_before_its_send_was_recorded_keeps_its_lease_deadline(journal: Journal):
+    await journal.create_root("root", agent="lead", session="s", mode="worker", task="go", fingerprint="fp")
+    claim = await journal.claim("root", "root", "holder", "w0")
+    assert claim.lease is not None
+    deadline = await journal.client.zscore(journal.keys.tree_deadlines("root"), "root")
+    await journal.sent("root", "root", True)
+    assert await journal.client.zscore(journal.keys.tree_deadlines("root"), "root") == deadline
 
 
 class Refused(Sent):
@@ -137,8 +172,23 @@ async def test_a_scan_stops_sending_at_the_first_refusal_and_every_run_stays_due
     assert await Reaper(journal, refused, "fp").scan() == 0
     assert len(refused.tasks) == 1
     sent = Sent()
-    await Reaper(journal, sent, "fp").scan()  # the broker is back
+    await Reaper(journal, sent, "fp").scan()  # another worker's reaper, whose broker takes them
     assert sorted(args[0] for _, args in sent.tasks) == sorted(ids)
+
+
+async def test_a_reaper_whose_broker_refuses_sits_out_then_sends_again(journal: Journal):
+    parent = await root(journal)
+    ids, _ = await parent.expect([request(0)], 1, "fp")
+    await parent.release()
+    refused = Refused(journal)
+    reaper = Reaper(journal, refused, "fp")
+    assert await reaper.scan() == 0
+    sent = Sent()
+    reaper.enqueue = sent  # its broker is back; no other worker took its shards meanwhile
+    for _ in range(SIT_OUT):
+        assert await reaper.scan() == 0
+    assert await reaper.scan() == 1
+    assert sent.tasks == [(RUN_AGENT, [ids[0], "root"])]
 
 
 async def test_retried_finish_of_a_finished_run_changes_nothing(journal: Journal):

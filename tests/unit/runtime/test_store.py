@@ -1,0 +1,69 @@
+"""The run store's script runner (fakeredis): a hinted script hints its tree in the due index, and
+a hint that fails after the script wrote is written again alone, never by repeating the script."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import fakeredis
+import pytest
+
+from shelly_dist.runtime.celery.due import DueIndex, shard_of
+from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.store import RunStore
+
+COUNTED = "redis.call('INCR', KEYS[1]); return redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2])"
+"""A stand-in for a journal script that writes a deadline: counts its runs, then writes it."""
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[RunStore]:
+    client = fakeredis.FakeAsyncRedis(decode_responses=True)
+    settings = RuntimeSettings(broker_url="memory://", redis_url="redis://",
+                               key_prefix=f"t:{uuid.uuid4().hex[:6]}:")
+    yield RunStore(client, settings)
+    await client.aclose()
+
+
+async def run_counted(store: RunStore, hint: tuple[str, int] | None) -> Any:
+    script = store.client.register_script(COUNTED)
+    await store.client.script_load(COUNTED)
+    keys = [store.keys.prefix + "runs", store.keys.tree_deadlines("root")]
+    return await store.run_script(script, keys, [7_000, "r1"], hint=hint)
+
+
+async def hint_of(store: RunStore, root: str) -> float | None:
+    return await store.client.zscore(store.keys.due_shard(shard_of(root)), root)
+
+
+async def test_a_hinted_script_hints_its_tree_in_the_due_index(store: RunStore):
+    await run_counted(store, hint=("root", 7_000))
+    assert await hint_of(store, "root") == 7_000
+    assert await store.client.zscore(store.keys.tree_deadlines("root"), "r1") == 7_000
+
+
+async def test_a_script_without_a_hint_leaves_the_due_index_alone(store: RunStore):
+    await run_counted(store, hint=None)
+    assert await hint_of(store, "root") is None
+
+
+async def test_a_failed_hint_after_the_script_is_written_again_without_running_the_script_again(
+    store: RunStore, monkeypatch: pytest.MonkeyPatch
+):
+    queued: list[int] = []
+    real = DueIndex.queue_hint
+
+    def second_fails(index: DueIndex, pipe: Any, root: str, at_ms: int) -> None:
+        queued.append(at_ms)
+        if len(queued) == 2:  # the hint after the script, in the same pipeline
+            pipe.execute_command("NO-SUCH-COMMAND")
+            return
+        real(index, pipe, root, at_ms)
+
+    monkeypatch.setattr(DueIndex, "queue_hint", second_fails)
+    await run_counted(store, hint=("root", 7_000))
+    assert await store.client.get(store.keys.prefix + "runs") == "1"
+    assert len(queued) == 3  # before, after (failed), and once more alone
+    assert await hint_of(store, "root") == 7_000
