@@ -277,3 +277,67 @@ redis.call('ZADD', deadlines, now_ms + requeue_ms * 2 ^ math.min(n - 1, 6), run_
 local f = redis.call('HMGET', record, 'root', 'agent', 'depth', 'session', 'task')
 return {status, f[1] or run_id, f[2] or '', f[3] or '0', f[4] or '', string.sub(f[5] or '', 1, 80)}
 """
+
+
+# -- spawn (runtime/celery/spawns.py): a parent's spawned children, announced once each ------------
+
+SPAWN_START = """
+local spawns, dedup, child, tree, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local child_id, spawned, limit, ttl, fields, requeue_at, retention, detach =
+  ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), cjson.decode(ARGV[5]), ARGV[6], tonumber(ARGV[7]), ARGV[8]
+local hit = redis.call('GET', dedup)
+if hit then return {'dup', hit} end
+if redis.call('HEXISTS', spawns, child_id) == 1 then return {'dup', child_id} end
+local active = tonumber(redis.call('HGET', spawns, '#active') or '0')
+if limit > 0 and active >= limit then return {'full', tostring(active)} end
+redis.call('SET', dedup, child_id, 'EX', ttl)
+redis.call('HSET', spawns, child_id, spawned)
+redis.call('HINCRBY', spawns, '#active', 1)
+if detach == '0' then redis.call('HINCRBY', spawns, '#outstanding', 1) end
+redis.call('EXPIRE', spawns, retention)
+if redis.call('EXISTS', child) == 0 then
+  for f, v in pairs(fields) do redis.call('HSET', child, f, v) end
+  redis.call('EXPIRE', child, retention)
+  redis.call('ZADD', deadlines, requeue_at, child_id)
+  redis.call('EXPIRE', deadlines, retention)
+end
+redis.call('SADD', tree, child_id)
+redis.call('EXPIRE', tree, retention)
+return {'ok', child_id}
+"""
+
+SPAWN_ANNOUNCE = """
+local spawns, announce, parent, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local child_id, ended, retention, resume_at, parent_id, detach =
+  ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
+if redis.call('HEXISTS', spawns, '@' .. child_id) == 1 then return {0, ''} end
+redis.call('HSET', spawns, '@' .. child_id, '1', child_id, ended)
+redis.call('HINCRBY', spawns, '#active', -1)
+if detach == '0' then redis.call('HINCRBY', spawns, '#outstanding', -1) end
+redis.call('RPUSH', announce, ended)
+redis.call('EXPIRE', announce, retention)
+redis.call('EXPIRE', spawns, retention)
+redis.call('PUBLISH', parent .. ':changed', 'spawn')
+if redis.call('HGET', parent, 'spawn_wait') == '1' then
+  redis.call('HDEL', parent, 'spawn_wait')
+  local left = redis.call('HINCRBY', parent, 'pending', -1)
+  if left == 0 and redis.call('HGET', parent, 'mode') == 'worker' then
+    redis.call('ZADD', deadlines, resume_at, parent_id)
+    return {1, 'resume'}
+  end
+end
+return {1, ''}
+"""
+
+SPAWN_SUSPEND = """
+local record, lease, deadlines, spawns, announce = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, run_id, cursor = ARGV[1], ARGV[2], tonumber(ARGV[3])
+if redis.call('GET', lease) ~= token then return redis.error_reply('lease lost: ' .. record) end
+if redis.call('LLEN', announce) > cursor then return 'go' end
+if tonumber(redis.call('HGET', spawns, '#outstanding') or '0') <= 0 then return 'done' end
+redis.call('HSET', record, 'spawn_wait', '1', 'status', 'waiting')
+redis.call('HINCRBY', record, 'pending', 1)
+redis.call('DEL', lease)
+redis.call('ZREM', deadlines, run_id)
+return 'wait'
+"""

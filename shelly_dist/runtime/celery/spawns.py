@@ -49,66 +49,8 @@ ACTIVE, OUTSTANDING = "#active", "#outstanding"
 CLOCK_SLACK = 0.05
 """Seconds by which a step timer cut at the deadline may read the wall clock early."""
 
-START = """
-local spawns, dedup, child, tree, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local child_id, spawned, limit, ttl, fields, requeue_at, retention, detach =
-  ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), cjson.decode(ARGV[5]), ARGV[6], tonumber(ARGV[7]), ARGV[8]
-local hit = redis.call('GET', dedup)
-if hit then return {'dup', hit} end
-if redis.call('HEXISTS', spawns, child_id) == 1 then return {'dup', child_id} end
-local active = tonumber(redis.call('HGET', spawns, '#active') or '0')
-if limit > 0 and active >= limit then return {'full', tostring(active)} end
-redis.call('SET', dedup, child_id, 'EX', ttl)
-redis.call('HSET', spawns, child_id, spawned)
-redis.call('HINCRBY', spawns, '#active', 1)
-if detach == '0' then redis.call('HINCRBY', spawns, '#outstanding', 1) end
-redis.call('EXPIRE', spawns, retention)
-if redis.call('EXISTS', child) == 0 then
-  for f, v in pairs(fields) do redis.call('HSET', child, f, v) end
-  redis.call('EXPIRE', child, retention)
-  redis.call('ZADD', deadlines, requeue_at, child_id)
-  redis.call('EXPIRE', deadlines, retention)
-end
-redis.call('SADD', tree, child_id)
-redis.call('EXPIRE', tree, retention)
-return {'ok', child_id}
-"""
 
-ANNOUNCE = """
-local spawns, announce, parent, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local child_id, ended, retention, resume_at, parent_id, detach =
-  ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6]
-if redis.call('HEXISTS', spawns, '@' .. child_id) == 1 then return {0, ''} end
-redis.call('HSET', spawns, '@' .. child_id, '1', child_id, ended)
-redis.call('HINCRBY', spawns, '#active', -1)
-if detach == '0' then redis.call('HINCRBY', spawns, '#outstanding', -1) end
-redis.call('RPUSH', announce, ended)
-redis.call('EXPIRE', announce, retention)
-redis.call('EXPIRE', spawns, retention)
-redis.call('PUBLISH', parent .. ':changed', 'spawn')
-if redis.call('HGET', parent, 'spawn_wait') == '1' then
-  redis.call('HDEL', parent, 'spawn_wait')
-  local left = redis.call('HINCRBY', parent, 'pending', -1)
-  if left == 0 and redis.call('HGET', parent, 'mode') == 'worker' then
-    redis.call('ZADD', deadlines, resume_at, parent_id)
-    return {1, 'resume'}
-  end
-end
-return {1, ''}
-"""
 
-SUSPEND = """
-local record, lease, deadlines, spawns, announce = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, run_id, cursor = ARGV[1], ARGV[2], tonumber(ARGV[3])
-if redis.call('GET', lease) ~= token then return redis.error_reply('lease lost: ' .. record) end
-if redis.call('LLEN', announce) > cursor then return 'go' end
-if tonumber(redis.call('HGET', spawns, '#outstanding') or '0') <= 0 then return 'done' end
-redis.call('HSET', record, 'spawn_wait', '1', 'status', 'waiting')
-redis.call('HINCRBY', record, 'pending', 1)
-redis.call('DEL', lease)
-redis.call('ZREM', deadlines, run_id)
-return 'wait'
-"""
 
 Send = Callable[[str, list[Any], dict[str, Any]], Awaitable[Any]]
 
@@ -158,7 +100,9 @@ class PoolSpawner:
         args = [cid, spawned.model_dump_json(), parent.agent.options.max_children, DEDUP_WINDOW, json.dumps(fields),
                 int((now + settings.requeue_after) * 1000), settings.retention, "1" if spawned.detach else "0"]
         with redis_errors("spawn"):
-            outcome, detail = await journal.client.eval(START, len(keys), *keys, *args)
+            outcome, detail = await journal.store.run_script(
+                journal.store.scripts.spawn_start, keys, args,
+                hint=(record.root, int((now + settings.requeue_after) * 1000)))
         if outcome == "full":
             return SpawnAck("", "rejected", limit_error(parent.agent.options.max_children, int(detail)) or "")
         if outcome == "dup":
@@ -271,7 +215,8 @@ async def announce(journal: Journal, record: RunRecord, status: str, entry: Dele
     args = [record.id, ended.model_dump_json(), journal.settings.retention,
             int((time.time() + journal.settings.requeue_after) * 1000), pid, "1" if spawned.detach else "0"]
     with redis_errors("spawn"):
-        _, due = await journal.client.eval(ANNOUNCE, len(keys), *keys, *args)
+        _, due = await journal.store.run_script(journal.store.scripts.spawn_announce, keys, args,
+                                                 hint=(record.root, int(args[3])))
     return due == "resume"
 
 
@@ -304,4 +249,5 @@ async def suspend(journal: Journal, lease: Lease, cursor: int) -> str:
     keys = [journal.keys.run(r.id), journal.keys.run_lease(r.id), journal.keys.tree_deadlines(r.root),
             _spawns(journal, r.id), _announce_key(journal, r.id)]
     with redis_errors("spawn"):
-        return str(await journal.client.eval(SUSPEND, len(keys), *keys, lease.token, r.id, cursor))
+        return str(await journal.store.run_script(journal.store.scripts.spawn_suspend, keys,
+                                                  [lease.token, r.id, cursor]))
