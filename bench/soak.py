@@ -57,8 +57,8 @@ async def soak(stack: Stack, runs: int, in_flight: int, concurrency: int) -> str
             nonlocal done
             run_id = await runtime.submit("noter", f"item {i}", session=new_session_id())  # type: ignore[attr-defined]
             record = await runtime.wait(run_id)  # type: ignore[attr-defined]
-            if record.get("status") != "done":
-                failed.append(f"{run_id}: {record.get('status')} {record.get('error', '')}")
+            if record.status != "done":  # a RunRecord (CeleryRuntime.wait is typed since issue 21)
+                failed.append(f"{run_id}: {record.status} {record.error}")
             done += 1
 
         async def batch(start: int, stop: int) -> None:

@@ -396,13 +396,13 @@ def test_prefork_worker_that_cannot_open_its_engine_fails_the_run_instead_of_han
     bindir = cluster.root / "coordinator-bin"
     bindir.mkdir()
     server = Path(__file__).parents[1] / "unit" / "tools" / "mcp" / "toolbox_server.py"
-    script = bindir / "team-mcp-server"
+    script = bindir / "orders-mcp-server"
     script.write_text(f"#!/bin/sh\nexec {sys.executable} {server} \"$@\"\n")
     script.chmod(0o755)
     cluster.write_config(
         [scripted(lead=[delegate(("helper", "use the server")), "lead saw the failure"], helper=["never runs"])],
-        [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "helper", "toolboxes": ["team"]}],
-        mcp_servers=[{"name": "team", "command": "team-mcp-server"}],
+        [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "helper", "toolboxes": ["orders"]}],
+        mcp_servers=[{"name": "orders", "command": "orders-mcp-server"}],
     )
     cluster.start_worker("prefork", concurrency=1, pool="prefork")
     env = cluster.env()
@@ -412,7 +412,7 @@ def test_prefork_worker_that_cannot_open_its_engine_fails_the_run_instead_of_han
     assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
     assert json.loads(out.stdout)["reply"] == "lead saw the failure"
     child = next(r for r in cluster.runs(json.loads(out.stdout)["session"]) if r["parent"])
-    assert child["status"] == "failed" and "cannot start" in child["error"] and '"team"' in child["error"]
+    assert child["status"] == "failed" and "cannot start" in child["error"] and '"orders"' in child["error"]
 
 
 def test_two_delegate_calls_in_one_reply_both_return_through_one_subscription(cluster: Cluster):
