@@ -235,13 +235,14 @@ class Journal:
             logger.warning("run %s: could not record its send (%s); it may be re-sent after requeue_after",
                            run_id, exc)
 
-    async def due_now(self, root: str, run_id: str) -> None:
-        """Make run ``run_id`` due now in its tree's deadline index, so the next reaper scan (any
-        worker's, within about ``reap_interval``) sends its task: the broker refused the send.
-        Only an indexed run's deadline is moved, and only earlier (``ZADD XX LT``): a run that
-        finished meanwhile is not put back, and one claimed meanwhile is found ``alive`` by the
-        reaper. Redis being away too is logged: the run then waits for its old deadline."""
-        now = _ms(time.time())
+    async def due_now(self, root: str, run_id: str, after: float = 0.0) -> None:
+        """Make run ``run_id`` due now (or ``after`` seconds from now) in its tree's deadline
+        index, so a reaper scan (any worker's, within about ``reap_interval`` of that) sends its
+        task: the broker refused the send, or a worker of another generation left it. Only an
+        indexed run's deadline is moved, and only earlier (``ZADD XX LT``): a run that finished
+        meanwhile is not put back, and one claimed meanwhile is found ``alive`` by the reaper.
+        Redis being away too is logged: the run then waits for its old deadline."""
+        now = _ms(time.time() + after)
         try:
             with redis_errors("journal"):
                 await self.client.zadd(self.keys.tree_deadlines(root), {run_id: now}, xx=True, lt=True)
