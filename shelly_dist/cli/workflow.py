@@ -14,7 +14,7 @@ from shelly_dist.cli.live import LiveView
 from shelly_dist.cli.options import config_options, session_scoped
 from shelly_dist.engine.config import find_config, load_config
 from shelly_dist.engine.engine import Engine
-from shelly_dist.engine.workflow import load_workflow, pool_ready, team_config
+from shelly_dist.engine.workflow import load_workflow, team_config
 from shelly_dist.engine.workflow_run import final_output, start_workflow, unschedule, wait_idle, wait_stopped
 from shelly_dist.errors import UsageError
 from shelly_dist.runtime.schedules import Scheduler
@@ -46,10 +46,9 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
                *, until_stopped: bool, quiet: bool = False) -> tuple[str, int]:
     workflow = load_workflow(file)
     config = load_config(find_config(config_path, shelly_dir))
-    if config.distributed.broker_url:
-        pool_ready(config, workflow)
-    else:
-        config = team_config(config, workflow)
+    widened = team_config(config, workflow)  # an unknown ref or provider fails here, naming the agent
+    if not config.distributed.broker_url:
+        config = widened  # on a pool, workers widen their own config from the session's workspace
     console = Console(stderr=True)
     async with await Engine.open(config, shelly_dir=shelly_dir) as engine:
         due = engine.stores.due_index()

@@ -21,7 +21,7 @@ import asyncio
 import itertools
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -117,6 +117,9 @@ class Engine:
         self.remote_agents: list[RemoteAgent] = []
         """The ``a2a_agents:`` with their cards' descriptions (read by :meth:`open`)."""
         self._registries: SessionCache[Registry] = SessionCache()
+        self.session_config: Callable[[str], Config | None] | None = None
+        """The config of one session when it widens the engine's (a workflow's inline agents, which a
+        worker reads from the session's workspace: ``engine/worker.py``); ``None``: the engine's."""
         self._counter = itertools.count(1)
         self._closed = False
 
@@ -239,16 +242,23 @@ class Engine:
 
         Cached per session (bounded by :meth:`bound_sessions`); safe to call from several threads.
         """
-        return self._registries.get(session, lambda: build_registry(
-            self.config,
-            session=session,
-            providers=self.providers,
-            toolboxes=self.toolboxes,
-            skills=self.skills,
-            context=self.context,
-            on_event=self.event_sink(session),
-            remotes=self.remote_agents,
-        ))
+        def build() -> Registry:
+            config, providers = self.config, self.providers
+            widened = self.session_config(session) if self.session_config is not None else None
+            if widened is not None:  # a workflow's inline agents, on a worker
+                config, providers = widened, self.providers.widened(widened)
+            return build_registry(
+                config,
+                session=session,
+                providers=providers,
+                toolboxes=self.toolboxes,
+                skills=self.skills,
+                context=self.context,
+                on_event=self.event_sink(session),
+                remotes=self.remote_agents,
+            )
+
+        return self._registries.get(session, build)
 
     def bound_sessions(self, *, max_size: int, ttl: float) -> None:
         """Keep per-session objects (registries; store handles when the stores are in Redis) for

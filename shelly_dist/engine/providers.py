@@ -66,6 +66,17 @@ class Providers:
         self._on_event = on_event
         self._shared: dict[str, Completer] = {}
         self._lock = threading.Lock()
+        self._base: Providers | None = None
+
+    def widened(self, config: Config) -> Providers:
+        """Providers for ``config``, a widening of this one's (a workflow's inline agents added, and
+        a provider per model they override): a provider both configs have, unchanged, is this
+        one's completer, so its rate limiter, key rotation and cooldowns still cover every agent
+        using it; the added providers are built for the widened set alone (their names, such as
+        ``main@helper``, may mean another model in another session)."""
+        other = Providers(config, cooldowns=self.cooldowns, on_event=self._on_event, prices=self.prices)
+        other._base = self
+        return other
 
     def for_agent(self, agent: str) -> Completer:
         """A completer for an instance of config agent ``agent`` (its provider, then fallbacks).
@@ -123,6 +134,8 @@ class Providers:
             return self._priced(provider, ScriptedCompleter(
                 [r if isinstance(r, str) else r.model_dump() for r in replies], name=provider.name
             ))
+        if self._base is not None and self._base.config.provider(provider.name) == provider:
+            return self._base._one(provider, agent)
         with self._lock:
             built = self._shared.get(provider.name)
             if built is None:

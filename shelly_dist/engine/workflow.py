@@ -20,6 +20,7 @@ an unknown variable stays as written.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections.abc import Mapping
@@ -176,14 +177,33 @@ def run_setup(workflow: Workflow, variables: dict[str, str], cwd: Path) -> dict[
 
 
 def team_config(config: Config, workflow: Workflow) -> Config:
-    """``config`` with the workflow's inline agents added and every workflow agent given ``team``.
+    """``config`` with the workflow's inline agents added and every workflow agent given ``team``."""
+    return agents_config(config, workflow.agents)
 
-    On a pool the result must equal ``config`` (workers build agents from the config file): every
-    agent a ``ref`` of the same name to a config agent that lists ``team``; see :func:`pool_ready`."""
+
+def agents_spec(workflow: Workflow) -> str:
+    """The workflow's agent definitions as JSON: what a worker needs to build them
+    (:func:`agents_config` of :func:`parse_agents_spec`), kept in the session's workspace."""
+    return json.dumps({name: spec.model_dump(exclude_defaults=True) for name, spec in workflow.agents.items()},
+                      sort_keys=True)
+
+
+def parse_agents_spec(text: str) -> dict[str, WorkflowAgent]:
+    try:
+        return {name: WorkflowAgent.model_validate(spec) for name, spec in json.loads(text).items()}
+    except (ValueError, ValidationError) as exc:
+        raise ConfigError(f"workflow: the session's stored agent definitions are unreadable: {exc}") from exc
+
+
+def agents_config(config: Config, workflow_agents: Mapping[str, WorkflowAgent]) -> Config:
+    """``config`` with the inline agents of ``workflow_agents`` added (a provider ``P@agent`` for
+    each that overrides its provider's model), refs under another name added as copies, and every
+    workflow agent given ``team``. Pure: every worker of one config builds the same agents from
+    the same definitions."""
     by_name = {a.name: a for a in config.agents}
     agents = list(config.agents)
     providers = list(config.providers)
-    for name, spec in workflow.agents.items():
+    for name, spec in workflow_agents.items():
         if spec.ref:
             if spec.ref not in by_name:
                 raise ConfigError(f'workflow: agent "{name}": ref "{spec.ref}" is not an agent of the config')
@@ -210,14 +230,3 @@ def team_config(config: Config, workflow: Workflow) -> Config:
         agents.append(AgentConfig(name=name, provider=provider, instructions=spec.system_prompt,
                                   toolboxes=toolboxes, options={"max_iterations": spec.max_steps}))
     return config.model_copy(update={"agents": agents, "providers": providers})
-
-
-def pool_ready(config: Config, workflow: Workflow) -> None:
-    """Refuse a workflow whose agents a worker could not build from its own config."""
-    if team_config(config, workflow) != config:
-        odd = [name for name, spec in workflow.agents.items() if spec.ref != name]
-        odd += [name for name, spec in workflow.agents.items() if spec.ref == name
-                and "team" not in next(a for a in config.agents if a.name == name).toolbox_names()]
-        raise ConfigError(f"workflow: on a pool every agent must be a config agent listing the team toolbox "
-                          f"(`{odd[0]}: {{ref: {odd[0]}}}` with `toolboxes: [team]` in the config): workers build "
-                          f"agents from the config file; {odd[0]} is not")

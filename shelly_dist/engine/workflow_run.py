@@ -14,7 +14,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from shelly_dist.engine.sessions import new_session_id
-from shelly_dist.engine.workflow import Workflow, base_variables, interpolate, resolve_params, run_setup, schedules
+from shelly_dist.engine.workflow import (
+    Workflow,
+    agents_spec,
+    base_variables,
+    interpolate,
+    resolve_params,
+    run_setup,
+    schedules,
+)
 from shelly_dist.errors import UsageError
 from shelly_dist.workspace import DEFAULT_DOCUMENT, USER, WorkspaceBase
 from shelly_dist.workspace.due import DueIndex, member
@@ -40,6 +48,7 @@ async def start_workflow(
     session = session or new_session_id()
     ws = workspace_of(session)
     await ws.join(list(workflow.agents))
+    await ws.set_agents_spec(agents_spec(workflow))  # what a worker builds the inline agents from
     await ws.set_project(f"Workflow: {workflow.name}" + (f" (tag {tag})" if tag else ""))
     for name, spec in workflow.agents.items():
         if spec.prompt.append:

@@ -156,6 +156,14 @@ class WorkspaceBase(ABC):
         raw = await self._get("meta", f"schedule:{agent}")
         return None if raw is None else Schedule.model_validate_json(raw)
 
+    async def set_agents_spec(self, text: str) -> bool:
+        """Keep the workflow's agent definitions (JSON) for workers to build its inline agents
+        from; set once per session (False when already set), so every worker builds the same."""
+        return await self._put("meta", "agents", text, only_new=True)
+
+    async def agents_spec(self) -> str | None:
+        return await self._get("meta", "agents")
+
     async def set_agent_prompt(self, agent: str, text: str) -> None:
         """Words for ``agent`` alone, added to the project section of its wakes (``prompt.append``)."""
         await self._put("meta", f"prompt:{agent}", text)

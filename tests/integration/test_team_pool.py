@@ -58,14 +58,41 @@ def test_a_review_workflow_runs_to_idle_on_two_workers_with_every_wake_on_a_work
     assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
 
 
-def test_an_inline_agent_is_refused_on_a_pool_naming_it(cluster: Cluster) -> None:
+def test_inline_workflow_agents_run_on_two_workers_with_their_own_model_prompt_and_steps(cluster: Cluster) -> None:
+    """Workers build the inline agents from the definitions the session keeps in Redis."""
+    def respond(req: RecordedRequest) -> Reply:
+        if any(m.get("role") == "tool" for m in req.body["messages"]):
+            return Reply(text="written")
+        return Reply(tool_calls=[{"name": "team_doc_write", "arguments": {"content": "notes by scribe"}}])
+
+    with ModelServer(format="openai", responder=respond) as server:
+        mock = {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+                "rate_limit": {"max_retries": 0}}
+        cluster.write_config([mock], [{"name": "coder", "provider": "mock", "toolboxes": ["team"]}])
+        workers = cluster.start_workers("wa", "wb")
+        path = cluster.root / "inline.yaml"
+        path.write_text(yaml.safe_dump({"name": "x", "kickoff": "@scribe write the notes",
+                                        "agents": {"coder": {"ref": "coder"},
+                                                   "scribe": {"provider": "mock", "model": "gpt-scribe",
+                                                              "system_prompt": "Scribe rules.", "max_steps": 3}}}))
+        done = cluster.shelly("workflow", "run", str(path), timeout=180)
+        bodies = [r.body for r in server.requests]
+    assert done.returncode == 0, f"{done.stderr}\n{cluster.worker_log()}"
+    assert done.stdout.strip() == "notes by scribe"
+    [wake] = wake_records(cluster)
+    assert wake["agent"] == "scribe" and wake["status"] == "done" and wake["worker"] in workers
+    assert {b["model"] for b in bodies} == {"gpt-scribe"}  # the inline model override, on the worker
+    assert all("Scribe rules." in json.dumps(b) for b in bodies)
+
+
+def test_an_inline_agent_with_an_unknown_provider_is_refused_before_the_run_naming_it(cluster: Cluster) -> None:
     cluster.write_config([scripted("team", coder=["ok"])],
                          [{"name": "coder", "provider": "team", "toolboxes": ["team"]}])
     path = cluster.root / "inline.yaml"
-    path.write_text(yaml.safe_dump({"name": "x", "agents": {"coder": {"ref": "coder"}, "helper": {"provider": "team"}},
+    path.write_text(yaml.safe_dump({"name": "x", "agents": {"coder": {"ref": "coder"}, "helper": {"provider": "nope"}},
                                     "kickoff": "@helper hi"}))
     done = cluster.shelly("workflow", "run", str(path))
-    assert done.returncode != 0 and "helper is not" in done.stderr
+    assert done.returncode == 2 and 'agent "helper": provider "nope" is not in the config' in done.stderr
 
 
 def test_a_worker_killed_during_a_wake_loses_no_message_and_acks_only_after_success(cluster: Cluster) -> None:

@@ -9,10 +9,12 @@ import pytest
 from shelly_dist.engine import config_from_data
 from shelly_dist.engine.workflow import (
     Workflow,
+    agents_config,
+    agents_spec,
     base_variables,
     interpolate,
     load_workflow,
-    pool_ready,
+    parse_agents_spec,
     resolve_params,
     run_setup,
     team_config,
@@ -66,12 +68,16 @@ def test_an_inline_agent_gets_the_team_toolbox_and_its_own_model() -> None:
     assert next(p for p in cfg.providers if p.name == helper.provider).model == "small"
 
 
-def test_a_ref_without_team_gets_it_embedded_but_is_refused_on_a_pool() -> None:
+def test_a_ref_without_team_gets_it() -> None:
     wf = workflow(lead={"ref": "lead"})
     assert "team" in next(a for a in team_config(CONFIG, wf).agents if a.name == "lead").toolbox_names()
-    with pytest.raises(ConfigError, match="lead is not"):
-        pool_ready(CONFIG, wf)
-    pool_ready(CONFIG, workflow())  # refs of config agents that list team are fine
+
+
+def test_the_stored_agent_definitions_rebuild_the_same_team_config() -> None:
+    """A worker builds a workflow's inline agents from the JSON kept in the session's workspace."""
+    wf = workflow(helper={"provider": "main", "model": "small", "system_prompt": "Help.", "max_steps": 4},
+                  lead={"ref": "lead"})
+    assert agents_config(CONFIG, parse_agents_spec(agents_spec(wf))) == team_config(CONFIG, wf)
 
 
 def test_an_invalid_cron_wakeup_fails_the_load_naming_the_agent(tmp_path: Path) -> None:
