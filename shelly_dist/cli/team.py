@@ -36,7 +36,7 @@ def send_command(message: str, to: str | None, session_id: str, config_path: str
                 from shelly_dist.engine.worker import runtime_settings
                 from shelly_dist.runtime.celery.wakes import PoolWakes
 
-                stores.on_post = PoolWakes(runtime_settings(cfg)).on_post
+                stores.on_post = PoolWakes(runtime_settings(cfg), due=stores.due_index()).on_post
             events = StreamEvents(stores)
             stores.on_event = events
             sent = await stores.workspace(session_id).send(USER, message, to=to)

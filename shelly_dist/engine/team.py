@@ -53,6 +53,6 @@ def team_wakes(engine: Engine) -> Wakes:
     if engine.runtime.name != "local" and settings is not None:
         from shelly_dist.runtime.celery.wakes import PoolWakes
 
-        return PoolWakes(settings)
+        return PoolWakes(settings, due=engine.stores.due_index())
     return LocalWakes(engine.runtime, lambda session, agent: engine.registry(session).spawn(agent),
                       engine.stores.workspace)

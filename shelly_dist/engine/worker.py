@@ -113,18 +113,22 @@ class EngineContext:
         # A team post made on this worker (a channel_send of a run) wakes the agents on the pool.
         from shelly_dist.runtime.celery.wakes import PoolWakes
 
-        self.wakes = PoolWakes(settings)
+        self.wakes = PoolWakes(settings, due=engine.stores.due_index())
         engine.stores.on_post = self.wakes.on_post
         # Every worker ticks the team schedules; a claim per due time makes each fire once.
         from shelly_dist.runtime.schedules import Scheduler
 
-        self.scheduler = Scheduler(engine.stores.due_index(), engine.stores.workspace)
+        # and sweeps the wake checks: a wake whose send was refused or lost is sent again.
+        self.scheduler = Scheduler(engine.stores.due_index(), engine.stores.workspace, resend=self._resend)
         self.scheduler.start()
         # A workflow's inline agents: built from the definitions its session keeps in Redis.
         from shelly_dist.state.connection import sync_client
 
         self._sync = sync_client(settings.redis_url, decode_responses=True, socket_timeout=5.0)
         engine.session_config = self.session_config
+
+    async def _resend(self, session: str, agent: str, attempt: int, error: str) -> None:
+        await self.wakes.wake(session, agent, attempt, 0.0, error)
 
     def session_config(self, session: str) -> Config | None:
         """The worker's config widened by the workflow agents ``session`` keeps (``None`` when it keeps

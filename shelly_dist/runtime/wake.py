@@ -48,6 +48,12 @@ class WakeSettings:
     """Seconds before the first retry; doubled for each next one."""
     lease: float = 900.0
     """Seconds a wake lease lives: the longest a wake may run before another may start for the agent."""
+    claim: float = 10.0
+    """Seconds the lease first lives on the pool, until the wake's run is in the journal (then it
+    gets :attr:`lease`): a worker killed in between blocks its agent this long, not :attr:`lease`."""
+    sweep: float = 5.0
+    """Seconds after a wake is asked for (or due) that the pool checks it happened, and sends it
+    again when the agent's inbox still waits and nobody holds its lease (``runtime/schedules.py``)."""
 
     def delay(self, attempt: int) -> float:
         """Seconds to wait before ``attempt`` (2, 3, …)."""
@@ -113,14 +119,16 @@ Retry = Callable[[str, int, float, str], Awaitable[None]]
 
 async def begin_wake(
     ws: WorkspaceBase, agent: str, *, attempt: int = 1, error: str = "", settings: WakeSettings = WakeSettings(),
-    replay: DeadLetter | None = None, token: str = "",
+    replay: DeadLetter | None = None, token: str = "", lease: float | None = None,
 ) -> Wake | None:
     """Take ``agent``'s lease and build its prompt; ``None`` when another wake holds the lease or
     the inbox is empty. ``replay`` takes a dead letter's messages instead of the inbox's. ``token``
     names the holder (default: a fresh one); the same token takes its own lease again, so a
-    redelivered wake task (its Celery task id) carries on instead of waiting for the lease to lapse."""
+    redelivered wake task (its Celery task id) carries on instead of waiting for the lease to lapse.
+    ``lease``: seconds to hold it (default ``settings.lease``; the pool takes ``settings.claim``
+    first and renews once the run is journaled)."""
     token = token or uuid.uuid4().hex[:12]
-    if not await ws.acquire_wake(agent, token, settings.lease):
+    if not await ws.acquire_wake(agent, token, settings.lease if lease is None else lease):
         return None
     try:
         up_to = await ws.last_id() if replay is None else replay.up_to
@@ -164,6 +172,10 @@ async def end_wake(
         await ws.ack(agent, wake.up_to)
     ws.observe(events.WAKE_FINISHED, agent, {"outcome": outcome, "up_to": wake.up_to, "attempt": wake.attempt,
                                               "error": error or ""})
+    if outcome == "retrying":
+        await ws.set_retry(agent, wake.attempt + 1, error or "")
+    elif not wake.replay:
+        await ws.clear_retry(agent)
     await ws.status_set(agent, "idle", "" if error is None else f"last wake failed: {error}"[:200])
     await ws.release_wake(agent, wake.token)
     if outcome == "retrying":

@@ -16,6 +16,7 @@ set by a binding election), ``resources`` (sha256 → content), ``status`` (agen
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from abc import ABC, abstractmethod
@@ -123,6 +124,10 @@ class WorkspaceBase(ABC):
     @abstractmethod
     async def release_wake(self, agent: str, token: str) -> None:
         """Give the lease back (only if ``token`` holds it)."""
+
+    @abstractmethod
+    async def wake_lease_left(self, agent: str) -> float:
+        """Seconds ``agent``'s wake lease has left (0: free)."""
 
     # -- members ------------------------------------------------------------------------------
 
@@ -371,6 +376,22 @@ class WorkspaceBase(ABC):
 
     async def forget_wake(self, run_id: str) -> None:
         await self._delete("wakes", run_id)
+
+    async def set_retry(self, agent: str, attempt: int, error: str) -> None:
+        """A failed wake of ``agent`` asked for attempt ``attempt``: kept so that a wake sent again
+        for a lost retry (the sweeper) carries on counting instead of starting over."""
+        await self._put("meta", f"retry:{agent}", json.dumps({"attempt": attempt, "error": error}))
+
+    async def retry_of(self, agent: str) -> tuple[int, str]:
+        """(attempt, last error) of ``agent``'s pending retry; (1, "") when none."""
+        raw = await self._get("meta", f"retry:{agent}")
+        if raw is None:
+            return 1, ""
+        data = json.loads(raw)
+        return int(data["attempt"]), str(data["error"])
+
+    async def clear_retry(self, agent: str) -> None:
+        await self._delete("meta", f"retry:{agent}")
 
     # -- dead letters -------------------------------------------------------------------------
 

@@ -8,14 +8,28 @@ from __future__ import annotations
 
 from typing import Protocol
 
+WAKE_MARK = "!wake"
+"""Ends the entry of a wake's check (:func:`wake_member`); no agent name has a ``!``."""
+
 
 def member(session: str, agent: str) -> str:
     return f"{session}/{agent}"
 
 
+def wake_member(session: str, agent: str) -> str:
+    """The entry that checks, when due, that a wake asked for ``agent`` happened (the sweeper of
+    ``runtime/schedules.py``): a wake whose send was refused or lost is sent again."""
+    return f"{session}/{agent}{WAKE_MARK}"
+
+
 def split(entry: str) -> tuple[str, str]:
+    """(session, agent) of a schedule's or a wake check's entry."""
     session, _, agent = entry.partition("/")
-    return session, agent
+    return session, agent.removesuffix(WAKE_MARK)
+
+
+def is_wake_check(entry: str) -> bool:
+    return entry.endswith(WAKE_MARK)
 
 
 class DueIndex(Protocol):
@@ -32,6 +46,14 @@ class DueIndex(Protocol):
         ...
 
     async def remove(self, entry: str) -> None: ...
+
+    async def hint(self, entry: str, at: float) -> None:
+        """Put ``entry`` due at ``at`` unless it is due earlier already."""
+        ...
+
+    async def drop(self, entry: str, score: int) -> bool:
+        """Remove ``entry`` only if still at ``score`` (nobody hinted it since it was read)."""
+        ...
 
 
 class MemoryDueIndex:
@@ -53,3 +75,12 @@ class MemoryDueIndex:
 
     async def remove(self, entry: str) -> None:
         self._due.pop(entry, None)
+
+    async def hint(self, entry: str, at: float) -> None:
+        self._due[entry] = min(self._due.get(entry, int(at * 1000)), int(at * 1000))
+
+    async def drop(self, entry: str, score: int) -> bool:
+        if self._due.get(entry) != score:
+            return False
+        del self._due[entry]
+        return True

@@ -79,3 +79,7 @@ class MemoryWorkspace(WorkspaceBase):
     async def release_wake(self, agent: str, token: str) -> None:
         if self._wakes.get(agent, ("", 0.0))[0] == token:
             del self._wakes[agent]
+
+    async def wake_lease_left(self, agent: str) -> float:
+        held = self._wakes.get(agent)
+        return 0.0 if held is None else max(held[1] - time.monotonic(), 0.0)

@@ -115,6 +115,11 @@ class RedisWorkspace(WorkspaceBase):
         with redis_errors(ORIGIN):
             await self._scripts.release(keys=[self._keys.workspace_wake(self._session, agent)], args=[token])
 
+    async def wake_lease_left(self, agent: str) -> float:
+        with redis_errors(ORIGIN):
+            left = await self._client.pttl(self._keys.workspace_wake(self._session, agent))
+        return max(int(left), 0) / 1000
+
 
 class RedisDueIndex:
     """The schedules' due index in Redis (``Keys.team_due``); every write refreshes its retention
@@ -147,3 +152,14 @@ class RedisDueIndex:
     async def remove(self, entry: str) -> None:
         with redis_errors("schedules"):
             await self._client.zrem(self._key, entry)
+
+    async def hint(self, entry: str, at: float) -> None:
+        with redis_errors("schedules"):
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.zadd(self._key, {entry: int(at * 1000)}, lt=True)
+                pipe.expire(self._key, self._retention)
+                await pipe.execute()
+
+    async def drop(self, entry: str, score: int) -> bool:
+        with redis_errors("schedules"):
+            return bool(await self._scripts.drop_due(keys=[self._key], args=[entry, score]))

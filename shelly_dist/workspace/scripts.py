@@ -69,6 +69,15 @@ end
 return 0
 """
 
+# KEYS: the due index. ARGV: member, the score it was read with. Removes it only if unchanged.
+DROP_DUE = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) == tonumber(ARGV[2]) then
+  return redis.call('ZREM', KEYS[1], ARGV[1])
+end
+return 0
+"""
+
 
 class WorkspaceScripts:
     """The scripts, registered once per client (redis-py loads each by its sha on first use): use
@@ -90,3 +99,4 @@ class WorkspaceScripts:
         self.renew = client.register_script(RENEW)
         self.release = client.register_script(RELEASE)
         self.claim_due = client.register_script(CLAIM_DUE)
+        self.drop_due = client.register_script(DROP_DUE)

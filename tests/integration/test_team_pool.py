@@ -5,12 +5,15 @@ from __future__ import annotations
 import itertools
 import json
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import yaml
 
+from shelly_dist.runtime.wake import WakeSettings
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
 
 from .cluster import Cluster, scripted, wait_until
@@ -232,3 +235,63 @@ def test_a_dead_letter_replayed_on_the_pool_is_handled_and_removed(cluster: Clus
         wait_until(lambda: status()["dead_letters"] == [], 60, "the dead letter handled")
     channel = cluster.shelly("channel", "--session", session).stdout
     assert "@coder: handled on replay" in channel
+
+
+def lose_queued_wakes(cluster: Cluster) -> int:
+    """Delete the wake tasks waiting in this cluster's queue (a lost message); how many there were."""
+    broker = redis.Redis.from_url(cluster.broker_url, decode_responses=True)
+    try:
+        lists = [k for k in broker.scan_iter(match=cluster.queue + "*") if broker.type(k) == "list"]
+        lost = sum(int(broker.llen(k)) for k in lists)
+        if lists:
+            broker.delete(*lists)
+        return lost
+    finally:
+        broker.close()
+
+
+def redo_lost_wake(cluster: Cluster, *, lease_left_by_a_killed_worker: bool = False) -> float:
+    """Post to the reviewer while no worker runs, lose the wake's message (and, if asked, leave the
+    lease a worker killed before journaling the run would leave), start two workers; the seconds
+    until the reviewer's inbox is acked, which must come with its wake's success."""
+    cluster.write_config([scripted("team", **REVIEW)],
+                         [{"name": "coder", "provider": "team", "toolboxes": ["team"]},
+                          {"name": "reviewer", "provider": "team", "toolboxes": ["team"]}])
+    start = cluster.popen("workflow", "start", str(write_workflow(cluster.root, kickoff="")))
+    try:
+        assert start.stderr is not None
+        session = start.stderr.readline().split()[1]
+        cursors = f"{cluster.prefix}s:{{{session}}}:ws:cursors"
+        sent = cluster.shelly("send", "--session", session, "@reviewer please look")
+        assert sent.returncode == 0, sent.stderr
+        assert lose_queued_wakes(cluster) == 1  # no worker ran: the wake's only message is gone
+        if lease_left_by_a_killed_worker:
+            lease = f"{cluster.prefix}s:{{{session}}}:ws:wake:reviewer"
+            cluster.redis.set(lease, "killed-worker-task", px=int(WakeSettings().claim * 1000))
+        assert cluster.redis.hget(cursors, "reviewer") is None  # nothing acked for a wake that never ran
+        cluster.start_workers("wa", "wb")
+        began = time.monotonic()
+        wait_until(lambda: cluster.redis.hget(cursors, "reviewer") is not None, 60, "the reviewer's inbox acked")
+        took = time.monotonic() - began
+        assert "@reviewer: approved" in cluster.shelly("channel", "--session", session).stdout
+        assert cluster.shelly("workflow", "stop", "--session", session).returncode == 0
+        start.communicate(timeout=30)
+    finally:
+        if start.poll() is None:
+            start.kill()
+    print(f"lost wake redone and acked {took:.1f}s after the workers started")
+    return took
+
+
+def test_a_lost_wake_message_is_sent_again_by_a_workers_check_and_acked_only_after_success(cluster: Cluster) -> None:
+    took = redo_lost_wake(cluster)
+    assert took < 20, f"the lost wake was redone after {took:.1f}s"
+
+
+def test_a_wake_whose_worker_died_before_its_run_was_journaled_holds_the_agent_only_briefly(
+    cluster: Cluster,
+) -> None:
+    """What a worker killed between taking the wake lease and journaling the run leaves: the lease,
+    held for the short claim time (not the 15-minute wake lease), and no run, no task."""
+    took = redo_lost_wake(cluster, lease_left_by_a_killed_worker=True)
+    assert took < WakeSettings().claim + 12, f"the agent was blocked {took:.1f}s"

@@ -8,7 +8,7 @@ import pytest
 
 from shelly_dist.runtime.schedules import Scheduler
 from shelly_dist.workspace import MemoryWorkspace, Workspace
-from shelly_dist.workspace.due import DueIndex, MemoryDueIndex, member
+from shelly_dist.workspace.due import DueIndex, MemoryDueIndex, member, wake_member
 from shelly_dist.workspace.schedule import parse_wakeup
 from tests.unit.state.backends import redis_backend
 
@@ -57,3 +57,58 @@ async def test_a_stopped_sessions_schedule_is_dropped(due: DueIndex, ws: Workspa
     await ws.request_stop()
     assert await Scheduler(due, lambda _s: ws).tick(now=200.0) == 0
     assert await due.due(10**10) == []
+
+
+class Resent:
+    """Records the wakes a ticker sends again (``PoolWakes.wake`` on a worker)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, int, str]] = []
+
+    async def __call__(self, session: str, agent: str, attempt: int, error: str) -> None:
+        self.calls.append((session, agent, attempt, error))
+
+
+async def test_a_due_wake_check_of_a_waiting_inbox_with_a_free_lease_sends_the_wake_once(
+    due: DueIndex, ws: Workspace,
+) -> None:
+    """The wake's send was refused or lost: one of two tickers sends it again."""
+    await ws.send("user", "@ticker hi")
+    await due.hint(wake_member("s1", "ticker"), 100.0)
+    resent = Resent()
+    tickers = [Scheduler(due, lambda _s: ws, resend=resent), Scheduler(due, lambda _s: ws, resend=resent)]
+    assert sum([await t.tick(now=100.5) for t in tickers]) == 1
+    assert resent.calls == [("s1", "ticker", 1, "")]
+    assert [e for e, _ in await due.due(106.0)] == [wake_member("s1", "ticker")]  # checked again later
+
+
+async def test_a_wake_check_waits_while_a_wake_holds_the_agents_lease(due: DueIndex, ws: Workspace) -> None:
+    await ws.send("user", "@ticker hi")
+    assert await ws.acquire_wake("ticker", "running-wake", 30.0)
+    await due.hint(wake_member("s1", "ticker"), 100.0)
+    resent = Resent()
+    assert await Scheduler(due, lambda _s: ws, resend=resent).tick(now=100.5) == 0
+    assert resent.calls == [] and await due.due(125.0) == []
+
+
+async def test_a_wake_check_of_an_empty_inbox_is_dropped(due: DueIndex, ws: Workspace) -> None:
+    await due.hint(wake_member("s1", "ticker"), 100.0)
+    resent = Resent()
+    assert await Scheduler(due, lambda _s: ws, resend=resent).tick(now=100.5) == 0
+    assert resent.calls == [] and await due.due(10**10) == []
+
+
+async def test_a_wake_sent_again_carries_on_its_pending_retrys_attempt(due: DueIndex, ws: Workspace) -> None:
+    """A lost retry does not restart the count: the messages still dead-letter after 3 attempts."""
+    await ws.send("user", "@ticker hi")
+    await ws.set_retry("ticker", 3, "model down")
+    await due.hint(wake_member("s1", "ticker"), 100.0)
+    resent = Resent()
+    await Scheduler(due, lambda _s: ws, resend=resent).tick(now=100.5)
+    assert resent.calls == [("s1", "ticker", 3, "model down")]
+
+
+async def test_a_hint_only_brings_a_wake_check_forward(due: DueIndex) -> None:
+    await due.hint(wake_member("s1", "ticker"), 100.0)
+    await due.hint(wake_member("s1", "ticker"), 500.0)
+    assert [e for e, _ in await due.due(100.0)] == [wake_member("s1", "ticker")]

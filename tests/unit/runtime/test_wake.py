@@ -101,3 +101,27 @@ async def test_a_redelivered_wake_with_its_token_takes_its_own_lease_again(ws: M
     again = await begin_wake(ws, "coder", token="task-1")
     assert first is not None and again is not None and again.run_id == first.run_id
     assert await begin_wake(ws, "coder", token="task-2") is None
+
+
+async def test_a_pool_wake_holds_the_short_claim_lease_until_its_run_is_journaled(ws: MemoryWorkspace) -> None:
+    """A worker killed before the run is in the journal (where the reapers find it) blocks the
+    agent for the claim time only; after, the lease lives as long as a wake may run."""
+    from typing import Any
+
+    from shelly_dist.runtime.celery.wakes import start_pool_wake
+
+    seen: dict[str, float] = {}
+
+    class Journal:
+        async def create_root(self, run_id: str, **_: Any) -> bool:
+            seen["journaling"] = await ws.wake_lease_left("coder")
+            return True
+
+    async def enqueue(_name: str, _args: list[Any], _kwargs: dict[str, Any]) -> None:
+        seen["enqueued"] = await ws.wake_lease_left("coder")
+
+    await ws.send(USER, "@coder fix it")
+    settings = WakeSettings(claim=10.0, lease=900.0)
+    run_id = await start_pool_wake(ws, Journal(), enqueue, "fp", "s1", "coder", settings=settings)  # type: ignore[arg-type]
+    assert run_id.startswith("wake")
+    assert 0 < seen["journaling"] <= 10.0 and seen["enqueued"] > 800.0
