@@ -73,6 +73,15 @@ def _mcp_problems(cfg: Config) -> Iterator[Problem]:
         at = f"mcp_servers[{i}]"
         if bool(m.command) == bool(m.url):
             yield at, "exactly one of command or url is required"
+        if m.name in OWN_TOOLBOXES:
+            yield f"{at}.name", (f'"{m.name}" is the name of the built-in {m.name} toolbox (docs/workflows.md): '
+                                 "rename the MCP server")
+
+
+OWN_TOOLBOXES = ("team",)
+"""Built-in toolboxes Go Shelly does not have: an MCP server of that name is an error, not the Go
+leniency of :func:`shadowed_mcp_servers` (no Go config can hold one, and the server would be
+silently ignored)."""
 
 
 AGENT_NAME_REFUSED = re.compile(r"[\s{}\x00-\x1f\x7f]")
@@ -125,14 +134,14 @@ def shadowed_mcp_servers(cfg: Config) -> list[str]:
     """MCP servers named like a built-in toolbox. Go accepts them and its built-in wins (it
     wires the built-ins after connecting MCP servers, under the same name), so an agent listing
     the name gets the built-in; we do the same and do not start such a server at all."""
-    return [m.name for m in cfg.mcp_servers if m.name in BUILTIN_TOOLBOXES]
+    return [m.name for m in cfg.mcp_servers if m.name in BUILTIN_TOOLBOXES and m.name not in OWN_TOOLBOXES]
 
 
 def leniencies(cfg: Config) -> list[Problem]:
     """What a valid config does that Go accepts but is probably a mistake (warnings)."""
     out: list[Problem] = []
     for i, m in enumerate(cfg.mcp_servers):
-        if m.name in BUILTIN_TOOLBOXES:
+        if m.name in BUILTIN_TOOLBOXES and m.name not in OWN_TOOLBOXES:
             out.append((
                 f"mcp_servers[{i}].name",
                 f'"{m.name}" is a built-in toolbox: agents listing "{m.name}" get the built-in one '

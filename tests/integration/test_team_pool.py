@@ -295,3 +295,39 @@ def test_a_wake_whose_worker_died_before_its_run_was_journaled_holds_the_agent_o
     held for the short claim time (not the 15-minute wake lease), and no run, no task."""
     took = redo_lost_wake(cluster, lease_left_by_a_killed_worker=True)
     assert took < WakeSettings().claim + 12, f"the agent was blocked {took:.1f}s"
+
+
+def test_a_cron_schedule_fires_once_per_due_time_across_two_workers(cluster: Cluster) -> None:
+    """No minute-long waits: the test makes the cron's entry due now, three times over (as each
+    next minute would), and checks that one fire per due time reached the channel and that each
+    claim moved the entry to the cron's next time."""
+    from shelly_dist.workspace.schedule import cron_next
+
+    cluster.write_config([scripted("team", ticker=["checked"] * 5)],
+                         [{"name": "ticker", "provider": "team", "toolboxes": ["team"]}])
+    cluster.start_workers("wa", "wb")
+    path = cluster.root / "cron.yaml"
+    path.write_text(yaml.safe_dump({"name": "cron", "agents": {"ticker": {"ref": "ticker", "wakeup": "* * * * *",
+                                                                           "wakeup_prompt": "Cron."}}}))
+    start = cluster.popen("workflow", "start", str(path))
+    try:
+        assert start.stderr is not None
+        session = start.stderr.readline().split()[1]
+        channel = f"{cluster.prefix}s:{{{session}}}:ws:channel"
+        due, entry = f"{cluster.prefix}team:due", f"{session}/ticker"
+
+        def fires() -> int:
+            return sum(json.loads(raw)["content"] == "@ticker Cron." for raw in cluster.redis.lrange(channel, 0, -1))
+
+        for n in (1, 2, 3):
+            now = time.time()
+            cluster.redis.zadd(due, {entry: int(now * 1000)})  # this minute has come
+            wait_until(lambda n=n: fires() >= n, 30, f"fire {n}")
+            following = int(cron_next("* * * * *", now) * 1000)
+            wait_until(lambda f=following: (cluster.redis.zscore(due, entry) or 0) >= f, 10, "the cron's next time")
+        assert fires() == 3  # two workers tick every second: each due time fired once
+        assert cluster.shelly("workflow", "stop", "--session", session).returncode == 0
+        start.communicate(timeout=30)
+    finally:
+        if start.poll() is None:
+            start.kill()

@@ -59,3 +59,13 @@ async def test_mcp_serve_agents_offers_a_tool_per_team(workdir: Path) -> None:
     write_config(workdir, teams=TEAMS)
     async with await Engine.open(None, shelly_dir=workdir / ".shelly") as engine:
         assert [t.name for t in agents_toolbox(engine, "s")] == ["agent_solo", "agent_pair"]
+
+
+def test_an_mcp_server_named_team_is_a_load_error_naming_the_clash(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    """The built-in team toolbox would silently win over it: refuse it instead, in one line."""
+    write_config(workdir, mcp_servers=[{"name": "team", "command": "mcp-team"}])
+    result = invoke("agents")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        'shelly: config: mcp_servers[0].name: "team" is the name of the built-in team toolbox '
+        "(docs/workflows.md): rename the MCP server (.shelly/config.yaml)"]
