@@ -3,7 +3,8 @@
 It is fed only by the engine's event bus, so it shows the same thing whether children run as
 asyncio tasks or on remote workers. On a terminal it is a rich ``Live`` table (name, depth,
 status, last action, tokens) redrawn a few times a second; elsewhere (a pipe, CI, a test) it
-prints one plain line per notable event, so logs stay readable. Reading the bus never slows the
+prints one plain line per notable event, so logs stay readable. A team's posts, wakes and acks
+are lines in both: under the table, the latest :data:`TEAM_LINES` of them. Reading the bus never slows the
 run: the bus drops events for a slow reader instead of blocking.
 """
 
@@ -11,19 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from shelly_dist import events
 from shelly_dist.engine import EventBus
 from shelly_dist.events import Event
 
 ACTION_LIMIT = 60
+
+TEAM_LINES = 8
+"""The team's latest posts, wakes and acks the live table shows under its rows."""
 
 
 @dataclass
@@ -58,6 +64,8 @@ class Board:
 
     def __init__(self) -> None:
         self.rows: dict[str, AgentRow] = {}
+        self.team: deque[str] = deque(maxlen=TEAM_LINES)
+        """The latest team lines (posts, wakes, acks), which the rows alone would not show."""
 
     def row(self, name: str) -> AgentRow:
         if name not in self.rows:
@@ -115,11 +123,14 @@ class Board:
         if event.kind == events.ERROR:
             row.status, row.action = "failed", _short(str(data.get("error") or ""))
             return f"{pad}✗ {row.name} failed: {data.get('error')}"
-        return self._team(row, event)
+        line = self._team(row, event)
+        if line is not None:
+            self.team.append(line)
+        return line
 
     @staticmethod
     def _team(row: AgentRow, event: Event) -> str | None:
-        """A team's posts and wakes (docs/workflows.md): one line each, acks only in the table."""
+        """A team's posts, wakes and acks (docs/workflows.md): one line each."""
         data = event.data
         if event.kind == events.CHANNEL_POST:
             row.action = f"posted #{data.get('id')}"
@@ -138,6 +149,7 @@ class Board:
             return f"✗ {row.name} wake {outcome}: {data.get('error')}"
         if event.kind == events.INBOX_ACK:
             row.action = f"acked up to #{data.get('cursor')}"
+            return f"✓ {row.name} acked up to #{data.get('cursor')}"
         return None
 
     @staticmethod
@@ -163,11 +175,19 @@ class Board:
         table = Table(box=None, pad_edge=False, header_style="bold")
         for column in ("agent", "depth", "worker", "status", "last action", "tokens"):
             table.add_column(column, justify="right" if column in ("depth", "tokens") else "left")
-        style = {"running": "yellow", "waiting": "cyan", "done": "green", "failed": "red", "canceled": "magenta"}
-        for r in self.rows.values():
-            status = f"[{style.get(r.status, '')}]{r.status}[/]"
-            table.add_row("  " * r.depth + r.name, str(r.depth), r.worker or "-", status, r.action, str(r.tokens))
+        style = {"running": "yellow", "waiting": "cyan", "done": "green", "failed": "red", "canceled": "magenta",
+                 "retrying": "yellow"}
+        for r in self.rows.values():  # Text, not markup: a team's status (idle) or an action may hold anything
+            status = Text(r.status, style=style.get(r.status, ""))
+            table.add_row(Text("  " * r.depth + r.name), str(r.depth), Text(r.worker or "-"), status,
+                          Text(r.action), str(r.tokens))
         return table
+
+    def render(self) -> RenderableType:
+        """What the live view draws: the rows, then the team's latest lines when there are any."""
+        if not self.team:
+            return self.table()
+        return Group(self.table(), Text("team", style="bold"), *(Text(line) for line in self.team))
 
 
 class LiveView:
@@ -204,7 +224,7 @@ class LiveView:
             return self
         sub = self.bus.subscribe(buffer=4096)
         if self.mode == "live":
-            self._live = Live(self.board.table(), console=self.console, refresh_per_second=8, transient=False)
+            self._live = Live(self.board.render(), console=self.console, refresh_per_second=8, transient=False)
             self._live.start()
         self._task = asyncio.create_task(self._consume(sub))
         self._sub = sub
@@ -214,7 +234,7 @@ class LiveView:
         async for event in sub:  # type: ignore[attr-defined]
             line = self.board.apply(event)
             if self._live is not None:
-                self._live.update(self.board.table())
+                self._live.update(self.board.render())
             elif line is not None:
                 self.console.print(line, markup=False, highlight=False, soft_wrap=True)  # one line per event
 
@@ -231,5 +251,5 @@ class LiveView:
                 self._task.cancel()
                 await self._task
         if self._live is not None:
-            self._live.update(self.board.table())
+            self._live.update(self.board.render())
             self._live.stop()

@@ -60,7 +60,7 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
             scheduler.start()
         tail = asyncio.create_task(_tail(engine, session)) if engine.stores.shared else None
         try:
-            async with LiveView(engine.bus, console, "quiet" if quiet else "plain"):
+            async with LiveView(engine.bus, console, "quiet" if quiet else "auto"):
                 if until_stopped:
                     await wait_stopped(ws)
                 else:
