@@ -331,3 +331,55 @@ def test_a_cron_schedule_fires_once_per_due_time_across_two_workers(cluster: Clu
     finally:
         if start.poll() is None:
             start.kill()
+
+
+async def test_the_mcp_team_tools_let_an_outside_client_post_as_user_and_wake_an_agent(cluster: Cluster) -> None:
+    """`shelly mcp serve --toolbox team --session S` driven by the official MCP client over stdio:
+    the client's channel_send @mentions the reviewer, who is woken on a worker and answers."""
+    import asyncio
+    import sys
+
+    import mcp_types as types
+    from mcp import ClientSession, StdioServerParameters, stdio_client
+
+    cluster.write_config([scripted("team", **REVIEW)],
+                         [{"name": "coder", "provider": "team", "toolboxes": ["team"]},
+                          {"name": "reviewer", "provider": "team", "toolboxes": ["team"]}])
+    workers = cluster.start_workers("wa")
+    start = cluster.popen("workflow", "start", str(write_workflow(cluster.root, kickoff="")))
+    try:
+        assert start.stderr is not None
+        session = start.stderr.readline().split()[1]
+        params = StdioServerParameters(command=sys.executable, env=cluster.env(), cwd=cluster.root,
+                                       args=["-m", "shelly_dist.cli.main", "mcp", "serve", "--toolbox", "team",
+                                             "--session", session])
+
+        def text(result: types.CallToolResult) -> Any:
+            assert not result.is_error, result.content
+            return json.loads("".join(c.text for c in result.content if isinstance(c, types.TextContent)))
+
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert {"channel_send", "channel_read", "my_inbox", "my_inbox_ack", "team_doc_read"} <= names
+            sent = text(await client.call_tool("channel_send", {"message": "@reviewer please look"}))
+            assert sent["from"] == "user" and sent["mentions"] == ["reviewer"]
+
+            async def answered() -> list[dict[str, Any]]:
+                for _ in range(600):
+                    said = text(await client.call_tool("channel_read", {}))
+                    if any(m["from"] == "reviewer" for m in said):
+                        return said
+                    await asyncio.sleep(0.1)
+                raise AssertionError(f"the reviewer never answered\n{cluster.worker_log()}")
+
+            said = await answered()
+            assert [m["content"] for m in said] == ["@reviewer please look", "approved"]
+            assert text(await client.call_tool("my_inbox", {})) == []  # nobody mentioned user
+        [wake] = wake_records(cluster)
+        assert wake["agent"] == "reviewer" and wake["status"] == "done" and wake["worker"] in workers
+        assert cluster.shelly("workflow", "stop", "--session", session).returncode == 0
+        start.communicate(timeout=30)
+    finally:
+        if start.poll() is None:
+            start.kill()
