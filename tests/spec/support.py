@@ -44,6 +44,9 @@ class Scenario:
     """Ids of tasks put on the session's board (``pending``) before the run."""
     cancel_when_claimed: str = ""
     """A board task to cancel on the board as soon as a child has claimed it."""
+    answers: dict[str, str] = field(default_factory=dict)
+    """``ask_user`` answers by question text, given from outside the run with ``Session.respond``
+    once the question is listed by ``Session.questions``."""
 
 
 @dataclass
@@ -61,6 +64,11 @@ class Observed:
     reply: str = ""
     board: dict[str, tuple[str, str]] = field(default_factory=dict)
     """(status, assignee) of each of the scenario's board tasks after the run."""
+    questions: list[dict[str, Any]] = field(default_factory=list)
+    """Each question answered, as ``Session.questions`` listed it (``id``, ``agent``, ``text``,
+    ``options``, ``timeout``; the asking run and time left out)."""
+    asked: list[dict[str, Any]] = field(default_factory=list)
+    """The data of every ``ask_user`` event, in order."""
 
 
 def write_team(cluster: Cluster, scenario: Scenario, runtime: str) -> None:
@@ -89,6 +97,7 @@ async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observe
         sending = asyncio.create_task(session.send(scenario.task))
         if scenario.cancel_when_claimed:
             await cancel_once_claimed(board, scenario.cancel_when_claimed, sending)
+        answered = await answer_questions(session, scenario.answers, sending)
         outcome = await sending
         sub.close()
         async for event in sub:
@@ -97,7 +106,24 @@ async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observe
         tasks = {t: await board.get(t) for t in scenario.board}
     observed = _observed(seen, same_ids(entries), outcome.reply.text_content())
     observed.board = {t: (str(task.status), task.assignee) if task else ("", "") for t, task in tasks.items()}
+    observed.questions = answered
     return observed
+
+
+async def answer_questions(session: Any, answers: dict[str, str], run: asyncio.Task[Any]) -> list[dict[str, Any]]:
+    """Answer each question of ``answers`` (by text) once ``Session.questions`` lists it, with
+    ``Session.respond``; returns the questions as listed (fail if the run ends first)."""
+    answered: list[dict[str, Any]] = []
+    deadline = asyncio.get_running_loop().time() + 60
+    while len(answered) < len(answers):
+        for q in await session.questions():
+            if q["text"] in answers and q["id"] not in {a["id"] for a in answered}:
+                await session.respond(q["id"], answers[q["text"]])
+                answered.append({k: v for k, v in q.items() if k not in ("run", "asked")})
+        assert not run.done() or len(answered) == len(answers), f"the run ended with questions unanswered: {answers}"
+        assert asyncio.get_running_loop().time() < deadline, f"never asked: {answers}"
+        await asyncio.sleep(0.05)  # polling the open questions: the condition, with a deadline
+    return answered
 
 
 async def put_task(board: Any, task_id: str) -> None:
@@ -143,11 +169,12 @@ def _observed(seen: list[Event], entries: list[list[dict[str, Any]]], reply: str
             endings.append((agent, str(e.data["status"])))
             usage = e.data.get("usage") or {}
             tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    asked = [dict(e.data) for e in seen if e.kind == "ask_user"]
     kinds: dict[str, set[str]] = {}
     for e in seen:
         if e.run_id in asked_for and e.kind not in POOL_ONLY:
             kinds.setdefault(asked_for[e.run_id], set()).add(e.kind)
-    return Observed(entries=entries, endings=sorted(endings), kinds=kinds, tokens=tokens, reply=reply)
+    return Observed(entries=entries, endings=sorted(endings), kinds=kinds, tokens=tokens, reply=reply, asked=asked)
 
 
 def delegate(*tasks: dict[str, Any]) -> dict[str, Any]:
