@@ -44,6 +44,8 @@ class Scenario:
     """Ids of tasks put on the session's board (``pending``) before the run."""
     cancel_when_claimed: str = ""
     """A board task to cancel on the board as soon as a child has claimed it."""
+    provider: dict[str, Any] = field(default_factory=dict)
+    """More settings of the scripted provider (e.g. ``context_window``)."""
     answers: dict[str, str] = field(default_factory=dict)
     """``ask_user`` answers by question text, given from outside the run with ``Session.respond``
     once the question is listed by ``Session.questions``."""
@@ -54,7 +56,8 @@ class Observed:
     """What both runtimes must agree on."""
 
     entries: list[list[dict[str, Any]]]
-    """Each ``delegate`` result the lead got, in order (the JSON array of entries)."""
+    """Each ``delegate`` (and ``answer_delegation_questions``) result the lead got, in order (the
+    JSON array of entries)."""
     endings: list[tuple[str, str]]
     """(agent asked for, status) of every child's ``run_finished``, sorted."""
     kinds: dict[str, set[str]] = field(default_factory=dict)
@@ -73,7 +76,8 @@ class Observed:
 
 def write_team(cluster: Cluster, scenario: Scenario, runtime: str) -> None:
     """The scenario's config in the cluster's project; embedded, without a ``distributed:`` section."""
-    providers = [{"name": "team", "kind": "scripted", "model": "script", "script": scenario.scripts}]
+    providers = [{"name": "team", "kind": "scripted", "model": "script", "script": scenario.scripts,
+                  **scenario.provider}]
     if runtime == "pool":
         cluster.write_config(providers, scenario.agents, entry_agent=scenario.entry_agent)
         return
@@ -99,9 +103,8 @@ async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observe
             await cancel_once_claimed(board, scenario.cancel_when_claimed, sending)
         answered = await answer_questions(session, scenario.answers, sending)
         outcome = await sending
+        await until_every_run_ended(sub, seen)
         sub.close()
-        async for event in sub:
-            seen.append(event)
         entries = delegate_results(session.agent.chat.messages())
         tasks = {t: await board.get(t) for t in scenario.board}
     observed = _observed(seen, same_ids(entries), outcome.reply.text_content())
@@ -124,6 +127,27 @@ async def answer_questions(session: Any, answers: dict[str, str], run: asyncio.T
         assert asyncio.get_running_loop().time() < deadline, f"never asked: {answers}"
         await asyncio.sleep(0.05)  # polling the open questions: the condition, with a deadline
     return answered
+
+
+async def until_every_run_ended(sub: Any, seen: list[Event]) -> None:
+    """Read events into ``seen`` until every run that started has finished: a child the parent's
+    end cancels ends with the send embedded, and shortly after it on the pool (cancelled through
+    Redis); what both must agree on is how it ended."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while True:
+        try:
+            while True:  # everything buffered now, then a short wait for more
+                event = await asyncio.wait_for(sub.get(), 0.1)
+                assert event is not None
+                seen.append(event)
+        except TimeoutError:
+            pass
+        started = {e.run_id for e in seen if e.kind == "run_started"}
+        ended = {e.run_id for e in seen if e.kind == "run_finished"}
+        if started <= ended:
+            return
+        assert loop.time() < deadline, f"runs never finished: {sorted(started - ended)}"
 
 
 async def put_task(board: Any, task_id: str) -> None:
@@ -151,9 +175,12 @@ def same_ids(entries: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
     return json.loads(re.sub(r"tree of run [0-9a-f-]+", "tree of run <run>", json.dumps(entries)))
 
 
+DELEGATING = {"delegate", "answer_delegation_questions"}
+
+
 def delegate_results(messages: list[Message]) -> list[list[dict[str, Any]]]:
-    """The parsed result of every ``delegate`` call in ``messages``, in order."""
-    calls = {p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and p.name == "delegate"}
+    """The parsed result of every ``delegate`` (or interactive answer) call in ``messages``, in order."""
+    calls = {p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and p.name in DELEGATING}
     return [json.loads(p.content) for m in messages for p in m.parts
             if isinstance(p, ToolResult) and p.tool_call_id in calls]
 
