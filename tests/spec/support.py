@@ -64,6 +64,8 @@ class Observed:
     """The event kinds of each child's runs, by the agent asked for (pool-only kinds left out)."""
     tokens: int = 0
     """Input plus output tokens of every child run (from their ``run_finished``)."""
+    inputs: list[int] = field(default_factory=list)
+    """Input tokens of each child run, in the order they finished (what each child was shown)."""
     reply: str = ""
     board: dict[str, tuple[str, str]] = field(default_factory=dict)
     """(status, assignee) of each of the scenario's board tasks after the run."""
@@ -189,6 +191,7 @@ def _observed(seen: list[Event], entries: list[list[dict[str, Any]]], reply: str
     asked_for: dict[str, str] = {}
     endings: list[tuple[str, str]] = []
     tokens = 0
+    inputs: list[int] = []
     for e in seen:
         if e.kind == "run_finished":
             agent = str(e.data["entry"].get("agent", ""))
@@ -196,12 +199,14 @@ def _observed(seen: list[Event], entries: list[list[dict[str, Any]]], reply: str
             endings.append((agent, str(e.data["status"])))
             usage = e.data.get("usage") or {}
             tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            inputs.append(int(usage.get("input_tokens", 0)))
     asked = [dict(e.data) for e in seen if e.kind == "ask_user"]
     kinds: dict[str, set[str]] = {}
     for e in seen:
         if e.run_id in asked_for and e.kind not in POOL_ONLY:
             kinds.setdefault(asked_for[e.run_id], set()).add(e.kind)
-    return Observed(entries=entries, endings=sorted(endings), kinds=kinds, tokens=tokens, reply=reply, asked=asked)
+    return Observed(entries=entries, endings=sorted(endings), kinds=kinds, tokens=tokens, inputs=inputs, reply=reply,
+                    asked=asked)
 
 
 def delegate(*tasks: dict[str, Any]) -> dict[str, Any]:
