@@ -16,6 +16,7 @@ from shelly_dist.cli.errors import fail, run_async
 from shelly_dist.cli.mcp import until_signal
 from shelly_dist.cli.options import config_options
 from shelly_dist.errors import UsageError
+from shelly_dist.tools.builtin.ask import NoAnswerer
 
 TOKEN_ENV = "SHELLY_A2A_TOKEN"
 
@@ -52,7 +53,7 @@ def serve_command(agent_name: str | None, host: str, port: int, token: str | Non
         from shelly_dist.engine import Engine
         from shelly_dist.engine.a2a.server import serve
 
-        async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
+        async with await Engine.open(config_path, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
             agent = engine.agent_name(agent_name)
 
             def listening(url: str) -> None:

@@ -37,6 +37,7 @@ from shelly_dist.cli.explain import explain
 from shelly_dist.cli.options import config_options
 from shelly_dist.engine import Engine
 from shelly_dist.errors import RunError, StoreError
+from shelly_dist.tools.builtin.ask import NoAnswerer
 
 __all__ = ["BatchItem", "ItemNotRun", "batch_command", "done_ids", "item_messages", "read_items", "run_batch",
            "run_item"]
@@ -191,7 +192,7 @@ async def _main(
     todo = [i for i in items if i.id not in skip]
     if skip & {i.id for i in items}:
         console.print(f"batch: skipping {len(items) - len(todo)} items already in {output}", markup=False)
-    async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
+    async with await Engine.open(config_path, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
         pool = PoolItems(engine.runtime, batch_id) if hasattr(engine.runtime, "submit") else None  # type: ignore[arg-type]
         if pool is not None and todo:  # Redis and the broker answer, or one line now, before any item
             await pool.runtime.check()

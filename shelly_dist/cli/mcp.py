@@ -37,6 +37,7 @@ from shelly_dist.engine import Engine, new_session_id
 from shelly_dist.engine.toolboxes import HEADLESS_SKIPPED
 from shelly_dist.errors import UsageError
 from shelly_dist.tools import Tool, ToolBox, tool_from_model
+from shelly_dist.tools.builtin.ask import NoAnswerer
 
 SERVER_NAME = "shelly"
 MCP_PATH = "/mcp"
@@ -144,7 +145,7 @@ async def serve(
     """Open the engine, build the server, serve until the client leaves (stdio) or forever (http)."""
     from shelly_dist.tools.mcp import build_server, serve_http, serve_stdio
 
-    async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
+    async with await Engine.open(config_path, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
         session = session_id or new_session_id()
         boxes = served_toolboxes(engine, toolbox_names, session)
         if with_agents:

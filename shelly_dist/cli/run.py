@@ -33,6 +33,7 @@ from shelly_dist.cli.prompt import TerminalAnswerer, TerminalPrompt
 from shelly_dist.cli.questions import announce_questions
 from shelly_dist.engine import Config, Engine
 from shelly_dist.errors import SessionNotSaved, UsageError
+from shelly_dist.tools.builtin.ask import NoAnswerer
 
 
 class AnswerNotSaved(Exception):
@@ -73,7 +74,7 @@ async def run_task(
         config_path,
         shelly_dir=shelly_dir,
         approver=prompt.approver() if prompt else None,
-        answerer=TerminalAnswerer(prompt) if prompt else None,
+        answerer=TerminalAnswerer(prompt) if prompt else NoAnswerer(),  # headless: nobody here answers
     ) as engine:
         if session_id:
             session = await engine.resume_session(session_id)

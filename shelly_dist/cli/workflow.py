@@ -18,6 +18,7 @@ from shelly_dist.engine.workflow import load_workflow, team_config
 from shelly_dist.engine.workflow_run import final_output, start_workflow, unschedule, wait_idle, wait_stopped
 from shelly_dist.errors import UsageError
 from shelly_dist.runtime.schedules import Scheduler
+from shelly_dist.tools.builtin.ask import NoAnswerer
 
 EXIT_DEAD_LETTERS = 1
 
@@ -50,7 +51,7 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
     if not config.distributed.broker_url:
         config = widened  # on a pool, workers widen their own config from the session's workspace
     console = Console(stderr=True)
-    async with await Engine.open(config, shelly_dir=shelly_dir) as engine:
+    async with await Engine.open(config, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
         due = engine.stores.due_index()
         # Embedded, this process ticks the schedules; on a pool every worker does.
         scheduler = Scheduler(due, engine.stores.workspace) if engine.runtime.name == "local" else None

@@ -51,7 +51,8 @@ from shelly_dist.runtime import LocalRuntime, Runtime
 from shelly_dist.runtime.wake import Wakes
 from shelly_dist.skills import SkillStore, load_skills
 from shelly_dist.tools import ToolBox
-from shelly_dist.tools.builtin.ask import Answerer, Question
+from shelly_dist.tools.builtin.answers import WaitingAnswerer
+from shelly_dist.tools.builtin.ask import Answerer, NoAnswerer, Question
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +142,11 @@ class Engine:
         config or ``.shelly/local/permissions.json`` is refused, as on a worker.
 
         ``answerer`` answers the agents' ``ask_user`` questions (a terminal prompt, or any
-        ``shelly_dist.tools.builtin.ask.Answerer``); without one, each question is an error
-        result that tells the model nobody can answer and how to get an answer channel.
+        ``shelly_dist.tools.builtin.ask.Answerer``). Without one, a question waits for
+        ``Session.respond`` (Shelly's ``Session.Respond``), on both runtimes: embedded in this
+        engine, on the pool in Redis (``shelly answer`` too), at most ``options.question_timeout``.
+        ``NoAnswerer()`` says nobody in this process answers: embedded, each question is then an
+        error result telling the model so; on the pool it still waits in Redis for ``shelly answer``.
 
         Raises ``ConfigError`` (bad config, unknown skill, distributed runtime missing) or the
         first failing MCP server's ``MCPError``; nothing is left open on failure.
@@ -163,8 +167,7 @@ class Engine:
             raise
         engine = cls(config, sd, skills=skills, context=context, mcp_clients=clients, mcp_toolboxes=boxes)
         engine.toolboxes.approver = approver
-        if answerer is not None:
-            engine.toolboxes.responder.answerer = answerer
+        engine.toolboxes.responder.answerer = WaitingAnswerer() if answerer is None else answerer
         try:
             engine.toolboxes.permissions_file = await asyncio.to_thread(permissions_file, sd)
             # Prices before any agent is built: defaults, .shelly/local/pricing.yaml, config pricing:.
@@ -180,8 +183,8 @@ class Engine:
             engine.stores.on_post = engine.wakes.on_post
             engine.stores.on_event = team_events(engine)
             pool_answerer = getattr(engine.runtime, "answerer", None)
-            if answerer is None and pool_answerer is not None:
-                # No terminal: the top-level run's questions wait in Redis for `shelly answer`.
+            if pool_answerer is not None and (answerer is None or isinstance(answerer, NoAnswerer)):
+                # Nobody answers in this process: the top-level run's questions wait in Redis.
                 engine.toolboxes.responder.answerer = pool_answerer
         except BaseException:
             await engine.aclose()

@@ -98,22 +98,32 @@ class Session:
 
     async def questions(self) -> list[dict[str, object]]:
         """This session's open ``ask_user`` questions (``id``, ``agent``, ``run``, ``text``,
-        ``options``…), from every run of the session on the pool. Needs the distributed runtime."""
-        return await self._pool("questions").questions(self.id)
+        ``options``…), oldest first: on the pool from every run of the session, embedded from this
+        engine's runs."""
+        pool, here = self._answer_channel("questions")
+        return await pool.questions(self.id) if pool is not None else here.questions(self.id)
 
     async def respond(self, question_id: str, answer: str) -> None:
         """Answer ``ask_user`` question ``question_id`` (Shelly's ``Session.Respond``): the asking
-        run resumes with ``answer`` as the tool result, on any worker (or its waiting coordinator
-        wakes), from any machine. Needs the distributed runtime; a question that is not open is a
-        ``UsageError``."""
-        await self._pool("respond").respond(self.id, question_id, answer)
+        run resumes with ``answer`` as the tool result — on the pool on any worker (or its waiting
+        coordinator wakes), from any machine; embedded in this engine. A question that is not open
+        is a ``UsageError``."""
+        pool, here = self._answer_channel("respond")
+        if pool is not None:
+            await pool.respond(self.id, question_id, answer)
+        else:
+            here.respond(self.id, question_id, answer)
 
-    def _pool(self, what: str) -> Any:  # the CeleryRuntime (no import of it here)
+    def _answer_channel(self, what: str) -> tuple[Any, Any]:
+        """(the pool runtime, or ``None``; else this engine's waiting answerer)."""
         runtime = self.engine.runtime
-        if not hasattr(runtime, "respond"):
-            raise UsageError(f"engine: session {self.id}: {what}: questions are answered through Redis; "
-                             "configure distributed.broker_url (on a terminal, `shelly run` asks directly)")
-        return runtime
+        if hasattr(runtime, "respond"):  # the CeleryRuntime (no import of it here)
+            return runtime, None
+        answerer = self.engine.toolboxes.responder.answerer
+        if not hasattr(answerer, "respond"):
+            raise UsageError(f"engine: session {self.id}: {what}: this engine's questions are answered by its "
+                             f"answerer ({type(answerer).__name__}), not Session.respond")
+        return None, answerer
 
     async def save(self) -> SessionInfo:
         """Write the conversation to the engine's session store (overwrites the record)."""

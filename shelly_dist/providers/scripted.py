@@ -15,7 +15,8 @@ test or a demo decides when a model call ends, on whichever process it runs, wit
 long the rest takes.
 
 ``{task}`` in a text or in string arguments is replaced by the latest user message's text, so
-one script can answer many different tasks (batches, benchmarks).
+one script can answer many different tasks (batches, benchmarks); ``{result}`` by the content of
+the latest tool result, so a script can show what a tool (or the user answering ``ask_user``) gave.
 """
 
 from __future__ import annotations
@@ -56,13 +57,20 @@ def _last_user_text(chat: Chat) -> str:
     return ""
 
 
-def _fill(value: Any, task: str) -> Any:
+def _last_tool_result(chat: Chat) -> str:
+    for m in reversed(chat.view()):
+        if m.role == Role.TOOL and m.tool_results():
+            return m.tool_results()[-1].content
+    return ""
+
+
+def _fill(value: Any, task: str, result: str = "") -> Any:
     if isinstance(value, str):
-        return value.replace("{task}", task)
+        return value.replace("{task}", task).replace("{result}", result)
     if isinstance(value, dict):
-        return {k: _fill(v, task) for k, v in value.items()}
+        return {k: _fill(v, task, result) for k, v in value.items()}
     if isinstance(value, list):
-        return [_fill(v, task) for v in value]
+        return [_fill(v, task, result) for v in value]
     return value
 
 
@@ -76,17 +84,17 @@ async def wait_for_file(path: Path, sleep: Callable[[float], Awaitable[None]] = 
         await sleep(UNTIL_POLL)
 
 
-def build_reply(spec: ScriptedReply, *, index: int, task: str = "") -> tuple[Message, float, str]:
+def build_reply(spec: ScriptedReply, *, index: int, task: str = "", result: str = "") -> tuple[Message, float, str]:
     """Turn one script entry into (message, delay seconds, error text)."""
     if isinstance(spec, Message):
         return spec.model_copy(deep=True), 0.0, ""
     if isinstance(spec, str):
-        return Message.text("", Role.ASSISTANT, spec.replace("{task}", task)), 0.0, ""
+        return Message.text("", Role.ASSISTANT, _fill(spec, task, result)), 0.0, ""
     parts: list[Any] = []
     if spec.get("text"):
-        parts.append(Text(text=_fill(str(spec["text"]), task)))
+        parts.append(Text(text=_fill(str(spec["text"]), task, result)))
     for j, call in enumerate(spec.get("tool_calls") or []):
-        args = _fill(call.get("arguments", {}), task)
+        args = _fill(call.get("arguments", {}), task, result)
         parts.append(
             ToolCall(
                 id=str(call.get("id") or f"call_{index}_{j}"),
@@ -143,7 +151,7 @@ class ScriptedCompleter:
                 )
             index = len(self.replies) - 1
         spec = self.replies[index]
-        reply, delay, error = build_reply(spec, index=index, task=_last_user_text(chat))
+        reply, delay, error = build_reply(spec, index=index, task=_last_user_text(chat), result=_last_tool_result(chat))
         if isinstance(spec, Mapping) and spec.get("until"):
             await wait_for_file(Path(str(spec["until"])), self._sleep)
         if delay:
@@ -173,7 +181,7 @@ class FunctionCompleter:
         if asyncio.iscoroutine(out):
             out = await out
         index = sum(1 for m in messages if m.role == Role.ASSISTANT)
-        reply, delay, error = build_reply(out, index=index, task=_last_user_text(chat))
+        reply, delay, error = build_reply(out, index=index, task=_last_user_text(chat), result=_last_tool_result(chat))
         if delay:
             await asyncio.sleep(delay)
         if error:

@@ -44,6 +44,11 @@ class Scenario:
     """Ids of tasks put on the session's board (``pending``) before the run."""
     cancel_when_claimed: str = ""
     """A board task to cancel on the board as soon as a child has claimed it."""
+    provider: dict[str, Any] = field(default_factory=dict)
+    """More settings of the scripted provider (e.g. ``context_window``)."""
+    answers: dict[str, str] = field(default_factory=dict)
+    """``ask_user`` answers by question text, given from outside the run with ``Session.respond``
+    once the question is listed by ``Session.questions``."""
 
 
 @dataclass
@@ -51,21 +56,30 @@ class Observed:
     """What both runtimes must agree on."""
 
     entries: list[list[dict[str, Any]]]
-    """Each ``delegate`` result the lead got, in order (the JSON array of entries)."""
+    """Each ``delegate`` (and ``answer_delegation_questions``) result the lead got, in order (the
+    JSON array of entries)."""
     endings: list[tuple[str, str]]
     """(agent asked for, status) of every child's ``run_finished``, sorted."""
     kinds: dict[str, set[str]] = field(default_factory=dict)
     """The event kinds of each child's runs, by the agent asked for (pool-only kinds left out)."""
     tokens: int = 0
     """Input plus output tokens of every child run (from their ``run_finished``)."""
+    inputs: list[int] = field(default_factory=list)
+    """Input tokens of each child run, in the order they finished (what each child was shown)."""
     reply: str = ""
     board: dict[str, tuple[str, str]] = field(default_factory=dict)
     """(status, assignee) of each of the scenario's board tasks after the run."""
+    questions: list[dict[str, Any]] = field(default_factory=list)
+    """Each question answered, as ``Session.questions`` listed it (``id``, ``agent``, ``text``,
+    ``options``, ``timeout``; the asking run and time left out)."""
+    asked: list[dict[str, Any]] = field(default_factory=list)
+    """The data of every ``ask_user`` event, in order."""
 
 
 def write_team(cluster: Cluster, scenario: Scenario, runtime: str) -> None:
     """The scenario's config in the cluster's project; embedded, without a ``distributed:`` section."""
-    providers = [{"name": "team", "kind": "scripted", "model": "script", "script": scenario.scripts}]
+    providers = [{"name": "team", "kind": "scripted", "model": "script", "script": scenario.scripts,
+                  **scenario.provider}]
     if runtime == "pool":
         cluster.write_config(providers, scenario.agents, entry_agent=scenario.entry_agent)
         return
@@ -89,15 +103,53 @@ async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observe
         sending = asyncio.create_task(session.send(scenario.task))
         if scenario.cancel_when_claimed:
             await cancel_once_claimed(board, scenario.cancel_when_claimed, sending)
+        answered = await answer_questions(session, scenario.answers, sending)
         outcome = await sending
+        await until_every_run_ended(sub, seen)
         sub.close()
-        async for event in sub:
-            seen.append(event)
         entries = delegate_results(session.agent.chat.messages())
         tasks = {t: await board.get(t) for t in scenario.board}
     observed = _observed(seen, same_ids(entries), outcome.reply.text_content())
     observed.board = {t: (str(task.status), task.assignee) if task else ("", "") for t, task in tasks.items()}
+    observed.questions = answered
     return observed
+
+
+async def answer_questions(session: Any, answers: dict[str, str], run: asyncio.Task[Any]) -> list[dict[str, Any]]:
+    """Answer each question of ``answers`` (by text) once ``Session.questions`` lists it, with
+    ``Session.respond``; returns the questions as listed (fail if the run ends first)."""
+    answered: list[dict[str, Any]] = []
+    deadline = asyncio.get_running_loop().time() + 60
+    while len(answered) < len(answers):
+        for q in await session.questions():
+            if q["text"] in answers and q["id"] not in {a["id"] for a in answered}:
+                await session.respond(q["id"], answers[q["text"]])
+                answered.append({k: v for k, v in q.items() if k not in ("run", "asked")})
+        assert not run.done() or len(answered) == len(answers), f"the run ended with questions unanswered: {answers}"
+        assert asyncio.get_running_loop().time() < deadline, f"never asked: {answers}"
+        await asyncio.sleep(0.05)  # polling the open questions: the condition, with a deadline
+    return answered
+
+
+async def until_every_run_ended(sub: Any, seen: list[Event]) -> None:
+    """Read events into ``seen`` until every run that started has finished: a child the parent's
+    end cancels ends with the send embedded, and shortly after it on the pool (cancelled through
+    Redis); what both must agree on is how it ended."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while True:
+        try:
+            while True:  # everything buffered now, then a short wait for more
+                event = await asyncio.wait_for(sub.get(), 0.1)
+                assert event is not None
+                seen.append(event)
+        except TimeoutError:
+            pass
+        started = {e.run_id for e in seen if e.kind == "run_started"}
+        ended = {e.run_id for e in seen if e.kind == "run_finished"}
+        if started <= ended:
+            return
+        assert loop.time() < deadline, f"runs never finished: {sorted(started - ended)}"
 
 
 async def put_task(board: Any, task_id: str) -> None:
@@ -125,9 +177,12 @@ def same_ids(entries: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
     return json.loads(re.sub(r"tree of run [0-9a-f-]+", "tree of run <run>", json.dumps(entries)))
 
 
+DELEGATING = {"delegate", "answer_delegation_questions"}
+
+
 def delegate_results(messages: list[Message]) -> list[list[dict[str, Any]]]:
-    """The parsed result of every ``delegate`` call in ``messages``, in order."""
-    calls = {p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and p.name == "delegate"}
+    """The parsed result of every ``delegate`` (or interactive answer) call in ``messages``, in order."""
+    calls = {p.id for m in messages for p in m.parts if isinstance(p, ToolCall) and p.name in DELEGATING}
     return [json.loads(p.content) for m in messages for p in m.parts
             if isinstance(p, ToolResult) and p.tool_call_id in calls]
 
@@ -136,6 +191,7 @@ def _observed(seen: list[Event], entries: list[list[dict[str, Any]]], reply: str
     asked_for: dict[str, str] = {}
     endings: list[tuple[str, str]] = []
     tokens = 0
+    inputs: list[int] = []
     for e in seen:
         if e.kind == "run_finished":
             agent = str(e.data["entry"].get("agent", ""))
@@ -143,11 +199,14 @@ def _observed(seen: list[Event], entries: list[list[dict[str, Any]]], reply: str
             endings.append((agent, str(e.data["status"])))
             usage = e.data.get("usage") or {}
             tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+            inputs.append(int(usage.get("input_tokens", 0)))
+    asked = [dict(e.data) for e in seen if e.kind == "ask_user"]
     kinds: dict[str, set[str]] = {}
     for e in seen:
         if e.run_id in asked_for and e.kind not in POOL_ONLY:
             kinds.setdefault(asked_for[e.run_id], set()).add(e.kind)
-    return Observed(entries=entries, endings=sorted(endings), kinds=kinds, tokens=tokens, reply=reply)
+    return Observed(entries=entries, endings=sorted(endings), kinds=kinds, tokens=tokens, inputs=inputs, reply=reply,
+                    asked=asked)
 
 
 def delegate(*tasks: dict[str, Any]) -> dict[str, Any]:

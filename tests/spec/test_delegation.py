@@ -175,3 +175,16 @@ async def test_a_blocking_childs_question_is_answered_from_its_context_the_same_
     assert embedded == pool
     assert embedded.entries[0][0]["result"] == "fixed parser.py"
     assert "tool_call_end" in embedded.kinds["coder"]
+
+
+async def test_a_failed_childs_reflection_is_shown_to_the_next_child_with_a_similar_task_on_both(
+        cluster: Cluster) -> None:
+    scenario = Scenario(
+        scripts={"lead": [delegate({"agent": "coder", "task": "parse the config file"}),
+                          delegate({"agent": "coder", "task": "parse the config file again"}), "gave up"],
+                 "coder": [complete("could not parse it", status="failed")]},
+        agents=[LEAD, {"name": "coder"}])
+    embedded, pool = await both(cluster, scenario)
+    assert embedded == pool
+    first, second = embedded.inputs
+    assert second > first + 20  # the second child was also shown the first one's <prior_reflections>

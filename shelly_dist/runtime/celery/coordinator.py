@@ -37,6 +37,7 @@ from shelly_dist.runtime.celery.record import RunRecord, RunStatus
 from shelly_dist.runtime.celery.root_answerer import RootAnswerer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.celery.spawns import PoolSpawner
+from shelly_dist.runtime.celery.tree_end import until_tree_ended
 from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import connect, redis_errors
 from shelly_dist.state.hub import Hub, Watch
@@ -166,6 +167,8 @@ class CeleryRuntime:
                 reply = await agent.execute(run)
                 if run.state.spawned:
                     await awaiter.spawner.settle()  # detached children end before the tree does
+                # Children it stopped (closed or timed-out interactive ones) too, as embedded.
+                await until_tree_ended(self.client, self.journal.keys, run_id, awaiter.watch)
             status = "done"
             return RunOutcome(run_id=run_id, reply=reply, usage=run.state.usage, completion=run.state.completion,
                               tree_usage=run.state.tree_usage)
@@ -292,6 +295,10 @@ class _Awaiter:
         self._opening = asyncio.Lock()
         self.spawner = PoolSpawner(runtime.journal, runtime._send, lease, runtime.fingerprint, watch=self._subscribed)
         """The root's ``spawn`` children: on the pool; the root waits for their announcements here."""
+
+    async def watch(self) -> Watch:
+        """The run's channel (see :meth:`_subscribed`)."""
+        return await self._subscribed()
 
     async def _subscribed(self) -> Watch:
         """The run's channel on the process's shared pub/sub connection (one watch, shared by every

@@ -14,6 +14,7 @@ from shelly_dist.engine import Config, Engine, config_from_data
 from shelly_dist.engine.agents import delegation_depth
 from shelly_dist.errors import ConfigError, ModelError, UsageError
 from shelly_dist.events import Event
+from shelly_dist.tools.builtin.ask import NoAnswerer
 
 
 def make_config(script: dict[str, list[Any]] | None = None, **agents: dict[str, Any]) -> Config:
@@ -137,8 +138,10 @@ def ask_result(session: Any) -> tuple[str, bool]:
     return part.content, part.is_error
 
 
-async def test_ask_user_without_an_answer_channel_is_an_error_result_saying_how_to_get_one(tmp_path: Path) -> None:
-    async with await open_engine(make_config(script=ASKS, a={}), tmp_path) as engine:
+async def test_ask_user_with_no_answerer_in_the_process_is_an_error_result_saying_how_to_get_one(
+        tmp_path: Path) -> None:
+    async with await Engine.open(make_config(script=ASKS, a={}), shelly_dir=tmp_path / ".shelly",
+                                 answerer=NoAnswerer()) as engine:
         sub = engine.bus.subscribe()
         session = engine.session()
         assert (await session.send("go")).reply.text_content() == "done"
@@ -148,6 +151,22 @@ async def test_ask_user_without_an_answer_channel_is_an_error_result_saying_how_
     assert "shelly run" in content and "answerer" in content
     assert [(e.agent, e.session_id, e.data) for e in asked] == [
         ("a", session.id, {"id": "q-1", "text": "Which colour?", "options": ["red", "blue"]})]
+
+
+async def test_without_an_answerer_the_question_waits_for_session_respond_embedded(tmp_path: Path) -> None:
+    async with await open_engine(make_config(script={"*": [ASK, "chose {result}"]}, a={}), tmp_path) as engine:
+        session = engine.session()
+        sending = asyncio.create_task(session.send("go"))
+        while not (listed := await session.questions()):
+            assert not sending.done(), "the run ended without waiting for an answer"
+            await asyncio.sleep(0.01)  # polling the open questions: the condition (the test's timeout bounds it)
+        with pytest.raises(UsageError, match="answer: no open question q-9 in session"):
+            await session.respond("q-9", "red")
+        await session.respond(listed[0]["id"], "blue")
+        assert (await sending).reply.text_content() == "chose blue"
+        assert await session.questions() == []
+    assert [(q["id"], q["agent"], q["text"], q["options"]) for q in listed] == [
+        ("q-1", "a", "Which colour?", ["red", "blue"])]
 
 
 class Scripted:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from shelly_dist.chats import Chat, Message, Role, Text, ToolCall
+from shelly_dist.chats import Chat, Message, Role, Text, ToolCall, ToolResult
 from shelly_dist.engine.config_models import ScriptStep
 from shelly_dist.errors import ModelError
 from shelly_dist.models import Usage
@@ -106,6 +106,14 @@ async def test_task_placeholder_is_replaced_inside_tool_call_arguments() -> None
     spec = {"tool_calls": [{"name": "echo", "arguments": {"text": "{task}", "list": ["x {task}"], "n": 1}}]}
     reply = await ScriptedCompleter([spec]).complete(ask("abc"), TOOLS)
     assert json.loads(reply.tool_calls()[0].arguments) == {"text": "abc", "list": ["x abc"], "n": 1}
+
+
+async def test_result_placeholder_is_replaced_by_the_latest_tool_results_content() -> None:
+    completer = ScriptedCompleter(["first", "you said {result}"])
+    chat = ask()
+    chat.append(Message.text("a", Role.ASSISTANT, "first"))
+    chat.append(Message(role=Role.TOOL, parts=[ToolResult(tool_call_id="c1", content="blue")]))
+    assert (await completer.complete(chat, TOOLS)).text_content() == "you said blue"
 
 
 async def test_exhausted_script_raises_model_error_naming_the_provider() -> None:
