@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from bench import commands, embedded, fanout, idle, memory, nested, overhead, recovery, scaling, throughput
+from bench import batch, commands, embedded, fanout, idle, memory, nested, overhead, recovery, scaling, throughput
 from bench.context import STEP, Bench
 from bench.harness import REDIS_URL, BenchError, Stack
 from bench.machine import describe
@@ -34,7 +34,8 @@ from bench.report import Row, table
 from bench.sampler import Sampler, top
 from bench.team import FULL, QUICK, config
 
-SCENARIOS = {m.NAME: m for m in (overhead, throughput, commands, scaling, memory, fanout, nested, embedded, recovery)}
+SCENARIOS = {m.NAME: m for m in (overhead, throughput, commands, scaling, memory, fanout, nested, embedded, batch,
+                                 recovery)}
 """In the order they run: each needs a different worker set, and this order restarts fewest."""
 
 SCENARIO_DEADLINE = 3 * STEP

@@ -30,11 +30,13 @@ class Sizes:
     """Worker process counts of the scaling row (``--workers``)."""
     scaling_seconds: float = 10.0
     """Seconds each scaling configuration runs at steady state, at least (per run)."""
+    batch_n: int = 2000
+    """Items of each ``shelly batch`` run (row 10; the 10,000-item batch is a slow test)."""
 
 
 FULL = Sizes()
 QUICK = Sizes(overhead_reps=2, fanout_n=10, fanout_latency=0.2, throughput_n=10, concurrency=8, embed_n=10,
-              embed_latency=0.05, commands_k=2, memory_n=10, scaling_n=10, scaling_seconds=0.5)
+              embed_latency=0.05, commands_k=2, memory_n=10, scaling_n=10, scaling_seconds=0.5, batch_n=20)
 
 
 def _delegate(agent: str, n: int, task: str = "job") -> dict[str, Any]:

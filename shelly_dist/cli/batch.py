@@ -112,26 +112,28 @@ async def run_batch(
     of items that failed. Cancelled (Ctrl-C), it cancels every pool run it was waiting for. Items
     that met an infrastructure failure are not recorded: at the end, one ``RunError`` names how
     many and the first cause (a rerun runs them)."""
-    limit = asyncio.Semaphore(concurrency)
     failed = 0
     not_run: list[ItemNotRun] = []
     task_id = progress.add_task("batch", total=len(items)) if progress is not None else None
+    queue = iter(items)
 
-    async def one(item: BatchItem) -> None:
+    async def runner() -> None:
+        """Take the next item until none is left: ``concurrency`` of these run at once, so the
+        batch holds that many items in flight, never one task per item (10,000 items, issue 27)."""
         nonlocal failed
-        try:
-            async with limit:
+        for item in queue:
+            try:
                 record = await run_item(engine, item, pool)
-        except ItemNotRun as exc:
-            not_run.append(exc)
-            return
-        failed += record["status"] != "completed"
-        await asyncio.to_thread(append_record, output, record)
-        if progress is not None and task_id is not None:
-            progress.advance(task_id)
+            except ItemNotRun as exc:
+                not_run.append(exc)
+                continue
+            failed += record["status"] != "completed"
+            await asyncio.to_thread(append_record, output, record)
+            if progress is not None and task_id is not None:
+                progress.advance(task_id)
 
     try:
-        await asyncio.gather(*(one(i) for i in items))
+        await asyncio.gather(*(runner() for _ in range(min(concurrency, len(items)))))
     except asyncio.CancelledError:
         if pool is not None:
             await asyncio.shield(pool.cancel_all())

@@ -42,7 +42,6 @@ from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import connect, redis_errors
 from shelly_dist.state.hub import Hub, Watch
 from shelly_dist.state.refusal import NOTICE, probe_writes
-from shelly_dist.state.subscription import Subscription
 
 logger = logging.getLogger(__name__)
 
@@ -229,11 +228,16 @@ class CeleryRuntime:
         return await self.journal.record(run_id)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord:  # noqa: ASYNC109
-        """The run's record once it has ended (re-read on every wake-up and poll)."""
+        """The run's record once it has ended (re-read on every wake-up and poll).
+
+        The wake-ups come through the process's one pub/sub connection (:meth:`hub`): a batch
+        waits for thousands of runs, and a subscription each cost a TCP connect, ``SUBSCRIBE`` and
+        close per run (issue 27)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        async with Subscription(self.client, self.journal.keys.run_changed(run_id),
-                                poll_interval=self.settings.poll_interval) as sub:
+        watch = await self.hub().watch(self.journal.keys.run_changed(run_id))
+        try:
             while True:
+                seen = watch.generation
                 record = await read_through("coordinator", lambda: self.journal.record(run_id))
                 if record is None:
                     raise RunError(f"run {run_id}: not found", run_id=run_id)
@@ -242,7 +246,14 @@ class CeleryRuntime:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise RunError(f"run {run_id}: still {record.status} after {timeout}s", run_id=run_id)
-                await sub.wait(self.settings.poll_interval if remaining is None else min(remaining, 5.0))
+                if remaining is None:
+                    await watch.moved(seen)
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(remaining):
+                            await watch.moved(seen)
+        finally:
+            await asyncio.shield(watch.aclose())
 
     # -- questions (ask_user) -----------------------------------------------------------------
 

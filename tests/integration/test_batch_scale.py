@@ -1,0 +1,139 @@
+"""``shelly batch`` of 10,000 items through two ``shelly worker`` processes (issue 27 item 4):
+every item once in the output and once on the model (by id), a worker killed mid-batch included;
+the batch process's RSS flat while it runs; Ctrl-C still prompt at that size.
+
+Marked ``slow`` (CI runs it: nothing deselects the marker); each test takes one to three minutes.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+
+from .cluster import Cluster, wait_until
+from .test_batch_pool import BATCH, model_team, roots, write_items
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+N = 10_000
+WORKER_CONCURRENCY = 16
+KILL_AT = 3_000
+"""Output lines after which one worker is killed (``kill -9``) and a replacement started."""
+
+
+def lines_in(path: Path) -> int:
+    """Whole lines in the output so far (a count of newlines: cheap at 10,000)."""
+    return path.read_bytes().count(b"\n") if path.exists() else 0
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for pid {pid}")
+
+
+def item_of(request: RecordedRequest) -> str:
+    """The item a model request is for: its last user message is the item's task, ``question N``."""
+    users = [m for m in request.body["messages"] if m["role"] == "user"]
+    content = users[-1]["content"]
+    text = content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+    return "item " + text.rsplit("question ", 1)[1]
+
+
+def reap(batch: subprocess.Popen[str]) -> None:
+    if batch.poll() is None:
+        batch.kill()
+        batch.wait()
+
+
+@pytest.mark.timeout(420)
+def test_ten_thousand_items_with_a_worker_killed_run_each_item_exactly_once_in_flat_memory(cluster: Cluster):
+    # 50 ms a call: the killed worker is most likely mid-call, so its runs' recovery is exercised
+    with ModelServer(format="openai", default=Reply(text="the answer", delay=0.05)) as server:
+        model_team(cluster, server)
+        write_items(cluster, N)
+        first, _ = cluster.start_workers("w1", "w2", concurrency=WORKER_CONCURRENCY)
+        output = cluster.root / "out.jsonl"
+        started = time.monotonic()
+        batch = cluster.popen(*BATCH)
+        try:
+            wait_until(lambda: lines_in(output) >= 1_000 or batch.poll() is not None, 240, "1,000 items done")
+            rss_at_1000 = rss_mb(batch.pid)
+            wait_until(lambda: lines_in(output) >= KILL_AT or batch.poll() is not None, 240, f"{KILL_AT} items done")
+            killed_at = time.monotonic()
+            cluster.kill_worker(first)
+            cluster.start_worker("w3", concurrency=WORKER_CONCURRENCY)  # the replacement a supervisor starts
+            rss_late = rss_at_1000
+            while batch.poll() is None and time.monotonic() - started < 360:
+                if lines_in(output) >= 9_000:
+                    rss_late = max(rss_late, rss_mb(batch.pid))
+                time.sleep(0.5)  # sampling the RSS while the batch runs, not waiting for a result
+            _, stderr = batch.communicate(timeout=60)
+        finally:
+            reap(batch)
+        elapsed = time.monotonic() - started
+        assert batch.returncode == 0, f"{stderr[-3000:]}\n{cluster.worker_log()}"
+
+        records = [json.loads(line) for line in output.read_text().splitlines()]
+        assert len(records) == N
+        assert Counter(r["id"] for r in records) == Counter(f"item {i}" for i in range(N)), "each id once"
+        assert all(r["status"] == "completed" and r["reply"] == "the answer" for r in records)
+        runs = [r["run"] for r in records]
+        assert len(set(runs)) == N and not any("-" in r for r in runs), "one run per item, its first attempt"
+
+        asked = Counter(item_of(r) for r in server.requests)
+        assert set(asked) == {f"item {i}" for i in range(N)}, "every item asked the model"
+        again = {i: n for i, n in asked.items() if n > 1}
+        # A model call in flight on the killed worker had no journaled reply: the recovered run asks
+        # again (DESIGN §3 rule 3). Only those: at most the worker's concurrency, each first asked
+        # before the kill, each asked twice.
+        assert len(again) <= WORKER_CONCURRENCY and set(again.values()) <= {2}, again
+        first_asked = {}
+        for r in server.requests:
+            first_asked.setdefault(item_of(r), r.arrived)
+        assert all(first_asked[i] < killed_at for i in again), "only items in flight at the kill asked again"
+
+        assert rss_late - rss_at_1000 < 16, f"batch RSS {rss_at_1000:.0f} MB at 1,000 items, {rss_late:.0f} MB late"
+        print(f"\n{N} items in {elapsed:.0f}s ({N / elapsed:.0f} items/s), batch RSS {rss_at_1000:.0f} MB at "
+              f"1,000 items, {rss_late:.0f} MB at 9,000-10,000; asked again after the kill: {len(again)}")
+
+
+@pytest.mark.timeout(300)
+def test_ctrl_c_of_a_ten_thousand_item_batch_mid_way_cancels_within_seconds(cluster: Cluster):
+    with ModelServer(format="openai", default=Reply(text="the answer")) as server:
+        model_team(cluster, server)
+        write_items(cluster, N)
+        cluster.start_workers("w1", "w2", concurrency=WORKER_CONCURRENCY)
+        output = cluster.root / "out.jsonl"
+        batch = cluster.popen(*BATCH)
+        try:
+            wait_until(lambda: lines_in(output) >= 1_000 or batch.poll() is not None, 240, "1,000 items done")
+            server.default = Reply(text="never in time", delay=120)
+            # every slot of both workers holds a model call that will not end in time
+            asked = len(server.requests)
+            server.wait_for_requests(asked + 2 * WORKER_CONCURRENCY, timeout=120)
+            interrupted, asked = time.monotonic(), len(server.requests)
+            batch.send_signal(signal.SIGINT)
+            _, stderr = batch.communicate(timeout=60)
+            took = time.monotonic() - interrupted
+        finally:
+            reap(batch)
+        assert batch.returncode == 130, stderr[-3000:]
+        assert "Traceback" not in stderr
+        assert took < 10, f"the batch took {took:.1f}s to stop"
+        done = lines_in(output)
+        assert 1_000 <= done < N
+        assert output.read_bytes().endswith(b"\n"), "no torn record"
+        wait_until(lambda: all(r["status"] in ("done", "canceled") for r in roots(cluster)), 60,
+                   f"every run the batch was waiting for canceled\n{cluster.worker_log()}")
+        assert len(server.requests) == asked, "no model request after the Ctrl-C"
+        print(f"\nCtrl-C after {done} of {N} items: exit 130 in {took:.2f}s")
