@@ -36,7 +36,9 @@ from shelly_dist.chats import Role
 from shelly_dist.engine import Engine
 from shelly_dist.runtime import RunOutcome
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
+"""The Redis the bench uses; ``BENCH_REDIS_URL`` points it at a redis-server of one's own, where
+row 6's ``MONITOR`` sees no other engineer's traffic."""
 BROKER_DB = 7
 """The broker's Redis database, used only by the bench (tests use 5; state stays in 0 with a prefix)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -231,3 +232,19 @@ async def test_joined_answers_the_entries_so_far_and_the_trees_cancel_flag_toget
     assert ([e.result for e in got.values()], canceled) == (["r0"], False)
     await journal.client.hset(journal.keys.run("parent"), "canceled", "1")
     assert (await journal.joined("parent", "parent", keys))[1] is True
+
+
+async def test_a_claim_of_another_generation_ends_the_sends_long_deadline(journal: Journal):
+    # SENT leaves a sent run to the broker for a visibility timeout; the first claim attempt by a
+    # worker of another generation brings its deadline back to requeue_after, so any worker's
+    # reaper re-sends it (Celery's retry may return it to the same foreign worker every time)
+    await journal.create_root("r", agent="lead", session="0123456789abcdef", mode="worker", task="go",
+                              fingerprint="old")
+    await journal.sent("r", "r", took=True)
+    deadlines = journal.keys.tree_deadlines("r")
+    sent_at = await journal.client.zscore(deadlines, "r")
+    assert sent_at is not None and sent_at > (time.time() + journal.settings.visibility_timeout - 5) * 1000
+    claim = await journal.claim("r", "r", "tok", "w1", fingerprint="new")
+    assert (claim.outcome, claim.detail) == ("foreign", "old")
+    claimed_at = await journal.client.zscore(deadlines, "r")
+    assert claimed_at is not None and claimed_at <= (time.time() + journal.settings.requeue_after) * 1000

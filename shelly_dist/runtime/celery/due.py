@@ -30,7 +30,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError
 
 from shelly_dist.state.connection import is_cluster, redis_errors
 from shelly_dist.state.keys import Keys, tree_tag
@@ -100,6 +99,23 @@ return 1
 if no writer hinted it since the scanner read version ``seen``; else only lower it."""
 
 
+HINT = """
+do
+  local shard, versions = KEYS[#KEYS - 1], KEYS[#KEYS]
+  local root, at, ttl = ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]
+  table.remove(KEYS); table.remove(KEYS)
+  table.remove(ARGV); table.remove(ARGV); table.remove(ARGV)
+  redis.call('ZADD', shard, 'LT', at, root)
+  redis.call('HINCRBY', versions, root, 1)
+  redis.call('EXPIRE', shard, ttl)
+  redis.call('EXPIRE', versions, ttl)
+end
+"""
+"""Prefixed to a script on a single Redis (:meth:`DueIndex.run`): hints the tree from the two
+keys and three args appended to the script's own, then takes them off, so the body sees its
+KEYS and ARGV as written (``#ARGV`` included)."""
+
+
 def shard_of(root: str) -> int:
     """The tree's shard: a stable hash of its tree tag (the same in every process)."""
     return zlib.crc32(tree_tag(root).encode()) % SHARDS
@@ -116,6 +132,8 @@ class DueIndex:
         self._elect = client.register_script(ELECT)
         self._settle = client.register_script(SETTLE)
         self._resign = client.register_script(RESIGN)
+        self._hinted: dict[str, Any] = {}
+        """Each hinted script's single-Redis variant (:data:`HINT` + its body), by the script's sha."""
 
     # -- writers -----------------------------------------------------------------------------
 
@@ -137,32 +155,25 @@ class DueIndex:
 
     async def run(self, script: Any, keys: Sequence[str], args: Sequence[Any], root: str, at_ms: int) -> Any:
         """Run a script that may write a deadline no earlier than ``at_ms`` into tree ``root``,
-        hinted before and after (see the module docstring). Redis errors are raised as they come
-        (``ResponseError`` for the script's own refusals), like calling the script directly —
-        except once the script ran: its hint after is then tried again alone while Redis refuses
-        writes (:func:`~shelly_dist.state.refusal.write_through`), so a refused hint never makes
-        a caller that retries refused writes (:meth:`.RunStore.run_script`) repeat a script that wrote."""
+        hinted (see the module docstring): inside the script on a single Redis, one command; before
+        and after it on a cluster. Redis errors are raised as they come (``ResponseError`` for the
+        script's own refusals), like calling the script directly — except, on a cluster, once the
+        script ran: its hint after is then tried again alone while Redis refuses writes
+        (:func:`~shelly_dist.state.refusal.write_through`), so a refused hint never makes a caller
+        that retries refused writes (:meth:`.RunStore.run_script`) repeat a script that wrote. On a
+        single Redis a refused write refuses the hint first (it is the script's first write), so
+        nothing is written and the whole script is safe to repeat."""
         if self.clustered:
             await self.hint(root, at_ms)
             out = await script(keys=list(keys), args=list(args))
             await write_through(lambda: self.hint(root, at_ms))
             return out
-        for attempt in (1, 2):
-            async with self.client.pipeline(transaction=False) as pipe:
-                self.queue_hint(pipe, root, at_ms)
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-                self.queue_hint(pipe, root, at_ms)
-                answers = await pipe.execute(raise_on_error=False)
-            out = answers[4]
-            if isinstance(out, NoScriptError) and attempt == 1:
-                await self.client.script_load(script.script)  # a fresh or restarted Redis
-                continue
-            if isinstance(out, Exception):
-                raise out
-            if any(isinstance(a, Exception) for a in answers[5:]):
-                await write_through(lambda: self.hint(root, at_ms))
-            return out
-        raise AssertionError("unreachable")
+        hinted = self._hinted.get(script.sha)
+        if hinted is None:
+            hinted = self._hinted[script.sha] = self.client.register_script(HINT + script.script)
+        shard = shard_of(root)
+        return await hinted(keys=[*keys, self.keys.due_shard(shard), self.keys.due_versions(shard)],
+                            args=[*args, root, at_ms, self.retention])
 
     # -- scanners ----------------------------------------------------------------------------
 

@@ -136,10 +136,8 @@ class Executor:
                                          fingerprint=self.ctx.fingerprint)
         if claim.outcome == "foreign":
             if await generation_alive(self.journal, claim.detail):
-                # Celery's retry may come back to this worker again and again (it holds an ETA task
-                # it took): the reaper also sends it after requeue_after, to any worker of the queue
-                # (the send's own deadline, SENT, is a visibility timeout away)
-                await self.journal.due_now(root, run_id, after=self.settings.requeue_after)
+                # the claim made it due after requeue_after: a reaper sends it to any worker of the
+                # queue too (Celery's retry may bring it back to this one every time)
                 return Progress("foreign", claim.detail)
             claim = await self.journal.claim(run_id, root, token, self.hostname, session=session, agent=agent)
             if claim.lease is not None:

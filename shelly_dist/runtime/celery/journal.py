@@ -186,17 +186,21 @@ class Journal:
         """Take the run's lease; with ``session`` and ``agent`` (the task's kwargs) a fresh run also
         gets its instance number (``instance_n``), once: inside the claim on a single Redis, right
         after it on a cluster (the session's counter is in another slot). With ``fingerprint``, a
-        run of another config generation is left alone (``foreign``, its fingerprint as detail)."""
+        run of another config generation is left alone (``foreign``, its fingerprint as detail) and
+        made due after ``requeue_after`` (in the same script), so a reaper re-sends it to any worker
+        of the queue instead of waiting out its send's backstop (``scripts.SENT``)."""
         root = root or run_id
         keys = [self.keys.run(run_id), self.keys.run_lease(run_id), self.keys.run(root), self.keys.tree_deadlines(root)]
         numbered = bool(session and agent) and not self.clustered  # the counter is another slot: not on a cluster
         if numbered:
             keys.append(self.keys.instance_counter(session, agent))
         now = time.time()
+        requeue_at = _ms(now + self.settings.requeue_after)
         args = [token, self.settings.lease_ms, self.settings.max_attempts, worker, str(now),
-                self.settings.retention, fingerprint, _ms(now), run_id]
-        out = await self.store.run_script(self.store.scripts.claim, keys, args,
-                                          hint=(root, _ms(now) + self.settings.lease_ms))
+                self.settings.retention, fingerprint, _ms(now), run_id, requeue_at]
+        # the earliest deadline it may write: the lease's, or a foreign run's re-send (CLAIM)
+        hint = (root, min(_ms(now) + self.settings.lease_ms, requeue_at))
+        out = await self.store.run_script(self.store.scripts.claim, keys, args, hint=hint)
         outcome = str(out[0])
         if outcome in ("ok", "exhausted", "canceled"):
             if outcome == "ok":
@@ -245,14 +249,13 @@ class Journal:
             logger.warning("run %s: could not record its send (%s); it may be re-sent after requeue_after",
                            run_id, exc)
 
-    async def due_now(self, root: str, run_id: str, after: float = 0.0) -> None:
-        """Make run ``run_id`` due now (or ``after`` seconds from now) in its tree's deadline
-        index, so a reaper scan (any worker's, within about ``reap_interval`` of that) sends its
-        task: the broker refused the send, or a worker of another generation left it. Only an
+    async def due_now(self, root: str, run_id: str) -> None:
+        """Make run ``run_id`` due now in its tree's deadline index, so a reaper scan (any
+        worker's, within about ``reap_interval``) sends its task: the broker refused the send. Only an
         indexed run's deadline is moved, and only earlier (``ZADD XX LT``): a run that finished
         meanwhile is not put back, and one claimed meanwhile is found ``alive`` by the reaper.
         Redis being away too is logged: the run then waits for its old deadline."""
-        now = _ms(time.time() + after)
+        now = _ms(time.time())
         try:
             with redis_errors("journal"):
                 await self.client.zadd(self.keys.tree_deadlines(root), {run_id: now}, xx=True, lt=True)

@@ -131,13 +131,20 @@ return {count, redis.call('HGET', root, 'canceled') or '0', redis.call('HGET', r
 
 CLAIM = """
 local record, lease, root, deadlines, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, ttl, max_attempts, worker, now, retention, fingerprint, now_ms, run_id =
-  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9]
+local token, ttl, max_attempts, worker, now, retention, fingerprint, now_ms, run_id, requeue_at =
+  ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9],
+  ARGV[10]
 if redis.call('EXISTS', record) == 0 then return {'missing'} end
 local status = redis.call('HGET', record, 'status')
 if status == 'done' or status == 'failed' or status == 'canceled' then return {'terminal', status} end
 local theirs = redis.call('HGET', record, 'fingerprint') or ''
-if fingerprint ~= '' and theirs ~= '' and theirs ~= fingerprint then return {'foreign', theirs} end
+if fingerprint ~= '' and theirs ~= '' and theirs ~= fingerprint then
+  -- Left to its own generation: SENT's long deadline (a visibility timeout away) ends with this
+  -- first attempt, so a reaper re-sends it to any worker of the queue after requeue_after
+  -- (Celery's retry may bring it back to this worker every time).
+  redis.call('ZADD', deadlines, 'XX', 'LT', requeue_at, run_id)
+  return {'foreign', theirs}
+end
 if not redis.call('SET', lease, token, 'NX', 'PX', ttl) then return {'busy'} end
 redis.call('ZADD', deadlines, now_ms + ttl, run_id)
 redis.call('EXPIRE', deadlines, retention)

@@ -1,5 +1,5 @@
-"""The run store's script runner (fakeredis): a hinted script hints its tree in the due index, and
-a hint that fails after the script wrote is written again alone, never by repeating the script."""
+"""The run store's script runner (fakeredis): a hinted script hints its tree in the due index, in
+the script itself on a single Redis, and the script's body sees only its own keys and args."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import fakeredis
 import pytest
 
-from shelly_dist.runtime.celery.due import DueIndex, shard_of
+from shelly_dist.runtime.celery.due import shard_of
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.celery.store import RunStore
 
@@ -49,21 +49,10 @@ async def test_a_script_without_a_hint_leaves_the_due_index_alone(store: RunStor
     assert await hint_of(store, "root") is None
 
 
-async def test_a_failed_hint_after_the_script_is_written_again_without_running_the_script_again(
-    store: RunStore, monkeypatch: pytest.MonkeyPatch
-):
-    queued: list[int] = []
-    real = DueIndex.queue_hint
-
-    def second_fails(index: DueIndex, pipe: Any, root: str, at_ms: int) -> None:
-        queued.append(at_ms)
-        if len(queued) == 2:  # the hint after the script, in the same pipeline
-            pipe.execute_command("NO-SUCH-COMMAND")
-            return
-        real(index, pipe, root, at_ms)
-
-    monkeypatch.setattr(DueIndex, "queue_hint", second_fails)
-    await run_counted(store, hint=("root", 7_000))
-    assert await store.client.get(store.keys.prefix + "runs") == "1"
-    assert len(queued) == 3  # before, after (failed), and once more alone
+async def test_a_hinted_script_sees_only_its_own_keys_and_args(store: RunStore):
+    # the hint's keys and args ride at the end and are taken off before the body runs (#ARGV
+    # counts the body's variadic messages in CHECKPOINT and FINISH)
+    script = store.client.register_script("return {#KEYS, #ARGV, KEYS[#KEYS], ARGV[#ARGV]}")
+    out = await store.run_script(script, ["k1", "k2"], ["a1", "a2", "a3"], hint=("root", 7_000))
+    assert out == [2, 3, "k2", "a3"]
     assert await hint_of(store, "root") == 7_000
