@@ -36,26 +36,14 @@ from shelly_dist.agent.children import run_id_of
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, SlotLease
 from shelly_dist.agent.stops import SIBLING_FAILED, stops_siblings
 from shelly_dist.errors import ShellyError
+from shelly_dist.runtime.celery.registry import registered
+from shelly_dist.runtime.celery.store import run_script
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.state.slots import RedisSlots
 
 STOP_FIELD = "stop"
 """Run record field holding why the run must stop (its entry's error), set by a failed sibling."""
-
-STOP = """
-local reason = ARGV[1]
-local stopped = {}
-for i = 1, #KEYS do
-  local status = redis.call('HGET', KEYS[i], 'status')
-  if status and status ~= 'done' and status ~= 'failed' and status ~= 'canceled'
-      and redis.call('HSETNX', KEYS[i], 'stop', reason) == 1 then
-    table.insert(stopped, i)
-  end
-end
-return stopped
-"""
-
 
 sibling_run_id = run_id_of
 """The run id of the child joined under a key of its parent's (one scheme: ``agent.children``)."""
@@ -140,10 +128,10 @@ async def stop_runs(client: aioredis.Redis, keys: Keys, ids: list[str], reason: 
     running them; returns the run ids flagged. A run already flagged (or ended) is skipped with its
     subtree: whoever flagged it flagged that too."""
     stopped: list[str] = []
-    script = client.register_script(STOP)
+    script = registered(client).control.stop  # control_scripts.STOP
     with redis_errors("journal"):
         while ids:
-            hit = await script(keys=[keys.run(i) for i in ids], args=[reason])
+            hit = await run_script(script, [keys.run(i) for i in ids], [reason])
             level = [ids[int(i) - 1] for i in hit]
             stopped += level
             ids = await _children(client, keys, level)
