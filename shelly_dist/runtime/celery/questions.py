@@ -53,8 +53,8 @@ from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.tools.builtin.ask import ASK_USER, Question, timeout_error
 
-__all__ = ["Answered", "answer", "answer_field", "ask", "collect", "expire_due", "open_questions",
-           "register", "require_open"]
+__all__ = ["Answered", "answer", "answer_field", "ask", "collect", "deadline_of", "expire_due", "open_questions",
+           "register", "require_open", "time_out"]
 
 def answer_field(iteration: int, call_id: str) -> str:
     """Where a call's answer joins the run (unique per suspension, as a child's key)."""
@@ -215,11 +215,37 @@ Resume = Callable[[str, str], Awaitable[None]]
 """Enqueue the resume of run (id, root)."""
 
 
+async def deadline_of(client: aioredis.Redis, keys: Keys, root: str, qid: str) -> float | None:
+    """When question ``qid`` of tree ``root`` times out (epoch seconds), from the one deadline
+    index every enforcer reads (``tree_questions_due``); None when it has no limit or is closed."""
+    with redis_errors("questions"):
+        score = await client.zscore(keys.tree_questions_due(root), qid)
+    return None if score is None else score / 1000
+
+
+async def time_out(client: aioredis.Redis, keys: Keys, root: str, qid: str, *, retention: int,
+                   requeue_after: float) -> Answered:
+    """Answer question ``qid`` of tree ``root`` with the timeout error result (Shelly's text,
+    :func:`~shelly_dist.tools.builtin.ask.timeout_error`, with the question's own limit), unless
+    an answer won the race (the first answer wins). The one enforcer of ``question_timeout`` on the
+    pool: the reapers call it for each question past its deadline (:func:`expire_due`), and a
+    coordinator's top-level run calls it when its own wait reaches the same deadline, or stops
+    waiting (:mod:`.root_answerer`)."""
+    with redis_errors("questions"):
+        raw = await client.hget(keys.tree_questions(root), qid)
+        if raw is None:  # answered (or gone) meanwhile: drop its deadline, if left
+            await client.zrem(keys.tree_questions_due(root), qid)
+            return Answered("unknown", root=root)
+    q = json.loads(raw)
+    limit = float(q.get("timeout") or 0)
+    return await _answer_in_tree(client, keys, str(q["session"]), root, qid, timeout_error(qid, limit),
+                                 retention=retention, requeue_after=requeue_after, is_error=True)
+
+
 async def expire_due(client: aioredis.Redis, keys: Keys, roots: list[str], *, retention: int,
                      requeue_after: float, resume: Resume) -> int:
-    """Answer every question of the trees ``roots`` past its ``question_timeout`` with the timeout
-    error result (the reapers call this for the trees past their due hint); returns how many were
-    expired here."""
+    """Time out (:func:`time_out`) every question of the trees ``roots`` past its deadline (the
+    reapers call this for the trees past their due hint); returns how many were expired here."""
     if not roots:
         return 0
     with redis_errors("questions"):
@@ -230,15 +256,7 @@ async def expire_due(client: aioredis.Redis, keys: Keys, roots: list[str], *, re
     n = 0
     for root, qids in zip(roots, due, strict=True):
         for qid in qids:
-            with redis_errors("questions"):
-                raw = await client.hget(keys.tree_questions(root), qid)
-                if raw is None:
-                    await client.zrem(keys.tree_questions_due(root), qid)
-                    continue
-            q = json.loads(raw)
-            limit = float(q.get("timeout") or 0)
-            done = await _answer_in_tree(client, keys, str(q["session"]), root, qid, timeout_error(qid, limit),
-                                         retention=retention, requeue_after=requeue_after, is_error=True)
+            done = await time_out(client, keys, root, qid, retention=retention, requeue_after=requeue_after)
             if done.outcome == "ok":
                 n += 1
                 if done.resume:
