@@ -1,4 +1,4 @@
-"""Cancellation of a whole run tree, across processes.
+"""Cancellation of a whole run tree, across processes: the tree's scope of the one stop (:mod:`.stops`).
 
 The truth is a flag on the root's record (``canceled = 1``), checked before every model call and
 when any queued run starts. The wake-up is a message on one channel that every worker and
@@ -19,6 +19,7 @@ import redis.asyncio as aioredis
 
 from shelly_dist.runtime.celery.journal import TERMINAL
 from shelly_dist.runtime.celery.registry import registered
+from shelly_dist.runtime.celery.stops import wake
 from shelly_dist.runtime.celery.store import run_script
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
@@ -55,7 +56,7 @@ async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str
         # Announced one by one: a cluster client pipelines keyed commands only.
         for rid in idle:
             await client.publish(keys.run_changed(rid), "canceled")
-        await client.publish(keys.cancel_channel(), root)
+    await wake(client, keys, [root])  # the one wake-up of every stop (.stops)
     return runs
 
 

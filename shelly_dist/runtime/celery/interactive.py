@@ -19,7 +19,7 @@ unchanged: a join that completed without its resume sent is in the tree's deadli
 When the parent's run ends, :func:`close` answers each child still waiting with an error result
 and flags it stopped, so it ends at its next claim (Shelly cancels them) with
 :data:`~shelly_dist.agent.stops.DELEGATION_CLOSED`, its task on the board ``failed``, and its own
-descendants with it (:func:`~.policy.stop_below`).
+descendants with it (:func:`.stops.stop_runs`).
 
 Keys: the child's answers in ``…:run:{child}:children`` under ``ask:<iteration>:<call id>``, the
 question in the parent's ``…:run:{parent}:children``; all of one tree (one hash tag).
@@ -37,9 +37,9 @@ from shelly_dist.agent.records import ChildRequest, LiveDelegation
 from shelly_dist.agent.stops import DELEGATION_CLOSED
 from shelly_dist.runtime.celery import round_timeout
 from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.policy import stop_below
 from shelly_dist.runtime.celery.questions import answer_field, result_of
 from shelly_dist.runtime.celery.record import child_key
+from shelly_dist.runtime.celery.stops import stop_runs
 from shelly_dist.state.connection import redis_errors
 
 
@@ -114,7 +114,7 @@ async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers:
         if str(out[0]) == "ok" and int(out[1]) == 0:
             due.append(child)
         if stop and str(out[0]) != "gone":
-            await stop_below(store.client, keys, [child], stop)
+            await stop_runs(store.client, keys, [], stop, flagged=[child])
     if not stop:
         await round_timeout.watch(lease, [d.request for d in delegations],
                                   [d.reply_to.get("run", "") for d in delegations], iteration, limit)

@@ -8,7 +8,7 @@ entry of each child that has neither asked nor ended by then — stored only if 
 pending count decremented once, its resume due when that was the last (``control_scripts.ROUND_EXPIRE``) — and
 flags the child stopped, so it ends ``canceled`` with Shelly's ``context canceled``, its task on the
 board ``failed`` (a child that joins later changes nothing: its entry is refused), and its own
-descendants with it (:func:`~.policy.stop_below`). A child in a step is woken on the cancel
+descendants with it (:func:`.stops.stop_runs`, the one stop of a subtree). A child in a step is woken on the cancel
 channel; one suspended (on its own children, or on the user) is resumed to end. The deadline
 holds late by at most ``reap_interval``.
 """
@@ -26,9 +26,9 @@ from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.agent.stops import DELEGATION_CLOSED
 from shelly_dist.runtime.celery.due import DueIndex
 from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.policy import stop_below
 from shelly_dist.runtime.celery.record import child_key
 from shelly_dist.runtime.celery.registry import registered
+from shelly_dist.runtime.celery.stops import stop_runs
 from shelly_dist.runtime.celery.store import run_script
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
@@ -74,9 +74,7 @@ async def expire_due(client: aioredis.Redis, keys: Keys, *, retention: int, requ
             await client.zrem(keys.delegations_due(), member)
         if int(left) >= 0:
             n += 1
-            await stop_below(client, keys, [m["child"]], DELEGATION_CLOSED)
-            with redis_errors("journal"):
-                await client.publish(keys.cancel_channel(), m["child"])
+            await stop_runs(client, keys, [], DELEGATION_CLOSED, flagged=[m["child"]])
         if int(left) >= 0 and int(waiting):
             await resume(m["child"])
         if int(left) == 0 and str(mode) == "worker":
