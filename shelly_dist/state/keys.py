@@ -203,6 +203,14 @@ class Keys:
         deadline (ms): the reapers answer those past it with the timeout error."""
         return f"{self.run(root_id)}:questions:due"
 
+    def delegations_due(self) -> str:
+        """Sorted set of the waits of interactive children on their parent's round, scored by
+        their ``question_timeout`` deadline (ms), one member (JSON naming parent, root, key,
+        child) per wait: every reaper scan times out those past it (``runtime/celery/round_timeout.py``).
+        One key for the prefix, as before the due index (its members name trees of every slot,
+        so it is never passed to a script)."""
+        return f"{self.prefix}delegations:due"
+
     def due_shard(self, shard: int) -> str:
         """One shard of the global due index: sorted set of root run ids, scored by the time (ms)
         by which something in that tree may be due (at or before its earliest deadline). A hint

@@ -1,4 +1,4 @@
-"""Cancellation of a whole run tree, across processes.
+"""Cancellation of a whole run tree, across processes: the tree's scope of the one stop (:mod:`.stops`).
 
 The truth is a flag on the root's record (``canceled = 1``), checked before every model call and
 when any queued run starts. The wake-up is a message on one channel that every worker and
@@ -18,24 +18,23 @@ import logging
 import redis.asyncio as aioredis
 
 from shelly_dist.runtime.celery.journal import TERMINAL
+from shelly_dist.runtime.celery.registry import registered
+from shelly_dist.runtime.celery.stops import wake
+from shelly_dist.runtime.celery.store import run_script
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.state.subscription import Subscription
 
 logger = logging.getLogger(__name__)
 
-_HSET_IF_EXISTS = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
-return 1
-"""
-"""Set fields of a hash only if it exists: a plain HSET on an expired record would re-create it as
-a stub without a TTL (the record's writers set the TTL; a cancel must not be one)."""
-
-
-async def _hset_if_exists(client: aioredis.Redis, key: str, fields: dict[str, str]) -> bool:
+async def _mark_if_exists(client: aioredis.Redis, keys: list[str], fields: dict[str, str]) -> list[int]:
+    """Set ``fields`` on each of ``keys`` (run records of one tree) that exists; the positions set.
+    A plain HSET on an expired record would re-create it without a TTL (``MARK_IF_EXISTS``)."""
+    if not keys:
+        return []
     flat = [x for kv in fields.items() for x in kv]
-    return bool(await client.eval(_HSET_IF_EXISTS, 1, key, *flat))
+    hit = await run_script(registered(client).control.mark_if_exists, keys, flat, origin="cancel")
+    return [int(i) - 1 for i in hit]
 
 
 async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str]:
@@ -44,7 +43,7 @@ async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str
     Returns the run ids of the tree (none when the root's record is gone). Idempotent.
     """
     with redis_errors("cancel"):
-        if not await _hset_if_exists(client, keys.run(root), {"canceled": "1"}):
+        if not await _mark_if_exists(client, [keys.run(root)], {"canceled": "1"}):
             return []
         runs = sorted(await client.smembers(keys.tree_runs(root)))
         async with client.pipeline(transaction=False) as pipe:
@@ -53,14 +52,11 @@ async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str
             statuses = await pipe.execute()
         idle = [rid for rid, status in zip(runs, statuses, strict=True)
                 if status is not None and status not in TERMINAL and status != "running"]
-        async with client.pipeline(transaction=False) as pipe:
-            for rid in idle:
-                pipe.eval(_HSET_IF_EXISTS, 1, keys.run(rid), "status", "canceled", "error", "canceled")
-            await pipe.execute()
+        await _mark_if_exists(client, [keys.run(rid) for rid in idle], {"status": "canceled", "error": "canceled"})
         # Announced one by one: a cluster client pipelines keyed commands only.
         for rid in idle:
             await client.publish(keys.run_changed(rid), "canceled")
-        await client.publish(keys.cancel_channel(), root)
+    await wake(client, keys, [root])  # the one wake-up of every stop (.stops)
     return runs
 
 
@@ -87,9 +83,9 @@ async def end_orphaned_root(client: aioredis.Redis, keys: Keys, root: str, grace
                 break
             await asyncio.sleep(0.2)
         now = str(time.time())
-        ended = await _hset_if_exists(client, keys.run(root), {
+        ended = bool(await _mark_if_exists(client, [keys.run(root)], {
             "status": "canceled", "error": "canceled (its coordinator did not end it: it was killed)",
-            "updated": now, "ended": now})
+            "updated": now, "ended": now}))
         if ended:
             await client.publish(keys.run_changed(root), "canceled")
     if ended:

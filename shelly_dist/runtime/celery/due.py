@@ -31,6 +31,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from shelly_dist.runtime.celery.registry import registered
 from shelly_dist.state.connection import is_cluster, redis_errors
 from shelly_dist.state.keys import Keys, tree_tag
 from shelly_dist.state.refusal import write_through
@@ -38,83 +39,6 @@ from shelly_dist.state.refusal import write_through
 SHARDS = 16
 """Shards of the due index. Fixed: a tree's shard is derived from its id, so changing this
 orphans the hints already written (their trees are then found only when hinted again)."""
-
-ELECT = """
-local scanners = KEYS[1]
-local me, now, ttl, shards = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local flat = redis.call('HGETALL', scanners)
-local holders = {}
-for i = 1, #flat, 2 do holders[flat[i]] = flat[i + 1] end
-local held, writes = {}, {}
-for s = 0, shards - 1 do
-  local v = holders[tostring(s)]
-  local mine = false
-  if not v then
-    mine = true
-  else
-    local sep = string.find(v, '|', 1, true)
-    mine = string.sub(v, 1, sep - 1) == me or tonumber(string.sub(v, sep + 1)) <= now
-  end
-  if mine then
-    table.insert(held, s)
-    table.insert(writes, tostring(s))
-    table.insert(writes, me .. '|' .. tostring(now + ttl))
-  end
-end
-if #writes > 0 then
-  redis.call('HSET', scanners, unpack(writes))
-  redis.call('PEXPIRE', scanners, ttl * 10)
-end
-return held
-"""
-"""Take (or keep) every shard whose scanner lease is free, lapsed or ours; answers the shards held."""
-
-RESIGN = """
-local scanners, me = KEYS[1], ARGV[1]
-local flat = redis.call('HGETALL', scanners)
-for i = 1, #flat, 2 do
-  local v = flat[i + 1]
-  if string.sub(v, 1, string.find(v, '|', 1, true) - 1) == me then redis.call('HDEL', scanners, flat[i]) end
-end
-return 1
-"""
-"""Give up every shard this scanner holds (its broker refuses sends: another worker's may not)."""
-
-SETTLE = """
-local shard, versions = KEYS[1], KEYS[2]
-local root, seen, at = ARGV[1], ARGV[2], ARGV[3]
-if (redis.call('HGET', versions, root) or '0') == seen then
-  if at == '' then
-    redis.call('ZREM', shard, root)
-    redis.call('HDEL', versions, root)
-  else
-    redis.call('ZADD', shard, at, root)
-  end
-elseif at ~= '' then
-  redis.call('ZADD', shard, 'LT', at, root)
-end
-return 1
-"""
-"""Set a checked tree's hint to its earliest deadline (``at``; '' = nothing left: drop it), only
-if no writer hinted it since the scanner read version ``seen``; else only lower it."""
-
-
-HINT = """
-do
-  local shard, versions = KEYS[#KEYS - 1], KEYS[#KEYS]
-  local root, at, ttl = ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]
-  table.remove(KEYS); table.remove(KEYS)
-  table.remove(ARGV); table.remove(ARGV); table.remove(ARGV)
-  redis.call('ZADD', shard, 'LT', at, root)
-  redis.call('HINCRBY', versions, root, 1)
-  redis.call('EXPIRE', shard, ttl)
-  redis.call('EXPIRE', versions, ttl)
-end
-"""
-"""Prefixed to a script on a single Redis (:meth:`DueIndex.run`): hints the tree from the two
-keys and three args appended to the script's own, then takes them off, so the body sees its
-KEYS and ARGV as written (``#ARGV`` included)."""
-
 
 def shard_of(root: str) -> int:
     """The tree's shard: a stable hash of its tree tag (the same in every process)."""
@@ -129,11 +53,10 @@ class DueIndex:
         self.keys = keys
         self.retention = retention
         self.clustered = is_cluster(client)
-        self._elect = client.register_script(ELECT)
-        self._settle = client.register_script(SETTLE)
-        self._resign = client.register_script(RESIGN)
-        self._hinted: dict[str, Any] = {}
-        """Each hinted script's single-Redis variant (:data:`HINT` + its body), by the script's sha."""
+        control = registered(client).control  # ELECT, SETTLE, RESIGN: .control_scripts
+        self._elect = control.elect
+        self._settle = control.settle
+        self._resign = control.resign
 
     # -- writers -----------------------------------------------------------------------------
 
@@ -168,9 +91,7 @@ class DueIndex:
             out = await script(keys=list(keys), args=list(args))
             await write_through(lambda: self.hint(root, at_ms))
             return out
-        hinted = self._hinted.get(script.sha)
-        if hinted is None:
-            hinted = self._hinted[script.sha] = self.client.register_script(HINT + script.script)
+        hinted = registered(self.client).hinted(script)
         shard = shard_of(root)
         return await hinted(keys=[*keys, self.keys.due_shard(shard), self.keys.due_versions(shard)],
                             args=[*args, root, at_ms, self.retention])

@@ -1,7 +1,7 @@
 """``handoff`` on the pool: the peer runs as the same delegation entry, on any worker.
 
 When a child run on a worker ends with a valid handoff (:func:`shelly_dist.agent.handoff.next_peer`
-returned the peer's request), :data:`HANDOFF` ends the child's run (``done``, with ``handoff``
+returned the peer's request), ``control_scripts.HANDOFF`` ends the child's run (``done``, with ``handoff``
 naming the peer's run) *without* joining its parent, and creates the peer's run in the same step
 with the child's ``parent`` and ``parent_key``: the parent keeps waiting on the same entry, and the
 peer's finish joins it exactly as the child's would have. The peer is a fresh queued run (its
@@ -18,36 +18,6 @@ from typing import Any
 from shelly_dist.agent import ChildRequest
 from shelly_dist.agent.children import peer_run_id
 from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.scripts import _EVENTS, _FENCE
-
-HANDOFF = _FENCE + _EVENTS + """
-local record, lease, peer, tree, deadlines, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local token, fields, now, retention, run_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local peer_id, requeue_at, events, result = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-local was = redis.call('HGET', record, 'status')
-if was == 'done' or was == 'failed' or was == 'canceled' then
-  return {redis.call('HGET', peer, 'status') or '', 0}
-end
-if not holds(record, lease, token) then return lost(record) end
-add_events(stream, events, retention)
-redis.call('HSET', record, 'status', 'done', 'result', result, 'updated', now, 'ended', now, 'handoff', peer_id)
-for i = 10, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
-redis.call('EXPIRE', record, retention)
-redis.call('DEL', lease)
-redis.call('ZREM', deadlines, run_id)
-if redis.call('EXISTS', peer) == 0 then
-  for f, v in pairs(cjson.decode(fields)) do redis.call('HSET', peer, f, v) end
-  redis.call('EXPIRE', peer, retention)
-  redis.call('ZADD', deadlines, requeue_at, peer_id)
-  redis.call('EXPIRE', deadlines, retention)
-end
-redis.call('SADD', tree, peer_id)
-redis.call('EXPIRE', tree, retention)
-return {redis.call('HGET', peer, 'status') or '', 1}
-"""
-"""End the leased child's run as handed off and create its peer's run on the same entry (fenced;
-a repeat finds the child ended and returns the peer's status, with 0: nothing written). The
-session's stream is the optional last key (not passed on a cluster: see ``state/keys.py``)."""
 
 
 async def hand_off(
@@ -70,7 +40,7 @@ async def hand_off(
                        requeue_at, events, json.dumps(result)]
     for k, v in extra.items():
         args += [k, v]
-    script = store.client.register_script(HANDOFF)
+    script = store.control.handoff  # control_scripts.HANDOFF
     status, wrote = await store.run_script(
         script,
         [keys.run(r.id), keys.run_lease(r.id), keys.run(peer_id), keys.tree_runs(r.root), keys.tree_deadlines(r.root),

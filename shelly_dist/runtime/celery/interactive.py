@@ -3,12 +3,12 @@
 The children of an interactive ``delegate`` are dispatched and joined like any others (one entry
 per child under its join key, ``<parent iteration>:<request key>``), with one difference: a child
 whose ``request_input`` goes to its parent (:meth:`ChildRequest.asks_parent`) suspends on the call
-(:func:`~shelly_dist.agent.interactive.suspend_question`), and :data:`ASK_PARENT` joins its
+(:func:`~shelly_dist.agent.interactive.suspend_question`), and ``control_scripts.ASK_PARENT`` joins its
 question into the parent *as its entry for this round* — stored once, the parent's pending count
 decremented once, its resume due when that was the last — while the child's own pending count
 holds the unanswered call, so the child is released holding no worker.
 
-``answer_delegation_questions`` (:data:`ANSWER_CHILD`, fenced by the parent's lease) stores the
+``answer_delegation_questions`` (``control_scripts.ANSWER_CHILD``, fenced by the parent's lease) stores the
 answer where the child's call awaits it, moves the child's join key to the parent's current round
 and counts the child in the parent's pending again, in one step, then the child's resume is sent.
 The resumed child, on any worker, delivers the answer as the call's result (:func:`collect`) and
@@ -19,7 +19,7 @@ unchanged: a join that completed without its resume sent is in the tree's deadli
 When the parent's run ends, :func:`close` answers each child still waiting with an error result
 and flags it stopped, so it ends at its next claim (Shelly cancels them) with
 :data:`~shelly_dist.agent.stops.DELEGATION_CLOSED`, its task on the board ``failed``, and its own
-descendants with it (:func:`~.policy.stop_below`).
+descendants with it (:func:`.stops.stop_runs`).
 
 Keys: the child's answers in ``…:run:{child}:children`` under ``ask:<iteration>:<call id>``, the
 question in the parent's ``…:run:{parent}:children``; all of one tree (one hash tag).
@@ -37,60 +37,10 @@ from shelly_dist.agent.records import ChildRequest, LiveDelegation
 from shelly_dist.agent.stops import DELEGATION_CLOSED
 from shelly_dist.runtime.celery import round_timeout
 from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.policy import stop_below
 from shelly_dist.runtime.celery.questions import answer_field, result_of
 from shelly_dist.runtime.celery.record import child_key
-from shelly_dist.runtime.celery.scripts import _FENCE, JOINED
+from shelly_dist.runtime.celery.stops import stop_runs
 from shelly_dist.state.connection import redis_errors
-
-ASK_PARENT = _FENCE + JOINED + """
-local record, lease, parent = KEYS[1], KEYS[2], KEYS[3]
-local parent_children, deadlines, children = KEYS[4], KEYS[5], KEYS[6]
-local token, field, entry, retention, resume_at, parent_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-if not holds(record, lease, token) then return lost(record) end
-if redis.call('HEXISTS', children, field) == 1 then return {-1, ''} end
-if redis.call('EXISTS', parent) == 0 then return {-1, ''} end
-local key = redis.call('HGET', record, 'parent_key') or ''
-if key == '' or redis.call('HSETNX', parent_children, key, entry) == 0 then return {-1, ''} end
-redis.call('EXPIRE', parent_children, retention)
-redis.call('HINCRBY', record, 'pending', 1)
-return joined(parent, deadlines, retention, resume_at, parent_id)
-"""
-"""Join the leased child's question into its parent's current round (fenced; once per question;
-nothing once the question is answered)."""
-
-ANSWER_CHILD = _FENCE + """
-local parent, lease, parent_children = KEYS[1], KEYS[2], KEYS[3]
-local child, children, deadlines = KEYS[4], KEYS[5], KEYS[6]
-local token, field, answer, retention, round, resume_at, child_id, stop, gone =
-  ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-if not holds(parent, lease, token) then return lost(parent) end
-local status = redis.call('HGET', child, 'status')
-if not status or status == 'done' or status == 'failed' or status == 'canceled' then
-  if round ~= '' then
-    redis.call('HSETNX', parent_children, round, redis.call('HGET', child, 'result') or gone)
-    redis.call('EXPIRE', parent_children, retention)
-  end
-  return {'gone', 0}
-end
-if stop ~= '' then redis.call('HSETNX', child, 'stop', stop) end
-if redis.call('HSETNX', children, field, answer) == 0 then return {'known', 0} end
-redis.call('EXPIRE', children, retention)
-if round ~= '' then
-  redis.call('HSET', child, 'parent_key', round)
-  redis.call('HINCRBY', parent, 'pending', 1)
-end
-local left = redis.call('HINCRBY', child, 'pending', -1)
-redis.call('PUBLISH', child .. ':changed', 'answer')
-if left == 0 then
-  redis.call('ZADD', deadlines, resume_at, child_id)
-  redis.call('EXPIRE', deadlines, retention)
-end
-return {'ok', left}
-"""
-"""Answer a waiting child from its leased parent: the answer stored once, the child's join moved
-to the parent's ``round`` and counted there (none when closing), its resume due. A child that
-has ended joins the round with its result at once."""
 
 
 def _ms(seconds: float) -> int:
@@ -110,7 +60,7 @@ async def ask_parent(lease: Lease, run: Run) -> str:
         field = answer_field(run.state.iteration, call_id)
         question = ChildQuestion.model_validate(payload["question"])
         entry = question_entry(request, question, {"run": r.id, "field": field})
-        script = store.client.register_script(ASK_PARENT)
+        script = store.control.ask_parent  # control_scripts.ASK_PARENT
         resume_at = _ms(time.time() + settings.requeue_after)
         left, mode = await store.run_script(
             script,
@@ -145,7 +95,7 @@ async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers:
     child run ids whose resume is due."""
     store, parent = lease.store, lease.record
     keys, settings = store.keys, store.settings
-    script = store.client.register_script(ANSWER_CHILD)
+    script = store.control.answer_child  # control_scripts.ANSWER_CHILD
     due = []
     for d, text in zip(delegations, answers, strict=True):
         child = d.reply_to.get("run", "")
@@ -164,7 +114,7 @@ async def send_answers(lease: Lease, delegations: list[LiveDelegation], answers:
         if str(out[0]) == "ok" and int(out[1]) == 0:
             due.append(child)
         if stop and str(out[0]) != "gone":
-            await stop_below(store.client, keys, [child], stop)
+            await stop_runs(store.client, keys, [], stop, flagged=[child])
     if not stop:
         await round_timeout.watch(lease, [d.request for d in delegations],
                                   [d.reply_to.get("run", "") for d in delegations], iteration, limit)
@@ -179,4 +129,4 @@ async def close(lease: Lease, delegations: list[LiveDelegation]) -> list[str]:
     return await send_answers(lease, delegations, texts, 0, is_error=True, stop=DELEGATION_CLOSED)
 
 
-__all__ = ["ANSWER_CHILD", "ASK_PARENT", "ask_parent", "close", "collect", "send_answers"]
+__all__ = ["ask_parent", "close", "collect", "send_answers"]

@@ -18,9 +18,7 @@ state in Redis, where every worker sees it.
   the tree cancel does).
   A stopped run ends with ``canceled: sibling failed`` and joins its parent like any child.
 
-:func:`stop_runs` is that stop, one mechanism for every stop of a subtree: an interactive child
-stopped by its delegation (:mod:`.round_timeout`, :func:`.interactive.close`) takes its own
-descendants with it through :func:`stop_below`, each ending ``canceled`` with ``context canceled``.
+The stop itself is :func:`.stops.stop_runs`, the one mechanism every stopper of a subtree calls.
 """
 
 from __future__ import annotations
@@ -36,26 +34,13 @@ from shelly_dist.agent.children import run_id_of
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, SlotLease
 from shelly_dist.agent.stops import SIBLING_FAILED, stops_siblings
 from shelly_dist.errors import ShellyError
+from shelly_dist.runtime.celery.stops import stop_runs
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.state.slots import RedisSlots
 
 STOP_FIELD = "stop"
 """Run record field holding why the run must stop (its entry's error), set by a failed sibling."""
-
-STOP = """
-local reason = ARGV[1]
-local stopped = {}
-for i = 1, #KEYS do
-  local status = redis.call('HGET', KEYS[i], 'status')
-  if status and status ~= 'done' and status ~= 'failed' and status ~= 'canceled'
-      and redis.call('HSETNX', KEYS[i], 'stop', reason) == 1 then
-    table.insert(stopped, i)
-  end
-end
-return stopped
-"""
-
 
 sibling_run_id = run_id_of
 """The run id of the child joined under a key of its parent's (one scheme: ``agent.children``)."""
@@ -133,40 +118,3 @@ class PoolPolicy:
             members = await self._client.smembers(self._keys.run_expected(parent))
         return await stop_runs(self._client, self._keys, [sibling_run_id(parent, m) for m in sorted(members)
                                                           if m.startswith(group) and m != key], SIBLING_FAILED)
-
-
-async def stop_runs(client: aioredis.Redis, keys: Keys, ids: list[str], reason: str) -> list[str]:
-    """Flag ``ids`` and their unfinished descendants stopped with ``reason``, then wake the workers
-    running them; returns the run ids flagged. A run already flagged (or ended) is skipped with its
-    subtree: whoever flagged it flagged that too."""
-    stopped: list[str] = []
-    script = client.register_script(STOP)
-    with redis_errors("journal"):
-        while ids:
-            hit = await script(keys=[keys.run(i) for i in ids], args=[reason])
-            level = [ids[int(i) - 1] for i in hit]
-            stopped += level
-            ids = await _children(client, keys, level)
-        for rid in stopped:  # one by one: a cluster client pipelines keyed commands only
-            await client.publish(keys.cancel_channel(), rid)
-    return stopped
-
-
-async def stop_below(client: aioredis.Redis, keys: Keys, parents: list[str], reason: str) -> list[str]:
-    """Stop the subtrees of ``parents``, runs their caller has just flagged stopped itself (an
-    interactive child whose delegation closed): as a cancelled in-process child takes its own
-    children with it; returns the run ids flagged."""
-    with redis_errors("journal"):
-        below = await _children(client, keys, parents)
-    return await stop_runs(client, keys, below, reason)
-
-
-async def _children(client: aioredis.Redis, keys: Keys, parents: list[str]) -> list[str]:
-    """The run ids of every child each of ``parents`` has dispatched."""
-    if not parents:
-        return []
-    async with client.pipeline(transaction=False) as pipe:
-        for rid in parents:
-            pipe.smembers(keys.run_expected(rid))
-        below = await pipe.execute()
-    return [sibling_run_id(rid, m) for rid, members in zip(parents, below, strict=True) for m in sorted(members)]

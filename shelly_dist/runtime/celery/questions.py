@@ -6,7 +6,7 @@ numbers the question for the session (``q-N``, unique across workers), lists it 
 open questions and counts it in the run's ``pending`` like a child, so the run is released
 (``waiting``) exactly as a run waiting on its children is. An answer — ``shelly answer``,
 ``Session.respond``, or the reaper's timeout — is joined into the run the way a child's entry is
-(:data:`ANSWER`): stored once under the run's children hash, the pending count decremented once,
+(``control_scripts.ANSWER``): stored once under the run's children hash, the pending count decremented once,
 the run's channel published; the caller that brings the count to zero enqueues the resume (and the
 same step puts the run in the tree's deadline index, so the reaper resumes it if that caller dies
 first). The resumed run, on any worker, delivers the stored answer as the call's result.
@@ -47,58 +47,14 @@ from shelly_dist.chats import ToolResult
 from shelly_dist.errors import UsageError
 from shelly_dist.runtime.celery.due import DueIndex
 from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.scripts import _FENCE
+from shelly_dist.runtime.celery.registry import registered
+from shelly_dist.runtime.celery.store import run_script
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.tools.builtin.ask import ASK_USER, Question, timeout_error
 
-__all__ = ["ANSWER", "ASK", "Answered", "answer", "answer_field", "ask", "collect", "expire_due", "open_questions",
-           "register", "require_open"]
-
-ASK = _FENCE + """
-local record, lease, asked, questions, due = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, field, qid, question, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local due_ms = tonumber(ARGV[6])
-if not holds(record, lease, token) then return lost(record) end
-local known = redis.call('HGET', asked, field)
-if known then return {known, 0, redis.call('HEXISTS', questions, known)} end
-redis.call('HSET', asked, field, qid)
-redis.call('EXPIRE', asked, retention)
-redis.call('HSET', questions, qid, question)
-redis.call('EXPIRE', questions, retention)
-redis.call('HINCRBY', record, 'pending', 1)
-if due_ms > 0 then
-  redis.call('ZADD', due, due_ms, qid)
-  redis.call('EXPIRE', due, retention)
-end
-return {qid, 1, 1}
-"""
-"""Register one awaiting ``ask_user`` call of the leased run under id ``qid`` (fenced; idempotent
-per call: a call asked before keeps its id). Answers ``{id, new, still open}``."""
-
-ANSWER = """
-local questions, record, children, deadlines, due = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local qid, answer, field, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local resume_at, run_id = ARGV[5], ARGV[6]
-if redis.call('HEXISTS', questions, qid) == 0 then return {'unknown'} end
-redis.call('HDEL', questions, qid)
-redis.call('ZREM', due, qid)
-if redis.call('EXISTS', record) == 0 then return {'gone'} end
-local status = redis.call('HGET', record, 'status')
-if status == 'done' or status == 'failed' or status == 'canceled' then return {'gone'} end
-if redis.call('HSETNX', children, field, answer) == 0 then return {'unknown'} end
-redis.call('EXPIRE', children, retention)
-local left = redis.call('HINCRBY', record, 'pending', -1)
-redis.call('PUBLISH', record .. ':changed', 'answer')
-local mode = redis.call('HGET', record, 'mode') or ''
-if left == 0 and mode == 'worker' then
-  redis.call('ZADD', deadlines, resume_at, run_id)
-  redis.call('EXPIRE', deadlines, retention)
-end
-return {'ok', left, mode}
-"""
-"""Join an answer into the asking run, once (the first answer wins; a timeout is an answer)."""
-
+__all__ = ["Answered", "answer", "answer_field", "ask", "collect", "deadline_of", "expire_due", "open_questions",
+           "register", "require_open", "time_out"]
 
 def answer_field(iteration: int, call_id: str) -> str:
     """Where a call's answer joins the run (unique per suspension, as a child's key)."""
@@ -127,7 +83,7 @@ async def ask(lease: Lease, agent: str, run_id: str, field: str, payload: dict[s
     question = {k: payload[k] for k in ("text", "options", "header", "multiSelect", "maxSelections") if payload.get(k)}
     question |= {"text": str(payload.get("text", "")), "agent": agent, "run": run_id, "root": r.root,
                  "session": r.session, "field": field, "asked": now, "timeout": timeout}
-    script = client.register_script(ASK)
+    script = store.control.ask  # control_scripts.ASK
     due = _ms(now + timeout) if timeout else 0
     out = await store.run_script(
         script,
@@ -215,14 +171,13 @@ async def _answer_in_tree(
         if raw is not None:
             q = json.loads(raw)
             run_id = str(q["run"])
-            script = client.register_script(ANSWER)
             resume_at = _ms(time.time() + requeue_after)
-            out = await DueIndex(client, keys, retention).run(
-                script,
+            out = await run_script(
+                registered(client).control.answer,  # control_scripts.ANSWER
                 [keys.tree_questions(root), keys.run(run_id), keys.run_children(run_id),
                  keys.tree_deadlines(root), keys.tree_questions_due(root)],
                 [qid, json.dumps({"content": text, "is_error": is_error}), q["field"], retention, resume_at, run_id],
-                root, resume_at,
+                hint=(root, resume_at), due=DueIndex(client, keys, retention), origin="questions",
             )
         await client.hdel(keys.session_questions(session), qid)
     outcome = str(out[0])
@@ -260,11 +215,37 @@ Resume = Callable[[str, str], Awaitable[None]]
 """Enqueue the resume of run (id, root)."""
 
 
+async def deadline_of(client: aioredis.Redis, keys: Keys, root: str, qid: str) -> float | None:
+    """When question ``qid`` of tree ``root`` times out (epoch seconds), from the one deadline
+    index every enforcer reads (``tree_questions_due``); None when it has no limit or is closed."""
+    with redis_errors("questions"):
+        score = await client.zscore(keys.tree_questions_due(root), qid)
+    return None if score is None else score / 1000
+
+
+async def time_out(client: aioredis.Redis, keys: Keys, root: str, qid: str, *, retention: int,
+                   requeue_after: float) -> Answered:
+    """Answer question ``qid`` of tree ``root`` with the timeout error result (Shelly's text,
+    :func:`~shelly_dist.tools.builtin.ask.timeout_error`, with the question's own limit), unless
+    an answer won the race (the first answer wins). The one enforcer of ``question_timeout`` on the
+    pool: the reapers call it for each question past its deadline (:func:`expire_due`), and a
+    coordinator's top-level run calls it when its own wait reaches the same deadline, or stops
+    waiting (:mod:`.root_answerer`)."""
+    with redis_errors("questions"):
+        raw = await client.hget(keys.tree_questions(root), qid)
+        if raw is None:  # answered (or gone) meanwhile: drop its deadline, if left
+            await client.zrem(keys.tree_questions_due(root), qid)
+            return Answered("unknown", root=root)
+    q = json.loads(raw)
+    limit = float(q.get("timeout") or 0)
+    return await _answer_in_tree(client, keys, str(q["session"]), root, qid, timeout_error(qid, limit),
+                                 retention=retention, requeue_after=requeue_after, is_error=True)
+
+
 async def expire_due(client: aioredis.Redis, keys: Keys, roots: list[str], *, retention: int,
                      requeue_after: float, resume: Resume) -> int:
-    """Answer every question of the trees ``roots`` past its ``question_timeout`` with the timeout
-    error result (the reapers call this for the trees past their due hint); returns how many were
-    expired here."""
+    """Time out (:func:`time_out`) every question of the trees ``roots`` past its deadline (the
+    reapers call this for the trees past their due hint); returns how many were expired here."""
     if not roots:
         return 0
     with redis_errors("questions"):
@@ -275,15 +256,7 @@ async def expire_due(client: aioredis.Redis, keys: Keys, roots: list[str], *, re
     n = 0
     for root, qids in zip(roots, due, strict=True):
         for qid in qids:
-            with redis_errors("questions"):
-                raw = await client.hget(keys.tree_questions(root), qid)
-                if raw is None:
-                    await client.zrem(keys.tree_questions_due(root), qid)
-                    continue
-            q = json.loads(raw)
-            limit = float(q.get("timeout") or 0)
-            done = await _answer_in_tree(client, keys, str(q["session"]), root, qid, timeout_error(qid, limit),
-                                         retention=retention, requeue_after=requeue_after, is_error=True)
+            done = await time_out(client, keys, root, qid, retention=retention, requeue_after=requeue_after)
             if done.outcome == "ok":
                 n += 1
                 if done.resume:

@@ -41,7 +41,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
 from shelly_dist.observability import metrics
-from shelly_dist.runtime.celery import scripts
+from shelly_dist.runtime.celery.registry import registered
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import sync_client
 from shelly_dist.state.keys import Keys, tree_tag
@@ -121,7 +121,7 @@ class Renewer:
         being away at start is logged: the first tick connects instead."""
         try:
             self._client = self._connect()
-            self._script = self._client.register_script(scripts.RENEW)
+            self._script = registered(self._client).journal.renew
             self._client.ping()
         except (RedisError, RedisClusterException, OSError) as exc:
             logger.info("lease renewer: could not connect at start (%s); the first renewal will", exc)
@@ -218,7 +218,7 @@ class Renewer:
         try:
             if self._client is None:
                 self._client = self._connect()
-                self._script = self._client.register_script(scripts.RENEW)
+                self._script = registered(self._client).journal.renew
             answers = self._script(keys=names, args=args)
         except (RedisError, RedisClusterException) as exc:  # a cluster's routing errors are not RedisErrors
             late = [h for h in group if time.time() + self.interval >= h.lease.deadline]

@@ -4,14 +4,17 @@ The coordinator process drives its top-level run itself and holds no worker, so 
 suspend the run: it registers the question in Redis exactly as a worker's run does
 (:func:`.questions.ask`), announces it on the session stream and the live view, and waits on the
 run's channel for the answer — ``shelly answer`` or ``Session.respond`` from any machine, or the
-reapers' timeout. It keeps the question's deadline itself too, so it ends the wait on time even
-with no worker up, and closes the question when it stops waiting.
+reapers' timeout. It ends the wait on time even with no worker up: when the question's deadline
+(the tree's index, the one the reapers scan) passes, it applies the reapers' own enforcer,
+:func:`.questions.time_out`, and reads the result like any answer; it times the question out too
+when it stops waiting (cancelled), so nobody answers a run that moved on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from shelly_dist import events
@@ -20,10 +23,12 @@ from shelly_dist.errors import ToolError
 from shelly_dist.events import Event
 from shelly_dist.identity import agent_name, run_id
 from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.questions import answer, answer_field, ask, result_of
+from shelly_dist.runtime.celery.questions import answer_field, ask, deadline_of, result_of, time_out
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.subscription import Subscription
-from shelly_dist.tools.builtin.ask import ASK_USER, Question, timeout_error
+from shelly_dist.tools.builtin.ask import ASK_USER, Question
+
+logger = logging.getLogger(__name__)
 
 
 class RootAnswerer:
@@ -53,7 +58,6 @@ class RootAnswerer:
         if found is None:
             raise ToolError(f"{ASK_USER}: this run has no answer channel", tool=ASK_USER)
         lease, sink, flush = found
-        store = lease.store
         self._calls += 1
         field = answer_field(0, f"root-{self._calls}-{question.id}")
         payload = question.model_dump(by_alias=True) | {"timeout": question.timeout}
@@ -62,24 +66,22 @@ class RootAnswerer:
                    session_id=lease.record.session, data=question.model_copy(update={"id": qid}).event_data()))
         await flush()
         try:
-            async with asyncio.timeout(question.timeout or None):
-                result = await self._wait(lease, field)
-        except TimeoutError:
-            await self._close(lease, qid, question.timeout)
-            raw = None
-            with contextlib.suppress(Exception):  # an answer that won the race is kept
-                raw = await store.client.hget(store.keys.run_children(lease.run_id), field)
-            result = result_of(raw) if raw else ToolResult(
-                tool_call_id="", content=timeout_error(qid, question.timeout), is_error=True)
+            result = await self._wait(lease, qid, field)
         except asyncio.CancelledError:
-            await self._close(lease, qid, question.timeout)
+            await self._close(lease, qid)
             raise
         if result.is_error:
             raise ToolError(result.content, tool=ASK_USER)
         return result.content
 
-    async def _wait(self, lease: Lease, field: str) -> ToolResult:
+    async def _wait(self, lease: Lease, qid: str, field: str) -> ToolResult:
+        """The answer joined under ``field``: an answer from anywhere, or the timeout error once
+        the question's deadline (read from the tree's index, as the reapers read it) has passed —
+        written by :func:`.questions.time_out`, the reapers' enforcer, so this process ends its
+        wait on time with no worker up and never composes the timeout result itself."""
         store = lease.store
+        root = lease.record.root
+        deadline = await deadline_of(store.client, store.keys, root, qid)
         async with Subscription(store.client, store.keys.run_changed(lease.run_id),
                                 poll_interval=self.poll_interval) as sub:
             while True:
@@ -87,14 +89,23 @@ class RootAnswerer:
                     raw = await store.client.hget(store.keys.run_children(lease.run_id), field)
                 if raw is not None:
                     return result_of(raw)
-                await sub.wait(self.poll_interval)
+                left = self.poll_interval if deadline is None else deadline - time.time()
+                if left <= 0:
+                    if await self._close(lease, qid):  # the next read finds the timeout (or the answer that won)
+                        deadline = None
+                        continue
+                    left = self.poll_interval
+                await sub.wait(min(left, self.poll_interval))
 
-    @staticmethod
-    async def _close(lease: Lease, qid: str, limit: float) -> None:
-        """Answer the question with the timeout error (the first answer wins: an answer that
-        arrived just before stays), so nobody answers a run that moved on."""
+    async def _close(self, lease: Lease, qid: str) -> bool:
+        """Time the question out (the first answer wins: an answer that arrived just before
+        stays), so nobody answers a run that moved on; False (logged) when Redis could not be
+        reached: the wait tries again after a poll interval."""
         store, settings = lease.store, lease.store.settings
-        with contextlib.suppress(Exception):
-            await asyncio.shield(answer(store.client, store.keys, lease.record.session, qid,
-                                        timeout_error(qid, limit), retention=settings.retention,
-                                        requeue_after=settings.requeue_after, is_error=True))
+        try:
+            await asyncio.shield(time_out(store.client, store.keys, lease.record.root, qid,
+                                          retention=settings.retention, requeue_after=settings.requeue_after))
+        except Exception as exc:
+            logger.warning("ask_user %s: could not time the question out (%s); trying again", qid, exc)
+            return False
+        return True

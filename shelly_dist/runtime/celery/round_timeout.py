@@ -2,13 +2,13 @@
 
 A parent waiting on a round of interactive children (its ``delegate``, or an
 ``answer_delegation_questions``) may be a suspended worker run that nobody drives, so the deadline
-lives in Redis: :func:`watch` indexes each child's wait in ``…:delegations:due`` (scored by its
+lives in Redis: :func:`watch` indexes each child's wait in ``Keys.delegations_due`` (scored by its
 deadline), and every reaper scan (:func:`expire_due`) joins the timeout error (Shelly's text) as the
 entry of each child that has neither asked nor ended by then — stored only if absent, the parent's
-pending count decremented once, its resume due when that was the last (:data:`EXPIRE`) — and
+pending count decremented once, its resume due when that was the last (``control_scripts.ROUND_EXPIRE``) — and
 flags the child stopped, so it ends ``canceled`` with Shelly's ``context canceled``, its task on the
 board ``failed`` (a child that joins later changes nothing: its entry is refused), and its own
-descendants with it (:func:`~.policy.stop_below`). A child in a step is woken on the cancel
+descendants with it (:func:`.stops.stop_runs`, the one stop of a subtree). A child in a step is woken on the cancel
 channel; one suspended (on its own children, or on the user) is resumed to end. The deadline
 holds late by at most ``reap_interval``.
 """
@@ -26,34 +26,12 @@ from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.agent.stops import DELEGATION_CLOSED
 from shelly_dist.runtime.celery.due import DueIndex
 from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.policy import stop_below
 from shelly_dist.runtime.celery.record import child_key
-from shelly_dist.runtime.celery.scripts import JOINED
+from shelly_dist.runtime.celery.registry import registered
+from shelly_dist.runtime.celery.stops import stop_runs
+from shelly_dist.runtime.celery.store import run_script
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
-
-EXPIRE = JOINED + """
-local parent, children, child, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local key, entry, stop, retention, resume_at, parent_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-if redis.call('EXISTS', parent) == 0 then return {-1, '', 0} end
-if redis.call('HSETNX', children, key, entry) == 0 then return {-1, '', 0} end
-redis.call('EXPIRE', children, retention)
-local status = redis.call('HGET', child, 'status')
-local waiting = 0
-if status and status ~= 'done' and status ~= 'failed' and status ~= 'canceled' then
-  redis.call('HSETNX', child, 'stop', stop)
-  if status == 'waiting' then waiting = 1 end
-end
-local out = joined(parent, deadlines, retention, resume_at, parent_id)
-table.insert(out, waiting)
-return out
-"""
-"""Time one child out of its parent's round, unless its entry joined first; answers
-``{left, parent's mode, 1 when the child is suspended}`` (a suspended child must be resumed to end)."""
-
-
-def due_key(keys: Keys) -> str:
-    return f"{keys.prefix}delegations:due"
 
 
 async def watch(lease: Lease, requests: list[ChildRequest], children: list[str], iteration: int,
@@ -68,8 +46,8 @@ async def watch(lease: Lease, requests: list[ChildRequest], children: list[str],
                for r, cid in zip(requests, children, strict=True)}
     with redis_errors("journal"):
         async with store.client.pipeline(transaction=False) as pipe:
-            pipe.zadd(due_key(store.keys), members)
-            pipe.expire(due_key(store.keys), store.settings.retention)
+            pipe.zadd(store.keys.delegations_due(), members)
+            pipe.expire(store.keys.delegations_due(), store.settings.retention)
             await pipe.execute()
 
 
@@ -77,8 +55,8 @@ async def expire_due(client: aioredis.Redis, keys: Keys, *, retention: int, requ
                      resume: Callable[[str], Awaitable[None]]) -> int:
     """Time out every child past its deadline (a reaper scan); returns how many were timed out."""
     with redis_errors("journal"):
-        due = await client.zrangebyscore(due_key(keys), "-inf", int(time.time() * 1000), start=0, num=100)
-    script = client.register_script(EXPIRE)
+        due = await client.zrangebyscore(keys.delegations_due(), "-inf", int(time.time() * 1000), start=0, num=100)
+    script = registered(client).control.round_expire  # control_scripts.ROUND_EXPIRE
     index = DueIndex(client, keys, retention)
     n = 0
     for member in due:
@@ -86,19 +64,17 @@ async def expire_due(client: aioredis.Redis, keys: Keys, *, retention: int, requ
         entry = DelegateEntry(agent=m["agent"], error=timeout_text(float(m["limit"]), m["id"]))
         resume_at = int((time.time() + requeue_after) * 1000)
         with redis_errors("journal"):
-            left, mode, waiting = await index.run(
+            left, mode, waiting = await run_script(
                 script,
                 [keys.run(m["parent"]), keys.run_children(m["parent"]), keys.run(m["child"]),
                  keys.tree_deadlines(m["root"])],
                 [m["key"], json.dumps(entry.to_json()), DELEGATION_CLOSED, retention, resume_at, m["parent"]],
-                m["root"], resume_at,
+                hint=(m["root"], resume_at), due=index,
             )
-            await client.zrem(due_key(keys), member)
+            await client.zrem(keys.delegations_due(), member)
         if int(left) >= 0:
             n += 1
-            await stop_below(client, keys, [m["child"]], DELEGATION_CLOSED)
-            with redis_errors("journal"):
-                await client.publish(keys.cancel_channel(), m["child"])
+            await stop_runs(client, keys, [], DELEGATION_CLOSED, flagged=[m["child"]])
         if int(left) >= 0 and int(waiting):
             await resume(m["child"])
         if int(left) == 0 and str(mode) == "worker":

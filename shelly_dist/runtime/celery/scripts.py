@@ -214,7 +214,7 @@ local function joined(parent, deadlines, retention, resume_at, parent_id)
 end
 """
 """A child's entry joined its parent: count it once, wake the parent, make its resume due when it
-was the last (the tail of ``FINISH``, and of a round's timeout: ``round_timeout.EXPIRE``)."""
+was the last (the tail of ``FINISH``, and of a round's timeout: ``control_scripts.ROUND_EXPIRE``)."""
 
 FINISH = _FENCE + _EVENTS + JOINED + """
 local record, lease, parent, children, deadlines, msgs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

@@ -34,7 +34,7 @@ from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.agent.spawn import DEDUP_WINDOW, SpawnAck, Spawned, limit_error, state_of
 from shelly_dist.agent.stops import TASK_CANCELED
 from shelly_dist.errors import RunCancelled
-from shelly_dist.runtime.celery.policy import stop_runs
+from shelly_dist.runtime.celery.stops import stop_runs
 from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import redis_errors
 

@@ -1,11 +1,13 @@
 """One Redis and key prefix as the run journal's scripts see it: below both the journal and the lease.
 
 The journal (reads, claims, creation) and the lease (every fenced write of one run) both talk to
-Redis through a :class:`RunStore`: the client, the key names, the settings, the journal's scripts
-registered once per client (:mod:`.scripts`), the global due index (:mod:`.due`), and
-:meth:`RunStore.run_script`, which turns a fencing refusal into :class:`LeaseLost` and hints the
-due index for a script that may write a deadline. Neither imports the other to reach Redis, so the lease is
-the only writer of a run without being a part of the journal cut off (STYLE lessons 11 and 14).
+Redis through a :class:`RunStore`: the client, the key names, the settings, the pool's scripts
+registered once per client (:mod:`.registry`), the global due index (:mod:`.due`), and
+:meth:`RunStore.run_script`, which turns a fencing refusal into :class:`LeaseLost`, waits out a
+Redis that refuses writes and hints the due index for a script that may write a deadline (the
+module-level :func:`run_script` does the same for a caller holding only a client). Neither imports
+the other to reach Redis, so the lease is the only writer of a run without being a part of the
+journal cut off (STYLE lessons 11 and 14).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from shelly_dist.errors import RunError
 from shelly_dist.runtime.celery import scripts
 from shelly_dist.runtime.celery.due import DueIndex
 from shelly_dist.runtime.celery.events import STREAM_MAXLEN
+from shelly_dist.runtime.celery.registry import registered
 from shelly_dist.runtime.celery.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import is_cluster, redis_errors
@@ -28,24 +31,6 @@ from shelly_dist.state.refusal import write_through
 
 class LeaseLost(RunError):
     """This process no longer holds the run: its writes were refused (``lease lost: <key>``)."""
-
-
-class JournalScripts:
-    """The journal's scripts, registered once per client (``EVALSHA`` after the first call)."""
-
-    def __init__(self, client: aioredis.Redis) -> None:
-        self.expect = client.register_script(scripts.EXPECT)
-        self.checkpoint = client.register_script(scripts.CHECKPOINT)
-        self.claim = client.register_script(scripts.CLAIM)
-        self.renew = client.register_script(scripts.RENEW)
-        self.release = client.register_script(scripts.RELEASE)
-        self.drop = client.register_script(scripts.DROP)
-        self.finish = client.register_script(scripts.FINISH)
-        self.reap = client.register_script(scripts.REAP)
-        self.sent = client.register_script(scripts.SENT)
-        self.spawn_start = client.register_script(scripts.SPAWN_START)
-        self.spawn_announce = client.register_script(scripts.SPAWN_ANNOUNCE)
-        self.spawn_suspend = client.register_script(scripts.SPAWN_SUSPEND)
 
 
 class RunStore:
@@ -58,7 +43,9 @@ class RunStore:
         self.clustered = is_cluster(client)
         """On a Redis Cluster the session's event stream (another slot than the tree) is written
         after a script, not inside it (see ``state/keys.py``)."""
-        self.scripts = JournalScripts(client)
+        self.scripts = registered(client).journal
+        self.control = registered(client).control
+        """The control paths' scripts (stops, questions, interactive rounds, handoff): :mod:`.registry`."""
         self.due = DueIndex(client, self.keys, settings.retention)
         """The global due index the reapers scan: every deadline written is hinted there."""
         self.renewer = Renewer(settings, self.keys, clustered=self.clustered)
@@ -67,21 +54,8 @@ class RunStore:
     async def run_script(
         self, script: Any, keys: list[str], args: list[Any], hint: tuple[str, int] | None = None
     ) -> Any:
-        """Run a journal script; a fencing refusal becomes :class:`LeaseLost`, other Redis errors
-        ``StoreError``. While Redis refuses writes (full), the script is tried again with backoff
-        (:func:`~shelly_dist.state.refusal.write_through`): every script is safe to repeat. A
-        script that may write a deadline into a tree's index passes ``hint`` (the root, the
-        earliest such deadline in ms), so the due index learns of it (:meth:`.DueIndex.run`)."""
-        with redis_errors("journal"):
-            try:
-                if hint is None:
-                    return await write_through(lambda: script(keys=keys, args=args))
-                root, at_ms = hint
-                return await write_through(lambda: self.due.run(script, keys, args, root, at_ms))
-            except ResponseError as exc:
-                if str(exc).startswith(scripts.LEASE_LOST):
-                    raise LeaseLost(f"journal: {exc}") from exc
-                raise
+        """Run one of the pool's scripts: :func:`run_script` with this store's due index."""
+        return await run_script(script, keys, args, hint=hint, due=self.due)
 
     def stream_keys(self, session: str) -> list[str]:
         """The session's event stream as the scripts' optional last key (none on a cluster)."""
@@ -98,3 +72,29 @@ class RunStore:
                 pipe.xadd(stream, {"events": events}, maxlen=STREAM_MAXLEN, approximate=True)
                 pipe.expire(stream, self.settings.retention)
                 await pipe.execute()
+
+
+async def run_script(
+    script: Any, keys: list[str], args: list[Any], *, hint: tuple[str, int] | None = None,
+    due: DueIndex | None = None, origin: str = "journal",
+) -> Any:
+    """Run one of the pool's scripts (registered once: :mod:`.registry`); a fencing refusal becomes
+    :class:`LeaseLost`, other Redis errors ``StoreError`` naming ``origin``. While Redis refuses
+    writes (full), the script is tried again with backoff
+    (:func:`~shelly_dist.state.refusal.write_through`): every script is safe to repeat. A script
+    that may write a deadline into a tree's index passes ``hint`` (the root, the earliest such
+    deadline in ms) and the ``due`` index, which learns of it (:meth:`.DueIndex.run`). The one way
+    every module of ``runtime/celery`` runs a script, whether it holds a :class:`RunStore` or only
+    a client (a cancel from the CLI, a reaper's timeout)."""
+    with redis_errors(origin):
+        try:
+            if hint is None:
+                return await write_through(lambda: script(keys=keys, args=args))
+            if due is None:
+                raise ValueError(f"{origin}: a script hinting the due index needs it")
+            root, at_ms = hint
+            return await write_through(lambda: due.run(script, keys, args, root, at_ms))
+        except ResponseError as exc:
+            if str(exc).startswith(scripts.LEASE_LOST):
+                raise LeaseLost(f"{origin}: {exc}") from exc
+            raise

@@ -31,6 +31,7 @@ from shelly_dist.chats import Message
 from shelly_dist.errors import AgentError
 from shelly_dist.runtime.local.interactive import LiveChild, LiveChildren, next_event
 from shelly_dist.runtime.local.spawns import LocalSpawner
+from shelly_dist.runtime.local.stops import stop
 
 if TYPE_CHECKING:
     from shelly_dist.agent.agent import Agent
@@ -162,9 +163,7 @@ class InlineDelegator:
             while pending:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 if any(stops_siblings(r, t.result()) for t, r in zip(tasks, requests, strict=True) if t in done):
-                    for t in pending:
-                        t.cancel(SIBLING_FAILED)  # the reason its run_finished and board task give
-                    await asyncio.gather(*pending, return_exceptions=True)
+                    await stop(pending, SIBLING_FAILED)  # the reason its run_finished and board task give
                     break
         finally:
             for t in tasks:

@@ -20,8 +20,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from shelly_dist.agent.interaction import ChildQuestion
 from shelly_dist.agent.interactive import question_entry, timeout_text
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
-from shelly_dist.agent.stops import DelegationClosed
+from shelly_dist.agent.stops import DELEGATION_CLOSED, DelegationClosed
 from shelly_dist.errors import AgentError
+from shelly_dist.runtime.local.stops import stop
 
 
 class LiveChild:
@@ -61,9 +62,7 @@ class LiveChild:
         """Cancel the child (its delegation closed) and wait until it has stopped."""
         if self.task is not None and not self.task.done():
             self.closing = True
-            self.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.task
+            await stop([self.task], DELEGATION_CLOSED)
 
 
 class LiveChildren:

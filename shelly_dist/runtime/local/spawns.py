@@ -18,6 +18,8 @@ from shelly_dist import events
 from shelly_dist.agent import children
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.agent.spawn import DEDUP_WINDOW, SpawnAck, Spawned, limit_error, state_of
+from shelly_dist.agent.stops import TASK_CANCELED
+from shelly_dist.runtime.local.stops import stop
 
 if TYPE_CHECKING:
     from shelly_dist.agent.run import Run
@@ -86,8 +88,7 @@ class LocalSpawner:
         task = self._tasks.get(run_id)
         if self._parent_of.get(run_id) != parent_id or task is None or task.done():
             return False
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await stop([task], TASK_CANCELED)
         return True
 
     async def cancel_all(self, pid: str) -> None:

@@ -112,3 +112,33 @@ async def test_a_step_that_registers_its_question_again_repairs_a_lost_session_i
     await questions.register(lease, run)  # the step, run again
     assert [q["id"] for q in await questions.open_questions(journal.client, journal.keys, "s")] == ["q-1"]
     assert (await journal.record("root")).pending == 1
+
+
+async def test_timing_out_a_question_already_answered_keeps_the_answer(journal: Journal):
+    lease, run = await asking_run(journal, limit=30)
+    await questions.register(lease, run)
+    await lease.release()
+    s = journal.settings
+    assert await questions.deadline_of(journal.client, journal.keys, "root", "q-1") is not None
+    assert (await answer(journal, "q-1", "blue")).outcome == "ok"
+    late = await questions.time_out(journal.client, journal.keys, "root", "q-1", retention=s.retention,
+                                    requeue_after=s.requeue_after)
+    assert late.outcome == "unknown"
+    assert await questions.deadline_of(journal.client, journal.keys, "root", "q-1") is None
+    claim = await journal.claim("root", "root", "next", "w1")
+    assert claim.lease is not None
+    await questions.collect(claim.lease, run)
+    (result,) = run.state.tool_results.values()
+    assert (result.is_error, result.content) == (False, "blue")
+
+
+async def test_the_timeout_result_names_the_questions_own_limit_whoever_times_it_out(journal: Journal):
+    lease, run = await asking_run(journal, limit=30)
+    await questions.register(lease, run)
+    s = journal.settings
+    done = await questions.time_out(journal.client, journal.keys, "root", "q-1", retention=s.retention,
+                                    requeue_after=s.requeue_after)
+    assert done.outcome == "ok"
+    raw = await journal.client.hget(journal.keys.run_children("root"), questions.answer_field(run.state.iteration,
+                                                                                            next(iter(run.state.awaiting))))
+    assert questions.result_of(raw).content == "ask_user: no answer to q-1 within 30s (options.question_timeout)"
