@@ -51,6 +51,14 @@ async def lapsed(journal: Journal, run_id: str) -> None:
         await asyncio.sleep(LEASE / 2)
 
 
+async def deadline_passed(journal: Journal, run_id: str) -> None:
+    """Wait (bounded) until the run's requeue deadline in its tree (under ``root``) has passed."""
+    deadline = time.monotonic() + 5
+    while (await journal.client.zscore(journal.keys.tree_deadlines("root"), run_id) or 0) > time.time() * 1000:
+        assert time.monotonic() < deadline, "the run's deadline never passed"
+        await asyncio.sleep(LEASE / 2)
+
+
 def request(i: int) -> ChildRequest:
     return ChildRequest(key=f"call_1:{i}", tool_call_id="call_1", index=i, agent="w", task=f"t{i}", depth=1,
                         visited=["lead", "w"], parent_run_id="root", parent_agent="lead")
@@ -101,7 +109,10 @@ async def test_parent_still_waiting_on_a_child_is_not_re_enqueued(journal: Journ
     await parent.release()
     child = await journal.claim(ids[0], "root", "child", "w1")
     assert child.lease is not None  # the child runs, leased: nothing to re-send
-    await journal.client.pexpire(journal.keys.run_lease(ids[0]), 60_000)  # its worker keeps renewing it
+    # Its worker keeps renewing it. SET, not PEXPIRE: under load the 50 ms lease can lapse before
+    # a PEXPIRE arrives, which then renews nothing and the reaper rightly re-sends the child.
+    await journal.client.set(journal.keys.run_lease(ids[0]), "child", px=60_000)
+    await deadline_passed(journal, ids[0])  # so the reaper does look at the child, and finds its lease live
     sent = Sent()
     await Reaper(journal, sent, "fp").scan()
     assert sent.tasks == []
