@@ -197,14 +197,8 @@ def test_killed_worker_mid_step_completes_elsewhere_without_repeating_journaled_
 
 
 def test_cancelling_a_session_cancels_every_run_and_stops_model_calls(cluster: Cluster):
-    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
-        cluster.write_config(
-            [scripted("lead", lead=[delegate(("slow", "one"), ("slow", "two"), ("slow", "three")), "unreachable"]),
-             {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
-              "rate_limit": {"max_retries": 0}}],
-            [{"name": "lead", "provider": "lead", "options": {"max_delegation_depth": 1}},
-             {"name": "slow", "provider": "mock"}],
-        )
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=NEVER_IN_TIME)) as server:
+        _slow_team(cluster, server, ("one", "two", "three"))
         cluster.start_worker("w1")
         cluster.start_worker("w2")
         coordinator = cluster.popen("run", "never finishes", "--json")
@@ -288,13 +282,22 @@ def test_worker_with_another_config_fails_the_run_naming_both_fingerprints(clust
     assert "config fingerprint mismatch" in finished["data"]["entry"]["error"]
 
 
-def _slow_team(cluster: Cluster, server: ModelServer) -> None:
+NEVER_IN_TIME = 300.0
+"""Seconds the slow children's model takes to answer: longer than any test waits."""
+
+
+def _slow_team(cluster: Cluster, server: ModelServer, tasks: tuple[str, ...] = ("one", "two")) -> None:
+    """A lead delegating to a child per task (two by default), whose model call outlasts the test. The step time limit
+    and visibility timeout are the runtime's defaults, not the cluster's 10 s and 15 s: under load
+    the signal or ``shelly cancel`` can come more than 10 s after the children's model calls, and
+    the children then failed on their time limit instead of being canceled."""
     cluster.write_config(
-        [scripted("lead", lead=[delegate(("slow", "one"), ("slow", "two")), "unreachable"]),
+        [scripted("lead", lead=[delegate(*(("slow", task) for task in tasks)), "unreachable"]),
          {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
           "rate_limit": {"max_retries": 0}}],
         [{"name": "lead", "provider": "lead", "options": {"max_delegation_depth": 1}},
          {"name": "slow", "provider": "mock"}],
+        distributed={"step_time_limit": 600, "visibility_timeout": 660},
     )
 
 
@@ -304,7 +307,7 @@ def _signal_a_waiting_coordinator(cluster: Cluster, sig: int, *, ends_runs: bool
     the exit code, stderr and the seconds from signal to exit."""
     import time
 
-    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=NEVER_IN_TIME)) as server:
         _slow_team(cluster, server)
         cluster.start_worker("w1")
         coordinator = cluster.popen("run", "interrupt me")
@@ -364,11 +367,13 @@ def test_cancel_after_the_coordinator_was_killed_ends_its_root_too(cluster: Clus
     assert out.returncode == 0, out.stderr
     runs = cluster.runs(session)  # the cancel returns once the root is ended
     assert next(r for r in runs if not r["parent"])["status"] == "canceled", runs
-    assert all(r["status"] in ("done", "failed", "canceled") for r in runs), runs
+    # the children end once their worker hears of the cancel
+    wait_until(lambda: all(r["status"] in ("done", "failed", "canceled") for r in cluster.runs(session)), 30,
+               "every child ended")
 
 
 def test_cancel_by_run_id_cancels_that_tree(cluster: Cluster):
-    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=NEVER_IN_TIME)) as server:
         _slow_team(cluster, server)
         cluster.start_worker("w1")
         coordinator = cluster.popen("run", "cancel me", "--json")
