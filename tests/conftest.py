@@ -82,7 +82,10 @@ seconds (real workers), the rest milliseconds."""
 
 
 def _rank(item: pytest.Item) -> int:
-    return next((i for i, d in enumerate(SLOWEST_FIRST) if item.nodeid.startswith(d)), len(SLOWEST_FIRST))
+    """0 for a test marked ``slow`` (minutes long, wherever it is), then by directory."""
+    if item.get_closest_marker("slow") is not None:
+        return 0
+    return 1 + next((i for i, d in enumerate(SLOWEST_FIRST) if item.nodeid.startswith(d)), len(SLOWEST_FIRST))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
