@@ -199,6 +199,7 @@ COORDINATORS, COORDINATOR_DEADLINE = 50, 60
 # Each coordinator is bounded by its own deadline; the test's timeout only has to let fifty of
 # them start. Python start-up alone is about 10 s a coordinator at a load of 7 on two cores
 # (the suite's 600 s ran out at that load with no coordinator near its deadline).
+@pytest.mark.slow  # the longest test of the suite: 150 s alone, 500 s at a load of 8
 @pytest.mark.timeout(COORDINATORS * COORDINATOR_DEADLINE)
 def test_fifty_sequential_coordinators_each_exit_promptly(
     chaos_cluster: ChaosCluster, chaos_redis: RedisServer, workload: Workload,
