@@ -12,7 +12,7 @@ from shelly_dist.agent.run import OUTCOME_UNKNOWN
 from shelly_dist.state import Keys
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
 
-from .cluster import Cluster, complete, delegate, scripted, wait_until
+from .cluster import NEVER_IN_TIME, Cluster, complete, delegate, scripted, slow_team, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -198,7 +198,7 @@ def test_killed_worker_mid_step_completes_elsewhere_without_repeating_journaled_
 
 def test_cancelling_a_session_cancels_every_run_and_stops_model_calls(cluster: Cluster):
     with ModelServer(format="openai", default=Reply(text="never in time", delay=NEVER_IN_TIME)) as server:
-        _slow_team(cluster, server, ("one", "two", "three"))
+        slow_team(cluster, server, ("one", "two", "three"))
         cluster.start_worker("w1")
         cluster.start_worker("w2")
         coordinator = cluster.popen("run", "never finishes", "--json")
@@ -282,25 +282,6 @@ def test_worker_with_another_config_fails_the_run_naming_both_fingerprints(clust
     assert "config fingerprint mismatch" in finished["data"]["entry"]["error"]
 
 
-NEVER_IN_TIME = 300.0
-"""Seconds the slow children's model takes to answer: longer than any test waits."""
-
-
-def _slow_team(cluster: Cluster, server: ModelServer, tasks: tuple[str, ...] = ("one", "two")) -> None:
-    """A lead delegating to a child per task (two by default), whose model call outlasts the test. The step time limit
-    and visibility timeout are the runtime's defaults, not the cluster's 10 s and 15 s: under load
-    the signal or ``shelly cancel`` can come more than 10 s after the children's model calls, and
-    the children then failed on their time limit instead of being canceled."""
-    cluster.write_config(
-        [scripted("lead", lead=[delegate(*(("slow", task) for task in tasks)), "unreachable"]),
-         {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
-          "rate_limit": {"max_retries": 0}}],
-        [{"name": "lead", "provider": "lead", "options": {"max_delegation_depth": 1}},
-         {"name": "slow", "provider": "mock"}],
-        distributed={"step_time_limit": 600, "visibility_timeout": 660},
-    )
-
-
 def _signal_a_waiting_coordinator(cluster: Cluster, sig: int, *, ends_runs: bool = True) -> tuple[str, int, str, float]:
     """Start a run whose children never answer in time, send ``sig`` to the coordinator once both
     wait on the model (then, with ``ends_runs``, wait until every run is canceled); the session,
@@ -308,7 +289,7 @@ def _signal_a_waiting_coordinator(cluster: Cluster, sig: int, *, ends_runs: bool
     import time
 
     with ModelServer(format="openai", default=Reply(text="never in time", delay=NEVER_IN_TIME)) as server:
-        _slow_team(cluster, server)
+        slow_team(cluster, server)
         cluster.start_worker("w1")
         coordinator = cluster.popen("run", "interrupt me")
         try:
@@ -374,7 +355,7 @@ def test_cancel_after_the_coordinator_was_killed_ends_its_root_too(cluster: Clus
 
 def test_cancel_by_run_id_cancels_that_tree(cluster: Cluster):
     with ModelServer(format="openai", default=Reply(text="never in time", delay=NEVER_IN_TIME)) as server:
-        _slow_team(cluster, server)
+        slow_team(cluster, server)
         cluster.start_worker("w1")
         coordinator = cluster.popen("run", "cancel me", "--json")
         try:
