@@ -74,3 +74,23 @@ def _no_real_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
         return await real(url, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(http, "post_json", guarded)
+
+
+SLOWEST_FIRST = ("tests/chaos/", "tests/integration/", "tests/spec/", "tests/compat/")
+"""Test directories, longest tests first: the chaos tests take minutes each, the integration tests
+seconds (real workers), the rest milliseconds."""
+
+
+def _rank(item: pytest.Item) -> int:
+    """0 for a test marked ``slow`` (minutes long, wherever it is), then by directory."""
+    if item.get_closest_marker("slow") is not None:
+        return 0
+    return 1 + next((i for i, d in enumerate(SLOWEST_FIRST) if item.nodeid.startswith(d)), len(SLOWEST_FIRST))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the long tests first (a stable sort: each directory keeps its order). Under xdist
+    (``-n 2``) the scheduler hands out tests in this order, so the minutes-long chaos tests start
+    at once on both processes and the many millisecond unit tests fill in at the end, instead of
+    one process running a chaos test alone while the other has long finished."""
+    items.sort(key=_rank)

@@ -9,6 +9,10 @@ from pathlib import Path
 import redis
 
 from tests.chaos.workload import Workload
+from tests.integration.keys import assert_all_keys_have_ttl
+
+__all__ = ["assert_all_keys_have_ttl", "assert_no_journaled_reply_requested_again", "assert_no_tool_ran_twice",
+           "journal_text"]
 
 
 def journal_text(client: redis.Redis, prefix: str) -> str:
@@ -38,13 +42,3 @@ def assert_no_tool_ran_twice(marker: Path) -> None:
     lines = marker.read_text().split() if marker.exists() else []
     twice = {n: c for n, c in Counter(lines).items() if c > 1}
     assert not twice, f"tool calls executed more than once: {twice}"
-
-
-def keys_without_ttl(client: redis.Redis, prefix: str = "") -> list[str]:
-    """Keys under ``prefix`` that would live forever (TTL -1)."""
-    return [k for k in client.scan_iter(match=prefix + "*", count=1000) if client.ttl(k) == -1]
-
-
-def assert_all_keys_have_ttl(client: redis.Redis, prefix: str = "") -> None:
-    forever = keys_without_ttl(client, prefix)
-    assert not forever, f"keys without a TTL: {sorted(forever)[:20]}"

@@ -22,6 +22,7 @@ import redis
 import yaml
 
 from shelly_dist.state.connection import sync_client
+from shelly_dist.testing.model_server import ModelServer
 
 BROKER_DB = 5
 """The Redis database the broker uses in tests (state and journals stay in db 0 with a prefix)."""
@@ -223,3 +224,23 @@ def delegate(*tasks: tuple[str, str]) -> dict[str, Any]:
 
 def complete(summary: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "task_complete", "arguments": {"status": "completed", "summary": summary}}]}
+
+
+NEVER_IN_TIME = 300.0
+"""Seconds the slow children's model takes to answer: longer than any test waits."""
+
+
+def slow_team(cluster: Cluster, server: ModelServer, tasks: tuple[str, ...] = ("one", "two")) -> None:
+    """A lead delegating to a child per task (two by default), whose model call outlasts the test.
+    The step time limit and visibility timeout are the runtime's defaults, not the cluster's 10 s
+    and 15 s: under load
+    the signal or ``shelly cancel`` can come more than 10 s after the children's model calls, and
+    the children then failed on their time limit instead of being canceled."""
+    cluster.write_config(
+        [scripted("lead", lead=[delegate(*(("slow", task) for task in tasks)), "unreachable"]),
+         {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+          "rate_limit": {"max_retries": 0}}],
+        [{"name": "lead", "provider": "lead", "options": {"max_delegation_depth": 1}},
+         {"name": "slow", "provider": "mock"}],
+        distributed={"step_time_limit": 600, "visibility_timeout": 660},
+    )

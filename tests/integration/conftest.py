@@ -58,6 +58,6 @@ def procs(cluster: Cluster) -> Iterator[Processes]:
 
 @pytest.fixture(scope="session")
 def redis_cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real three-node Redis Cluster of this suite's own (ports 7101-7103), for the whole session."""
+    """A real three-node Redis Cluster of this suite's own (on free ports), for the whole session."""
     with redis_cluster(tmp_path_factory.mktemp("redis-cluster")) as url:
         yield url

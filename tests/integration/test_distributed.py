@@ -12,7 +12,7 @@ from shelly_dist.agent.run import OUTCOME_UNKNOWN
 from shelly_dist.state import Keys
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
 
-from .cluster import Cluster, complete, delegate, scripted, wait_until
+from .cluster import NEVER_IN_TIME, Cluster, complete, delegate, scripted, slow_team, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -197,14 +197,8 @@ def test_killed_worker_mid_step_completes_elsewhere_without_repeating_journaled_
 
 
 def test_cancelling_a_session_cancels_every_run_and_stops_model_calls(cluster: Cluster):
-    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
-        cluster.write_config(
-            [scripted("lead", lead=[delegate(("slow", "one"), ("slow", "two"), ("slow", "three")), "unreachable"]),
-             {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
-              "rate_limit": {"max_retries": 0}}],
-            [{"name": "lead", "provider": "lead", "options": {"max_delegation_depth": 1}},
-             {"name": "slow", "provider": "mock"}],
-        )
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=NEVER_IN_TIME)) as server:
+        slow_team(cluster, server, ("one", "two", "three"))
         cluster.start_worker("w1")
         cluster.start_worker("w2")
         coordinator = cluster.popen("run", "never finishes", "--json")
@@ -288,24 +282,14 @@ def test_worker_with_another_config_fails_the_run_naming_both_fingerprints(clust
     assert "config fingerprint mismatch" in finished["data"]["entry"]["error"]
 
 
-def _slow_team(cluster: Cluster, server: ModelServer) -> None:
-    cluster.write_config(
-        [scripted("lead", lead=[delegate(("slow", "one"), ("slow", "two")), "unreachable"]),
-         {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
-          "rate_limit": {"max_retries": 0}}],
-        [{"name": "lead", "provider": "lead", "options": {"max_delegation_depth": 1}},
-         {"name": "slow", "provider": "mock"}],
-    )
-
-
 def _signal_a_waiting_coordinator(cluster: Cluster, sig: int, *, ends_runs: bool = True) -> tuple[str, int, str, float]:
     """Start a run whose children never answer in time, send ``sig`` to the coordinator once both
     wait on the model (then, with ``ends_runs``, wait until every run is canceled); the session,
     the exit code, stderr and the seconds from signal to exit."""
     import time
 
-    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
-        _slow_team(cluster, server)
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=NEVER_IN_TIME)) as server:
+        slow_team(cluster, server)
         cluster.start_worker("w1")
         coordinator = cluster.popen("run", "interrupt me")
         try:
@@ -364,12 +348,14 @@ def test_cancel_after_the_coordinator_was_killed_ends_its_root_too(cluster: Clus
     assert out.returncode == 0, out.stderr
     runs = cluster.runs(session)  # the cancel returns once the root is ended
     assert next(r for r in runs if not r["parent"])["status"] == "canceled", runs
-    assert all(r["status"] in ("done", "failed", "canceled") for r in runs), runs
+    # the children end once their worker hears of the cancel
+    wait_until(lambda: all(r["status"] in ("done", "failed", "canceled") for r in cluster.runs(session)), 30,
+               "every child ended")
 
 
 def test_cancel_by_run_id_cancels_that_tree(cluster: Cluster):
-    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
-        _slow_team(cluster, server)
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=NEVER_IN_TIME)) as server:
+        slow_team(cluster, server)
         cluster.start_worker("w1")
         coordinator = cluster.popen("run", "cancel me", "--json")
         try:

@@ -14,17 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 import yaml
 
 from .cluster import complete, delegate, scripted
+from .own_redis import own_redis
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 SHELLY = [sys.executable, "-m", "shelly_dist.cli.main"]
 REFUSED_PORT = 6421
-"""This branch's port range (6421-6429); nothing listens on this one."""
-PASSWORD_PORT = 6422
+"""Nothing listens here (the suite's own servers take ports the kernel hands out, above 32767)."""
 
 
 def project(root: Path, distributed: dict[str, Any]) -> Path:
@@ -55,25 +54,9 @@ def the_line(out: subprocess.CompletedProcess[str]) -> str:
 
 @pytest.fixture
 def password_redis(tmp_path: Path) -> Iterator[int]:
-    """Our own redis-server with ``requirepass right`` on :data:`PASSWORD_PORT`; reaped after."""
-    proc = subprocess.Popen(["redis-server", "--port", str(PASSWORD_PORT), "--bind", "127.0.0.1", "--requirepass",
-                             "right", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        client = redis.Redis(port=PASSWORD_PORT, password="right")
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.05)
-        client.close()
-        yield PASSWORD_PORT
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    """Our own redis-server with ``requirepass right`` on a free port; reaped after."""
+    with own_redis(tmp_path, "--requirepass", "right") as port:
+        yield port
 
 
 def test_refused_redis_port_is_one_line_exit_1(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ from shelly_dist.tasks.redis import RedisBoard
 from shelly_dist.testing.model_server import ModelServer, Reply
 from shelly_dist.workspace.redis import RedisDueIndex, RedisWorkspace
 
-from .cluster import BROKER_DB, Cluster, complete, delegate, scripted, wait_until
+from .cluster import BROKER_DB, NEVER_IN_TIME, Cluster, complete, delegate, scripted, slow_team, wait_until
 from .test_questions import finished, open_questions, tool_results
 
 pytestmark = pytest.mark.integration
@@ -338,14 +338,8 @@ def test_shelly_events_follow_reads_the_whole_stream_from_a_cluster(on_cluster: 
 
 
 def test_cancel_by_run_id_finds_the_tree_on_a_cluster(on_cluster: Cluster) -> None:
-    with ModelServer(format="openai", default=Reply(text="never in time", delay=60)) as server:
-        on_cluster.write_config(
-            [scripted("lead", lead=[delegate(("slow", "one"), ("slow", "two")), "unreachable"]),
-             {"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
-              "rate_limit": {"max_retries": 0}}],
-            [{"name": "lead", "provider": "lead", "options": {"max_delegation_depth": 1}},
-             {"name": "slow", "provider": "mock"}],
-        )
+    with ModelServer(format="openai", default=Reply(text="never in time", delay=NEVER_IN_TIME)) as server:
+        slow_team(on_cluster, server)
         on_cluster.start_worker("w1")
         coordinator = on_cluster.popen("run", "cancel me", "--json")
         try:

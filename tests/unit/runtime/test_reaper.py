@@ -8,6 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import fakeredis
@@ -21,16 +22,26 @@ from shelly_dist.runtime.celery.reaper import SIT_OUT, Reaper
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 LEASE = 0.05
-"""A lease short enough to lapse at once: the subject here is what happens after it lapsed."""
+"""A lease short enough to lapse at once, for the claims whose lapse (or passed deadline) is the
+subject: see :func:`brief`."""
+
+HELD = 60.0
+"""Every other claim's lease: held through the test's writes however loaded the machine (with 50 ms
+ones, a parent's expect or release under load failed with LeaseLost)."""
 
 
 @pytest.fixture
 async def journal() -> AsyncIterator[Journal]:
     client = fakeredis.FakeAsyncRedis(decode_responses=True)
     settings = RuntimeSettings(broker_url="redis://", redis_url="redis://", key_prefix=f"t:{uuid.uuid4().hex[:6]}:",
-                               lease=LEASE, requeue_after=0)
+                               lease=HELD, requeue_after=0)
     yield Journal(client, settings)
     await client.aclose()
+
+
+def brief(journal: Journal) -> Journal:
+    """The same journal, handing out leases of :data:`LEASE` (they lapse at once)."""
+    return Journal(journal.client, replace(journal.settings, lease=LEASE))
 
 
 class Sent:
@@ -51,6 +62,14 @@ async def lapsed(journal: Journal, run_id: str) -> None:
         await asyncio.sleep(LEASE / 2)
 
 
+async def deadline_passed(journal: Journal, run_id: str) -> None:
+    """Wait (bounded) until the run's requeue deadline in its tree (under ``root``) has passed."""
+    deadline = time.monotonic() + 5
+    while (await journal.client.zscore(journal.keys.tree_deadlines("root"), run_id) or 0) > time.time() * 1000:
+        assert time.monotonic() < deadline, "the run's deadline never passed"
+        await asyncio.sleep(LEASE / 2)
+
+
 def request(i: int) -> ChildRequest:
     return ChildRequest(key=f"call_1:{i}", tool_call_id="call_1", index=i, agent="w", task=f"t{i}", depth=1,
                         visited=["lead", "w"], parent_run_id="root", parent_agent="lead")
@@ -64,7 +83,7 @@ async def root(journal: Journal) -> Lease:
 
 
 async def test_run_whose_lease_lapsed_is_re_enqueued_by_exactly_one_of_two_reapers(journal: Journal):
-    await root(journal)
+    await root(brief(journal))
     await lapsed(journal, "root")
     first, second = Sent(), Sent()
     sent = await asyncio.gather(Reaper(journal, first, "fp").scan(), Reaper(journal, second, "fp").scan())
@@ -73,7 +92,7 @@ async def test_run_whose_lease_lapsed_is_re_enqueued_by_exactly_one_of_two_reape
 
 
 async def test_run_whose_holder_still_renews_is_left_alone(journal: Journal):
-    lease = await root(journal)
+    lease = await root(brief(journal))
     await lapsed(journal, "root")
     await journal.client.set(journal.keys.run_lease("root"), "holder", px=60_000)  # renewed in time
     sent = Sent()
@@ -99,9 +118,12 @@ async def test_parent_still_waiting_on_a_child_is_not_re_enqueued(journal: Journ
     parent = await root(journal)
     ids, _ = await parent.expect([request(0)], 1, "fp")
     await parent.release()
-    child = await journal.claim(ids[0], "root", "child", "w1")
+    child = await brief(journal).claim(ids[0], "root", "child", "w1")  # its deadline passes at once
     assert child.lease is not None  # the child runs, leased: nothing to re-send
-    await journal.client.pexpire(journal.keys.run_lease(ids[0]), 60_000)  # its worker keeps renewing it
+    # Its worker keeps renewing it. SET, not PEXPIRE: under load the 50 ms lease can lapse before
+    # a PEXPIRE arrives, which then renews nothing and the reaper rightly re-sends the child.
+    await journal.client.set(journal.keys.run_lease(ids[0]), "child", px=60_000)
+    await deadline_passed(journal, ids[0])  # so the reaper does look at the child, and finds its lease live
     sent = Sent()
     await Reaper(journal, sent, "fp").scan()
     assert sent.tasks == []

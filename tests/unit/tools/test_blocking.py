@@ -6,8 +6,11 @@ import asyncio
 import errno
 import os
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -18,6 +21,8 @@ from shelly_dist.tools.builtin import filesystem_toolbox
 from shelly_dist.tools.permissions import Permissions
 from tests.integration.cluster import wait_until
 from tests.unit.tools.conftest import call, longest_loop_stall
+
+T = TypeVar("T")
 
 
 def release_readers(fifo: Path) -> bool:
@@ -32,6 +37,26 @@ def release_readers(fifo: Path) -> bool:
     return False
 
 
+class CountingPool(blocking._Pool):
+    """The tool I/O pool, counting the jobs handed to it."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.submitted = 0
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        self.submitted += 1  # only the event loop's thread submits
+        return super().submit(fn)
+
+
+async def async_wait_until(condition: Callable[[], bool], within: float, what: str) -> None:
+    """Yield to the event loop until ``condition`` holds, failing after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {within}s waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
 @pytest.fixture
 def fifo(project: Path) -> Iterator[Path]:
     path = project / "pipe"
@@ -44,9 +69,13 @@ async def test_fs_reads_of_a_fifo_leave_the_default_executor_free(
     perms: Permissions, fifo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(blocking, "IO_TIMEOUT", 1.0)
+    pool = CountingPool(blocking.THREADS)
+    monkeypatch.setattr(blocking, "_pool", pool)
     fs = filesystem_toolbox(perms)
     reads = asyncio.gather(*(call(fs, "fs_read", path="pipe") for _ in range(20)), return_exceptions=True)
-    await asyncio.sleep(0.2)  # let every read reach its open()
+    # Every read past its path checks and handed to the tool threads: only then does the default
+    # executor's answer below say something (a fixed 0.2 s could end before the reads started).
+    await async_wait_until(lambda: pool.submitted == 20, 30, "every read handed to the tool I/O threads")
     free, stall = await longest_loop_stall(asyncio.wait_for(asyncio.to_thread(lambda: "free"), 2))
     assert free == "free" and stall < 0.5
     outcomes = await reads
