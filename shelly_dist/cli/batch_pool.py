@@ -64,6 +64,8 @@ class PoolItems:
         self.batch = batch
         self.waiting: set[str] = set()
         """Runs submitted or adopted by this batch that have not ended (what Ctrl-C cancels)."""
+        self.submitting: set[asyncio.Task[str]] = set()
+        """Submissions under way: shielded from Ctrl-C, finished before :meth:`cancel_all` cancels."""
 
     async def current(self, item_id: str) -> tuple[str, RunRecord | None]:
         """The item's run id to use now and its record (``None`` when none): the first attempt
@@ -87,7 +89,14 @@ class PoolItems:
         run_id, record = await self.current(item_id)
         self.waiting.add(run_id)
         if record is None or record.status == RunStatus.QUEUED:
-            await self.runtime.submit(agent, messages, session=new_session_id(), run_id=run_id)
+            # A submit cut by Ctrl-C between creating the root and sending it (or with its create
+            # still in flight on a dropped connection) would leave a queued root that the cancel
+            # does not see and the reaper later runs: it is finished first, then cancelled.
+            submit = asyncio.ensure_future(
+                self.runtime.submit(agent, messages, session=new_session_id(), run_id=run_id))
+            self.submitting.add(submit)
+            submit.add_done_callback(self.submitting.discard)
+            await asyncio.shield(submit)
         ended = await self.runtime.wait(run_id)
         self.waiting.discard(run_id)  # kept on cancellation: cancel_all stops it
         if ended.status != RunStatus.DONE:
@@ -95,7 +104,10 @@ class PoolItems:
         return {"status": "completed", "reply": ended.reply, "run": run_id}
 
     async def cancel_all(self) -> None:
-        """Cancel the tree of every run still waited for (the batch was interrupted)."""
+        """Cancel the tree of every run still waited for (the batch was interrupted), once every
+        submission under way has ended (a run must be recorded for its cancel to hold)."""
+        if self.submitting:
+            await asyncio.gather(*self.submitting, return_exceptions=True)
         runs, self.waiting = sorted(self.waiting), set()
         await asyncio.gather(*(self._cancel(r) for r in runs))
 

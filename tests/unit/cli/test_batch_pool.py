@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from shelly_dist.chats import Message, Role
@@ -91,3 +93,39 @@ async def test_cancel_all_cancels_only_the_runs_still_awaited() -> None:
     items.waiting.add("still-running")
     await items.cancel_all()
     assert pool.canceled == ["still-running"]
+
+
+class SlowSubmitPool(FakePool):
+    """A submit that records its run only when ``release`` is set (a create then a send)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None) -> str:
+        self.entered.set()
+        await self.release.wait()
+        return await super().submit(agent, task, session=session, run_id=run_id)
+
+    async def cancel(self, run_id: str) -> list[str]:
+        if run_id not in self.records:
+            raise RunError(f"cancel: no run {run_id}")  # as the runtime: a run never recorded
+        return await super().cancel(run_id)
+
+
+async def test_a_submit_cut_by_ctrl_c_is_finished_then_cancelled() -> None:
+    pool = SlowSubmitPool()
+    items = PoolItems(pool, BATCH)
+    task = asyncio.ensure_future(items.run("a", "item", [Message.text("user", Role.USER, "task")]))
+    await pool.entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    cancelling = asyncio.ensure_future(items.cancel_all())
+    await asyncio.sleep(0)  # cancel_all must not give up on the run while its submit is under way
+    assert not cancelling.done()
+    pool.release.set()
+    await cancelling
+    assert pool.submitted == [FIRST]
+    assert pool.canceled == [FIRST]
