@@ -199,7 +199,7 @@ class Cluster:
             keys = list(self.redis.scan_iter(match=f"{self.prefix}s:*:runs"))  # every node of a cluster
             return [k[len(self.prefix) + 3 : -len("}:runs")] for k in keys]
 
-        return wait_until(found, 30, "a session with runs")
+        return wait_until(found, 90, "a session with runs")
 
     def runs(self, session: str) -> list[dict[str, str]]:
         out = self.shelly("runs", "--session", session, "--json")
