@@ -134,18 +134,28 @@ def test_a_worker_killed_during_a_wake_loses_no_message_and_acks_only_after_succ
     assert after["status"] == "done" and after["worker"] in workers and after["worker"] != wake["worker"]
 
 
-def test_an_interval_schedule_with_two_workers_fires_once_per_due_time(cluster: Cluster) -> None:
-    cluster.write_config([scripted("team", ticker=["checked"])],
+def start_ticker(cluster: Cluster, wakeup: str, prompt: str, replies: list[str]) -> tuple[Any, str, str]:
+    """`shelly workflow start` of a one-agent team (``ticker``, woken by ``wakeup``) on two workers:
+    the process, its session and the session's channel key."""
+    cluster.write_config([scripted("team", ticker=replies)],
                          [{"name": "ticker", "provider": "team", "toolboxes": ["team"]}])
     cluster.start_workers("wa", "wb")
-    path = cluster.root / "tick.yaml"
-    path.write_text(yaml.safe_dump({"name": "tick", "agents": {"ticker": {"ref": "ticker", "wakeup": "2s",
-                                                                           "wakeup_prompt": "Tick."}}}))
+    path = cluster.root / "ticker.yaml"
+    path.write_text(yaml.safe_dump({"name": "ticker", "agents": {"ticker": {"ref": "ticker", "wakeup": wakeup,
+                                                                             "wakeup_prompt": prompt}}}))
     start = cluster.popen("workflow", "start", str(path))
     try:
         assert start.stderr is not None
         session = start.stderr.readline().split()[1]
-        channel = f"{cluster.prefix}s:{{{session}}}:ws:channel"
+    except BaseException:
+        start.kill()
+        raise
+    return start, session, f"{cluster.prefix}s:{{{session}}}:ws:channel"
+
+
+def test_an_interval_schedule_with_two_workers_fires_once_per_due_time(cluster: Cluster) -> None:
+    start, session, channel = start_ticker(cluster, "2s", "Tick.", ["checked"])
+    try:
 
         def posts() -> list[dict[str, Any]]:
             return [json.loads(raw) for raw in cluster.redis.lrange(channel, 0, -1)]
@@ -303,17 +313,8 @@ def test_a_cron_schedule_fires_once_per_due_time_across_two_workers(cluster: Clu
     claim moved the entry to the cron's next time."""
     from shelly_dist.workspace.schedule import cron_next
 
-    cluster.write_config([scripted("team", ticker=["checked"] * 5)],
-                         [{"name": "ticker", "provider": "team", "toolboxes": ["team"]}])
-    cluster.start_workers("wa", "wb")
-    path = cluster.root / "cron.yaml"
-    path.write_text(yaml.safe_dump({"name": "cron", "agents": {"ticker": {"ref": "ticker", "wakeup": "* * * * *",
-                                                                           "wakeup_prompt": "Cron."}}}))
-    start = cluster.popen("workflow", "start", str(path))
+    start, session, channel = start_ticker(cluster, "* * * * *", "Cron.", ["checked"] * 5)
     try:
-        assert start.stderr is not None
-        session = start.stderr.readline().split()[1]
-        channel = f"{cluster.prefix}s:{{{session}}}:ws:channel"
         due, entry = f"{cluster.prefix}team:due", f"{session}/ticker"
 
         def fires() -> int:

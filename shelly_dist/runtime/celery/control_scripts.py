@@ -97,7 +97,7 @@ return {qid, 1, 1}
 """Register one awaiting ``ask_user`` call of the leased run under id ``qid`` (fenced; idempotent
 per call: a call asked before keeps its id). Answers ``{id, new, still open}``."""
 
-ANSWER = """
+ANSWER = JOINED + """
 local questions, record, children, deadlines, due = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local qid, answer, field, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local resume_at, run_id = ARGV[5], ARGV[6]
@@ -109,14 +109,8 @@ local status = redis.call('HGET', record, 'status')
 if status == 'done' or status == 'failed' or status == 'canceled' then return {'gone'} end
 if redis.call('HSETNX', children, field, answer) == 0 then return {'unknown'} end
 redis.call('EXPIRE', children, retention)
-local left = redis.call('HINCRBY', record, 'pending', -1)
-redis.call('PUBLISH', record .. ':changed', 'answer')
-local mode = redis.call('HGET', record, 'mode') or ''
-if left == 0 and mode == 'worker' then
-  redis.call('ZADD', deadlines, resume_at, run_id)
-  redis.call('EXPIRE', deadlines, retention)
-end
-return {'ok', left, mode}
+local out = joined(record, deadlines, retention, resume_at, run_id, 'answer')
+return {'ok', out[1], out[2]}
 """
 """Join an answer into the asking run, once (the first answer wins; a timeout is an answer)."""
 

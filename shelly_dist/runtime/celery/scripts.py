@@ -202,9 +202,9 @@ return 0
 """
 
 JOINED = """
-local function joined(parent, deadlines, retention, resume_at, parent_id)
+local function joined(parent, deadlines, retention, resume_at, parent_id, why)
   local left = redis.call('HINCRBY', parent, 'pending', -1)
-  redis.call('PUBLISH', parent .. ':changed', 'child')
+  redis.call('PUBLISH', parent .. ':changed', why or 'child')
   local mode = redis.call('HGET', parent, 'mode') or ''
   if left == 0 and mode == 'worker' then
     redis.call('ZADD', deadlines, resume_at, parent_id)
@@ -213,8 +213,9 @@ local function joined(parent, deadlines, retention, resume_at, parent_id)
   return {left, mode}
 end
 """
-"""A child's entry joined its parent: count it once, wake the parent, make its resume due when it
-was the last (the tail of ``FINISH``, and of a round's timeout: ``control_scripts.ROUND_EXPIRE``)."""
+"""A child's entry (or an answer: ``why``) joined its parent: count it once, wake the parent, make
+its resume due when it was the last (the tail of ``FINISH``, of a round's timeout and of an
+answer: ``control_scripts.ROUND_EXPIRE``, ``control_scripts.ANSWER``)."""
 
 FINISH = _FENCE + _EVENTS + JOINED + """
 local record, lease, parent, children, deadlines, msgs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
