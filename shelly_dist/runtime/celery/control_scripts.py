@@ -11,7 +11,7 @@ a deadline it writes hinted to the due index). The modules that use them say why
 
 from __future__ import annotations
 
-from shelly_dist.runtime.celery.scripts import _EVENTS, _FENCE, JOINED
+from shelly_dist.runtime.celery.scripts import _EVENTS, _FENCE, _NEW_RUN, JOINED
 
 # -- stopping runs (cancel.py, policy.py): one mechanism, see policy.stop_runs ---------------------
 
@@ -45,7 +45,7 @@ return stopped
 
 # -- handoff (handoff.py) --------------------------------------------------------------------------
 
-HANDOFF = _FENCE + _EVENTS + """
+HANDOFF = _FENCE + _EVENTS + _NEW_RUN + """
 local record, lease, peer, tree, deadlines, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, fields, now, retention, run_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local peer_id, requeue_at, events, result = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
@@ -60,14 +60,7 @@ for i = 10, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
 redis.call('EXPIRE', record, retention)
 redis.call('DEL', lease)
 redis.call('ZREM', deadlines, run_id)
-if redis.call('EXISTS', peer) == 0 then
-  for f, v in pairs(cjson.decode(fields)) do redis.call('HSET', peer, f, v) end
-  redis.call('EXPIRE', peer, retention)
-  redis.call('ZADD', deadlines, requeue_at, peer_id)
-  redis.call('EXPIRE', deadlines, retention)
-end
-redis.call('SADD', tree, peer_id)
-redis.call('EXPIRE', tree, retention)
+new_run(peer, cjson.decode(fields), peer_id, deadlines, requeue_at, tree, retention)
 return {redis.call('HGET', peer, 'status') or '', 1}
 """
 """End the leased child's run as handed off and create its peer's run on the same entry (fenced;

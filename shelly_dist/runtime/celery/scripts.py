@@ -82,7 +82,23 @@ local function add_events(stream, batch, retention)
 end
 """
 
-EXPECT = _FENCE + """
+_NEW_RUN = """
+local function new_run(run, fields, run_id, deadlines, requeue_at, tree, retention)
+  if redis.call('EXISTS', run) == 0 then
+    for f, v in pairs(fields) do redis.call('HSET', run, f, v) end
+    redis.call('EXPIRE', run, retention)
+    redis.call('ZADD', deadlines, requeue_at, run_id)
+    redis.call('EXPIRE', deadlines, retention)
+  end
+  redis.call('SADD', tree, run_id)
+  redis.call('EXPIRE', tree, retention)
+end
+"""
+"""Record a run of the tree once (a repeat finds it and writes nothing but its tree membership),
+due at ``requeue_at`` until a worker claims it: a delegated child (``EXPECT``), a spawned one
+(``SPAWN_START``) and a handoff's peer (``control_scripts.HANDOFF``)."""
+
+EXPECT = _FENCE + _NEW_RUN + """
 local parent, lease, expected, tree, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, retention, n, requeue_at = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 if not holds(parent, lease, token) then return lost(parent) end
@@ -93,13 +109,8 @@ for i = 0, n - 1 do
   if redis.call('SADD', expected, key) == 1 then
     redis.call('HINCRBY', parent, 'pending', 1)
   end
-  if redis.call('EXISTS', ck) == 0 then
-    for f, v in pairs(fields) do redis.call('HSET', ck, f, v) end
-    redis.call('EXPIRE', ck, retention)
-    redis.call('ZADD', deadlines, requeue_at, child_id)
-  end
+  new_run(ck, fields, child_id, deadlines, requeue_at, tree, retention)
   if redis.call('HGET', ck, 'status') == 'queued' then table.insert(to_start, child_id) end
-  redis.call('SADD', tree, child_id)
 end
 redis.call('EXPIRE', expected, retention)
 redis.call('EXPIRE', tree, retention)
@@ -289,7 +300,7 @@ return {status, f[1] or run_id, f[2] or '', f[3] or '0', f[4] or '', string.sub(
 
 # -- spawn (runtime/celery/spawns.py): a parent's spawned children, announced once each ------------
 
-SPAWN_START = """
+SPAWN_START = _NEW_RUN + """
 local spawns, dedup, child, tree, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local child_id, spawned, limit, ttl, fields, requeue_at, retention, detach =
   ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4]), cjson.decode(ARGV[5]), ARGV[6], tonumber(ARGV[7]), ARGV[8]
@@ -303,14 +314,7 @@ redis.call('HSET', spawns, child_id, spawned)
 redis.call('HINCRBY', spawns, '#active', 1)
 if detach == '0' then redis.call('HINCRBY', spawns, '#outstanding', 1) end
 redis.call('EXPIRE', spawns, retention)
-if redis.call('EXISTS', child) == 0 then
-  for f, v in pairs(fields) do redis.call('HSET', child, f, v) end
-  redis.call('EXPIRE', child, retention)
-  redis.call('ZADD', deadlines, requeue_at, child_id)
-  redis.call('EXPIRE', deadlines, retention)
-end
-redis.call('SADD', tree, child_id)
-redis.call('EXPIRE', tree, retention)
+new_run(child, fields, child_id, deadlines, requeue_at, tree, retention)
 return {'ok', child_id}
 """
 
