@@ -187,6 +187,14 @@ class Cluster:
                     except Exception:
                         channel = conn.channel()
 
+    def run_record(self, agent: str, timeout: float = 60) -> str:
+        """The key of the first run record of ``agent`` (a run of the tree, not its root's other
+        keys), waited for up to ``timeout`` seconds."""
+        return wait_until(
+            lambda: next((r for r in self.redis.scan_iter(match=self.prefix + "run:*")
+                          if r.count(":") == 3 and self.redis.hget(r, "agent") == agent), None),
+            timeout, f"the run record of {agent}")
+
     def worker_log(self) -> str:
         return "\n".join(f"--- {h}\n{p.read_text()[-4000:]}" for h, p in self.logs.items() if p.exists())
 

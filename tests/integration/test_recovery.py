@@ -33,11 +33,6 @@ def _mock(server: ModelServer) -> dict[str, object]:
             "rate_limit": {"max_retries": 0}}
 
 
-def _child_record(cluster: Cluster, agent: str) -> str:
-    return wait_until(
-        lambda: next((r for r in cluster.redis.scan_iter(match=cluster.prefix + "run:*")
-                      if r.count(":") == 3 and cluster.redis.hget(r, "agent") == agent), None),
-        60, f"the run record of {agent}")
 
 
 def test_killed_worker_run_continues_on_another_worker_on_default_settings(any_broker_cluster: Cluster):
@@ -67,7 +62,7 @@ def test_killed_worker_run_continues_on_another_worker_on_default_settings(any_b
         coordinator = cluster.popen("run", "crash test", "--json")
         try:
             server.wait_for_requests(2, timeout=60)  # the child's second call is in flight
-            child = _child_record(cluster, "slowpoke")
+            child = cluster.run_record("slowpoke")
             holder = cluster.redis.hget(child, "worker")
             assert holder in (a, b)
             killed.set()
@@ -117,7 +112,7 @@ def test_duplicate_delivery_of_a_long_run_repeats_no_model_request_and_no_tool(c
         coordinator = cluster.popen("run", "go long", "--json")
         try:
             assert third.wait(90), "the long run never reached its third step"
-            record = cluster.redis.hgetall(_child_record(cluster, "long"))
+            record = cluster.redis.hgetall(cluster.run_record("long"))
             redeliver(cluster, record["id"], record["root"])
             stdout, stderr = coordinator.communicate(timeout=150)
         finally:
@@ -162,7 +157,7 @@ def test_parent_whose_last_child_finished_but_whose_resume_was_never_sent_is_res
             coordinator = cluster.popen("run", "three levels", "--json")
             try:
                 server.wait_for_requests(1, timeout=60)  # the leaf's model call is in flight on w1
-                mid, leaf = _child_record(cluster, "mid"), _child_record(cluster, "leaf")
+                mid, leaf = cluster.run_record("mid"), cluster.run_record("leaf")
                 proxy.cut()
                 wait_until(lambda: cluster.redis.hget(leaf, "status") == "done", 60, "the leaf to finish")
                 assert cluster.redis.hmget(mid, "status", "pending") == ["waiting", "0"]

@@ -24,10 +24,6 @@ LEAF_DELAY = 8.0
 """Seconds the leaf's model call takes: time for the test to cut its worker off the broker."""
 
 
-def _record(cluster: Cluster, agent: str) -> str:
-    return wait_until(lambda: next((k for k in cluster.redis.scan_iter(match=cluster.prefix + "run:*")
-                                    if k.count(":") == 3 and cluster.redis.hget(k, "agent") == agent), None),
-                      60, f"the run record of {agent}")
 
 
 async def test_a_resume_the_broker_refused_is_sent_again_on_a_reapers_next_scan(cluster: Cluster):
@@ -49,7 +45,7 @@ async def test_a_resume_the_broker_refused_is_sent_again_on_a_reapers_next_scan(
         w1 = cluster.start_worker("w1", env={**env, "SHELLY_TEST_BROKER": f"redis://127.0.0.1:{proxy.port}/{BROKER_DB}"})
         lead, go = build_registry(team).spawn("lead"), [Message.text("user", Role.USER, "go")]
         run = asyncio.create_task(runtime.execute(lead, go, session=uuid.uuid4().hex[:16]))
-        leaf = await asyncio.to_thread(_record, cluster, "leaf")
+        leaf = await asyncio.to_thread(cluster.run_record, "leaf")
         await asyncio.to_thread(wait_until, lambda: cluster.redis.hget(leaf, "status") == "running", 60,
                                 "the leaf's step to start on w1")
         proxy.cut()

@@ -17,11 +17,6 @@ def spawn(*tasks: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "spawn", "arguments": {"agent": "worker", "task": t}} for t in tasks]}
 
 
-def _record(cluster: Cluster, agent: str) -> str:
-    return wait_until(
-        lambda: next((r for r in cluster.redis.scan_iter(match=cluster.prefix + "run:*")
-                      if r.count(":") == 3 and cluster.redis.hget(r, "agent") == agent), None),
-        60, f"the run record of {agent}")
 
 
 def _announcements(cluster: Cluster, record: str) -> list[str]:
@@ -47,7 +42,7 @@ def test_a_run_on_a_worker_waits_for_its_spawned_children_holding_no_worker(clus
     out = cluster.shelly("run", "go", "--json", timeout=120)
     assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
     assert json.loads(out.stdout)["reply"] == "lead done"
-    manager = _record(cluster, "manager")
+    manager = cluster.run_record("manager")
     assert cluster.redis.hget(manager, "status") == "done"
     assert json.loads(cluster.redis.hget(manager, "result"))["result"] == "heard"
     heard = _heard(cluster, manager)
@@ -64,7 +59,7 @@ def test_a_worker_killed_mid_child_still_yields_the_announcement(cluster: Cluste
     cluster.start_workers("wa", "wb")
     coordinator = cluster.popen("run", "go", "--json")
     try:
-        child = _record(cluster, "worker")
+        child = cluster.run_record("worker")
         holder = wait_until(lambda: cluster.redis.hget(child, "worker"), 60, "the child claimed")
         cluster.kill_worker(holder)
         gate.touch()
@@ -91,7 +86,7 @@ def test_a_spawned_child_past_its_spawn_timeout_is_announced_as_failed(cluster: 
     out = cluster.shelly("run", "go", "--json", timeout=120)
     assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
     assert json.loads(out.stdout)["reply"] == "heard"
-    (announced,) = _announcements(cluster, _record(cluster, "lead"))
+    (announced,) = _announcements(cluster, cluster.run_record("lead"))
     assert json.loads(announced)["error"] == "spawn: timed out after 1s"
     assert json.loads(announced)["state"] == "failed"
 
@@ -107,4 +102,4 @@ def test_shelly_run_exits_only_once_a_detached_child_has_ended(cluster: Cluster)
     out = cluster.shelly("run", "go", "--json", timeout=120)
     assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
     assert json.loads(out.stdout)["reply"] == "finished"  # the lead did not wait for it
-    assert cluster.redis.hget(_record(cluster, "worker"), "status") == "done"  # but the run did
+    assert cluster.redis.hget(cluster.run_record("worker"), "status") == "done"  # but the run did

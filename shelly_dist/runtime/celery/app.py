@@ -25,6 +25,7 @@ from shelly_dist.runtime.celery import (
 )
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.process import WorkerProcess, WorkerSpec
+from shelly_dist.runtime.celery.resync import BrokerResync
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.wake import TEAM_WAKE
 from shelly_dist.state.refusal import refusal
@@ -267,6 +268,7 @@ def create_worker_app() -> Celery:
     spec = load_spec()
     app = create_app(spec.settings)
     app.shelly_spec = spec  # type: ignore[attr-defined]
+    app.steps["consumer"].add(BrokerResync)  # a reconnect re-checks the tasks sent before it
     return app
 
 

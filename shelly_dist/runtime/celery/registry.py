@@ -31,6 +31,7 @@ class JournalScripts:
         self.finish = client.register_script(scripts.FINISH)
         self.reap = client.register_script(scripts.REAP)
         self.sent = client.register_script(scripts.SENT)
+        self.pull = client.register_script(scripts.PULL)
         self.spawn_start = client.register_script(scripts.SPAWN_START)
         self.spawn_announce = client.register_script(scripts.SPAWN_ANNOUNCE)
         self.spawn_suspend = client.register_script(scripts.SPAWN_SUSPEND)

@@ -272,6 +272,16 @@ if status ~= 'queued' and status ~= 'running' and status ~= 'waiting' then retur
 return redis.call('ZADD', deadlines, 'XX', 'GT', 'CH', backstop_at, run_id)
 """
 
+PULL = """
+local deadlines, cut = KEYS[1], ARGV[1]
+local late = redis.call('ZRANGEBYSCORE', deadlines, '(' .. cut, '+inf')
+for _, run_id in ipairs(late) do redis.call('ZADD', deadlines, 'XX', 'LT', cut, run_id) end
+return #late
+"""
+"""Pull every deadline of a tree later than ``cut`` in to ``cut`` (``runtime/celery/resync.py``):
+after a broker connection broke, a task the broker took may be gone, and the run would wait for
+``SENT``'s backstop. Only ever earlier; what is due then is decided by ``REAP`` as always."""
+
 REAP = """
 local deadlines, record, lease = KEYS[1], KEYS[2], KEYS[3]
 local run_id, now_ms, requeue_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
