@@ -16,7 +16,8 @@ from shelly_dist.state import Keys
 from .cluster import Cluster, complete, delegate, scripted, wait_until
 from .keys import assert_all_keys_have_ttl
 
-pytestmark = pytest.mark.integration
+# several `shelly` start-ups per test: one took 111 s at load 12, past the 120 s default
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
 def ask(text: str, options: list[str] | None = None) -> dict[str, Any]:

@@ -41,7 +41,8 @@ from shelly_dist.workspace.redis import RedisDueIndex, RedisWorkspace
 from .cluster import BROKER_DB, NEVER_IN_TIME, Cluster, complete, delegate, scripted, slow_team, wait_until
 from .test_questions import finished, open_questions, tool_results
 
-pytestmark = pytest.mark.integration
+# several `shelly` start-ups per test: one took 111 s at load 12, past the 120 s default
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
 @pytest.fixture
