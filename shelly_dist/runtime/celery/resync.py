@@ -65,6 +65,11 @@ async def pull_backstops(journal: Journal, *, now: float | None = None) -> int:
     return pulled
 
 
+def redis_broker(url: str) -> bool:
+    """Whether ``url`` names a Redis broker (kombu's Redis transport, the one that can lose a task)."""
+    return url.split("://", 1)[0] in ("redis", "rediss", "redis+socket", "sentinel")
+
+
 async def _sweep(settings: RuntimeSettings) -> int:
     from shelly_dist.state.connection import connect
 
@@ -92,8 +97,8 @@ class BrokerResync(bootsteps.StartStopStep):
     def start(self, parent: Any) -> None:
         self.starts += 1
         settings: RuntimeSettings | None = getattr(parent.app, "shelly_settings", None)
-        if self.starts == 1 or settings is None:
-            return
+        if self.starts == 1 or settings is None or not redis_broker(settings.broker_url):
+            return  # an AMQP broker redelivers what a broken channel had not acknowledged
         with self._lock:
             if self._sweeping:
                 self._again = True

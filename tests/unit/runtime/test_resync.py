@@ -17,7 +17,7 @@ from shelly_dist.runtime.celery.due import shard_of
 from shelly_dist.runtime.celery.executor import RUN_AGENT
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.reaper import Reaper
-from shelly_dist.runtime.celery.resync import pull_backstops
+from shelly_dist.runtime.celery.resync import pull_backstops, redis_broker
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 
@@ -85,3 +85,9 @@ async def test_a_lost_task_is_sent_again_by_the_reaper_once_the_cut_passes(journ
     sent = Sent()
     await Reaper(journal, sent, "fp").scan()
     assert sent.tasks == [(RUN_AGENT, [ids[0], "root"])]
+
+
+@pytest.mark.parametrize(("url", "redis"), [("redis://h:6379/1", True), ("rediss://h/1", True),
+                                            ("sentinel://h:26379", True), ("amqp://guest@h//", False)])
+def test_only_a_redis_broker_is_re_checked_after_a_reconnect(url: str, redis: bool):
+    assert redis_broker(url) is redis
