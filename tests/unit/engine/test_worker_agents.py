@@ -5,8 +5,10 @@ Redis failure is a ``StoreError`` naming the session."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +50,10 @@ def refuse_sync_redis(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError("a synchronous Redis command on the worker's loop")
 
 
-async def worker_context(tmp_path: Path, client: MetaClient, monkeypatch: pytest.MonkeyPatch) -> EngineContext:
+@contextlib.asynccontextmanager
+async def worker_context(tmp_path: Path, client: MetaClient, monkeypatch: pytest.MonkeyPatch
+                         ) -> AsyncIterator[EngineContext]:
+    """A worker's engine context whose Redis reads go to ``client``; a synchronous command fails."""
     config = config_from_data({
         "providers": [{"name": "p", "kind": "scripted", "model": "m", "script": {"*": ["hi"]}}],
         "agents": [{"name": "a"}],
@@ -57,7 +62,11 @@ async def worker_context(tmp_path: Path, client: MetaClient, monkeypatch: pytest
     engine = await Engine.open(config, shelly_dir=tmp_path / ".shelly", runtime=LocalRuntime())
     monkeypatch.setattr(engine.stores, "client", lambda: client)
     monkeypatch.setattr(redis.Redis, "execute_command", refuse_sync_redis)
-    return EngineContext(engine, "fp", runtime_settings(config))
+    ctx = EngineContext(engine, "fp", runtime_settings(config))
+    try:
+        yield ctx
+    finally:
+        await ctx.aclose()
 
 
 async def registry_once_answered(ctx: EngineContext, client: MetaClient, session: str) -> Any:
@@ -75,61 +84,46 @@ async def test_a_workers_registry_reads_the_workflow_agents_without_blocking_its
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = MetaClient(SPEC)
-    ctx = await worker_context(tmp_path, client, monkeypatch)
-    try:
+    async with worker_context(tmp_path, client, monkeypatch) as ctx:
         registry = await registry_once_answered(ctx, client, "s1")
         assert registry.get("helper") is not None and registry.get("a") is not None
         assert client.reads == [(ctx.engine.stores.keys.workspace("s1", "meta"), "agents")]
-    finally:
-        await ctx.aclose()
 
 
 async def test_a_session_without_workflow_agents_gets_the_configs_agents(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = MetaClient(None)
-    ctx = await worker_context(tmp_path, client, monkeypatch)
-    try:
+    async with worker_context(tmp_path, client, monkeypatch) as ctx:
         registry = await registry_once_answered(ctx, client, "s1")
         assert [e.name for e in registry.list()] == ["a"]
-    finally:
-        await ctx.aclose()
 
 
 async def test_a_worker_reads_a_sessions_workflow_agents_once_while_it_caches_the_session(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = MetaClient(SPEC)
-    ctx = await worker_context(tmp_path, client, monkeypatch)
-    try:
+    async with worker_context(tmp_path, client, monkeypatch) as ctx:
         first = await registry_once_answered(ctx, client, "s1")
         assert await ctx.registry("s1") is first
         assert len(client.reads) == 1
-    finally:
-        await ctx.aclose()
 
 
 async def test_a_redis_failure_reading_the_workflow_agents_is_a_store_error_naming_the_session(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = MetaClient(SPEC, error=RedisConnectionError("connection refused"))
-    ctx = await worker_context(tmp_path, client, monkeypatch)
-    try:
+    async with worker_context(tmp_path, client, monkeypatch) as ctx:
         with pytest.raises(StoreError, match="worker: cannot read the workflow agents of session s1: connection"):
             await registry_once_answered(ctx, client, "s1")
-    finally:
-        await ctx.aclose()
 
 
 async def test_a_workers_synchronous_registry_gives_only_a_session_already_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = MetaClient(SPEC)
-    ctx = await worker_context(tmp_path, client, monkeypatch)
-    try:
+    async with worker_context(tmp_path, client, monkeypatch) as ctx:
         with pytest.raises(RuntimeError, match="registry_async"):
             ctx.engine.registry("s1")  # built here, it would lack the session's workflow agents
         read = await registry_once_answered(ctx, client, "s1")
         assert ctx.engine.registry("s1") is read
-    finally:
-        await ctx.aclose()
