@@ -11,8 +11,9 @@ and one failing MCP server fails the whole start (the others are closed). The ru
 ``SHELLY_BROKER_URL``) is set; then :func:`_open_distributed_runtime` is the single place that
 reaches into ``shelly_dist.runtime.celery``, lazily, so the embedded path never imports Celery.
 
-:meth:`Engine.registry` is what a Celery worker calls to rebuild a session's agents: it depends
-only on the engine's config and collaborators, never on CLI state, and is cached per session.
+:meth:`Engine.registry_async` is what a Celery worker calls to rebuild a session's agents: it
+depends only on the engine's config and collaborators (and, on a worker, the session's workflow
+agents), never on CLI state, and is cached per session.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import asyncio
 import itertools
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -118,9 +119,11 @@ class Engine:
         self.remote_agents: list[RemoteAgent] = []
         """The ``a2a_agents:`` with their cards' descriptions (read by :meth:`open`)."""
         self._registries: SessionCache[Registry] = SessionCache()
-        self.session_config: Callable[[str], Config | None] | None = None
-        """The config of one session when it widens the engine's (a workflow's inline agents, which a
-        worker reads from the session's workspace: ``engine/worker.py``); ``None``: the engine's."""
+        self.session_config: Callable[[str], Awaitable[Config | None]] | None = None
+        """Reads the config of one session when it widens the engine's (a workflow's inline agents,
+        which a worker reads from the session's workspace: ``engine/worker.py``; ``None`` from it: the
+        engine's). Async, so that read never blocks the worker's loop: set, it makes
+        :meth:`registry_async` the way to a session's registry."""
         self._counter = itertools.count(1)
         self._closed = False
 
@@ -244,24 +247,46 @@ class Engine:
         """The registry of ``session``: every configured agent, bound to that session's stores.
 
         Cached per session (bounded by :meth:`bound_sessions`); safe to call from several threads.
+        With a :attr:`session_config` reader (a worker) only a cached registry is returned: building
+        one needs the session's config read first, which :meth:`registry_async` does off the loop's
+        critical path (a registry built here would silently lack the workflow's inline agents).
         """
-        def build() -> Registry:
-            config, providers = self.config, self.providers
-            widened = self.session_config(session) if self.session_config is not None else None
-            if widened is not None:  # a workflow's inline agents, on a worker
-                config, providers = widened, self.providers.widened(widened)
-            return build_registry(
-                config,
-                session=session,
-                providers=providers,
-                toolboxes=self.toolboxes,
-                skills=self.skills,
-                context=self.context,
-                on_event=self.event_sink(session),
-                remotes=self.remote_agents,
-            )
+        if self.session_config is None:
+            return self._registries.get(session, lambda: self._build_registry(session, None))
+        found = self._registries.lookup(session)
+        if found is None:
+            raise RuntimeError(f"engine: the registry of session {session} is built by registry_async "
+                               "(its workflow agents are read first)")
+        return found
 
-        return self._registries.get(session, build)
+    async def registry_async(self, session: str) -> Registry:
+        """:meth:`registry`, reading the session's own config first on a miss with the async
+        :attr:`session_config` (one awaited read per session this process caches, where a
+        synchronous read stalled every run of the worker's loop for a round trip, issue 27).
+
+        Two concurrent misses of one session may both read; the cache keeps the first registry."""
+        found = self._registries.lookup(session)
+        if found is not None:
+            return found
+        widened = await self.session_config(session) if self.session_config is not None else None
+        return self._registries.get(session, lambda: self._build_registry(session, widened))
+
+    def _build_registry(self, session: str, widened: Config | None) -> Registry:
+        """A new registry of ``session`` from the engine's config, or from ``widened`` (a
+        workflow's inline agents added, on a worker) with the providers it adds."""
+        config, providers = self.config, self.providers
+        if widened is not None:
+            config, providers = widened, self.providers.widened(widened)
+        return build_registry(
+            config,
+            session=session,
+            providers=providers,
+            toolboxes=self.toolboxes,
+            skills=self.skills,
+            context=self.context,
+            on_event=self.event_sink(session),
+            remotes=self.remote_agents,
+        )
 
     def bound_sessions(self, *, max_size: int, ttl: float) -> None:
         """Keep per-session objects (registries; store handles when the stores are in Redis) for

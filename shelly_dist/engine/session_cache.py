@@ -39,17 +39,26 @@ class SessionCache(Generic[T]):
         with self._lock:
             return session in self._items
 
-    def get(self, session: str, build: Callable[[], T]) -> T:
-        """The value of ``session``, built (outside the lock) on a miss; marks it used now."""
+    def lookup(self, session: str) -> T | None:
+        """The value of ``session`` if held (marked used now), else ``None``: for a caller that must
+        do async work before it can build one."""
         now = self._clock()
         with self._lock:
             found = self._items.get(session)
-            if found is not None:
-                self._items[session] = (found[0], now)
-                self._items.move_to_end(session)
-                self._evict(now)
-                return found[0]
+            if found is None:
+                return None
+            self._items[session] = (found[0], now)
+            self._items.move_to_end(session)
+            self._evict(now)
+            return found[0]
+
+    def get(self, session: str, build: Callable[[], T]) -> T:
+        """The value of ``session``, built (outside the lock) on a miss; marks it used now."""
+        found = self.lookup(session)
+        if found is not None:
+            return found
         value = build()
+        now = self._clock()
         with self._lock:
             current = self._items.get(session)
             if current is not None:  # built meanwhile by another thread: keep the first

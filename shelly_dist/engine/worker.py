@@ -122,35 +122,33 @@ class EngineContext:
         self.scheduler = Scheduler(engine.stores.due_index(), engine.stores.workspace, resend=self._resend)
         self.scheduler.start()
         # A workflow's inline agents: built from the definitions its session keeps in Redis.
-        from shelly_dist.state.connection import sync_client
-
-        self._sync = sync_client(settings.redis_url, decode_responses=True, socket_timeout=5.0)
         engine.session_config = self.session_config
 
     async def _resend(self, session: str, agent: str, attempt: int, error: str) -> None:
         await self.wakes.wake(session, agent, attempt, 0.0, error)
 
-    def session_config(self, session: str) -> Config | None:
+    async def session_config(self, session: str) -> Config | None:
         """The worker's config widened by the workflow agents ``session`` keeps (``None`` when it keeps
         none): the definitions are set once per session, so every worker of this config (one
         fingerprint) builds the same agents, and a run resumed elsewhere finds the agent it started
-        with. Called by :meth:`Engine.registry` once per session it caches (the executor asks for a
-        registry synchronously, hence one blocking read, of one hash field, per session and worker)."""
+        with. Awaited by :meth:`Engine.registry_async` once per session it caches: one read, of one
+        hash field, with the engine's async client, so the other runs of this worker's loop go on
+        meanwhile (a synchronous read stalled them all for its round trip, issue 27)."""
         from redis.exceptions import RedisError
 
         from shelly_dist.engine.workflow import agents_config, parse_agents_spec
 
         key = self.engine.stores.keys.workspace(session, "meta")
         try:
-            text = self._sync.hget(key, "agents")
+            text = await self.engine.stores.client().hget(key, "agents")
         except RedisError as exc:
             raise StoreError(f"worker: cannot read the workflow agents of session {session}: {exc}") from exc
         if not text:
             return None
         return agents_config(self.engine.config, parse_agents_spec(str(text)))
 
-    def registry(self, session: str) -> Registry:
-        return self.engine.registry(session)
+    async def registry(self, session: str) -> Registry:
+        return await self.engine.registry_async(session)
 
     def workspace(self, session: str) -> Workspace:
         return self.engine.stores.workspace(session)
@@ -170,7 +168,6 @@ class EngineContext:
         await self.scheduler.aclose()
         await self.engine.aclose()
         await self._client.aclose()
-        self._sync.close()
 
 
 def worker_spec(config_path: str | None = None, shelly_dir: str | None = None) -> WorkerSpec:

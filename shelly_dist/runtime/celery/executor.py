@@ -74,7 +74,10 @@ class WorkerContext(Protocol):
 
     fingerprint: str
 
-    def registry(self, session: str) -> Registry: ...
+    async def registry(self, session: str) -> Registry:
+        """The agents of ``session``; async, since building them may read the session's own
+        definitions from Redis (a workflow's inline agents), which must not block the loop."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -319,7 +322,7 @@ class Executor:
             return await self._end(lease, sink, "failed", entry, **ending)  # type: ignore[arg-type]
 
     async def _rebuild(self, record: RunRecord, sink: StreamSink) -> tuple[Run, ChildRequest | None]:
-        registry = self.ctx.registry(record.session)
+        registry = await self.ctx.registry(record.session)
         request = ChildRequest.model_validate_json(record.request) if record.request else None
         if record.state:
             state = RunState.model_validate_json(record.state)

@@ -24,7 +24,7 @@ The stop itself is :func:`.stops.stop_runs`, the one mechanism every stopper of 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
 import redis.asyncio as aioredis
@@ -58,7 +58,7 @@ class PoolPolicy:
     # -- max_concurrency -----------------------------------------------------------------------
 
     async def slot(
-        self, registry_for: Callable[[str], Registry], run_id: str, *, session: str = "", agent: str = ""
+        self, registry_for: Callable[[str], Awaitable[Registry]], run_id: str, *, session: str = "", agent: str = ""
     ) -> AbstractAsyncContextManager[object] | None:
         """A held slot for child run ``run_id`` (a no-op lease when its agent has no limit), or
         ``None`` when the agent is full and the task must come back later.
@@ -73,7 +73,7 @@ class PoolPolicy:
             if not (agent and session):
                 return contextlib.nullcontext()  # a missing run: the claim says so
         try:
-            entry = registry_for(session).get(agent)
+            entry = (await registry_for(session)).get(agent)
         except ShellyError:  # a config this worker cannot build: the run's start fails it, naming why
             return contextlib.nullcontext()
         limit = entry.max_concurrency if entry is not None else 0

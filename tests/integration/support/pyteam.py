@@ -94,7 +94,7 @@ class _Context:
         self.fingerprint = os.environ.get("SHELLY_TEST_FINGERPRINT", "test-team")
         self._registry = build_registry(team)
 
-    def registry(self, session: str) -> Registry:
+    async def registry(self, session: str) -> Registry:
         return self._registry
 
     async def aclose(self) -> None:

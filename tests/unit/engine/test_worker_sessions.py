@@ -29,7 +29,7 @@ async def test_a_worker_that_saw_many_sessions_holds_at_most_the_default_number(
     ctx = await worker_context(tmp_path)
     try:
         for i in range(SESSION_CACHE_SIZE + 300):
-            ctx.registry(f"session-{i}").spawn("a")  # the agent's toolboxes open the session's boards
+            (await ctx.registry(f"session-{i}")).spawn("a")  # the agent's toolboxes open the session's boards
         sizes = ctx.engine.cached_sessions()
         assert sizes == {"registries": SESSION_CACHE_SIZE, "stores": SESSION_CACHE_SIZE, "boards": SESSION_CACHE_SIZE}
     finally:
@@ -40,9 +40,9 @@ async def test_an_evicted_session_is_rebuilt_on_its_next_use(tmp_path: Path, mon
     monkeypatch.setenv("SHELLY_WORKER_SESSIONS", "1")
     ctx = await worker_context(tmp_path)
     try:
-        first = ctx.registry("one")
-        ctx.registry("two")
-        again = ctx.registry("one")
+        first = await ctx.registry("one")
+        await ctx.registry("two")
+        again = await ctx.registry("one")
         assert again is not first and again.spawn("a").name
     finally:
         await ctx.aclose()

@@ -35,7 +35,7 @@ class Context:
         self._registry.register("w", "a worker", lambda: Agent("w", "a worker", completer=self.completer,
                                                                 options=AgentOptions()))
 
-    def registry(self, session: str) -> Registry:
+    async def registry(self, session: str) -> Registry:
         return self._registry
 
     async def aclose(self) -> None:
