@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import socket
@@ -118,10 +119,16 @@ class Executor:
         self.hostname = hostname or socket.gethostname()
         self.policy = PoolPolicy(journal.client, journal.keys)
 
+    async def registry(self, session: str) -> Registry:
+        """The context's agents of ``session``; a context whose ``registry`` is still synchronous
+        (a bootstrap written before it became async) is served too."""
+        found = self.ctx.registry(session)
+        return await found if inspect.isawaitable(found) else found  # type: ignore[return-value]
+
     async def advance(self, run_id: str, root: str, *, session: str = "", agent: str = "") -> Progress:
         """Take a ``max_concurrency`` slot for the run (policy), then advance it; a full agent
         sends the task back to the queue (``busy``) instead of waiting in it."""
-        slot = await self.policy.slot(self.ctx.registry, run_id, session=session, agent=agent)
+        slot = await self.policy.slot(self.registry, run_id, session=session, agent=agent)
         if slot is None:
             return Progress("busy", f"max_concurrency: every slot of {agent or 'its agent'} is taken")
         async with slot:
@@ -322,7 +329,7 @@ class Executor:
             return await self._end(lease, sink, "failed", entry, **ending)  # type: ignore[arg-type]
 
     async def _rebuild(self, record: RunRecord, sink: StreamSink) -> tuple[Run, ChildRequest | None]:
-        registry = await self.ctx.registry(record.session)
+        registry = await self.registry(record.session)
         request = ChildRequest.model_validate_json(record.request) if record.request else None
         if record.state:
             state = RunState.model_validate_json(record.state)

@@ -174,3 +174,17 @@ async def test_a_slow_childs_started_event_shows_while_its_step_is_in_flight(jou
         step.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await step
+
+
+class SyncContext(Context):
+    """A context written before ``registry`` became async (a custom worker bootstrap)."""
+
+    def registry(self, session: str) -> Registry:  # type: ignore[override]
+        return self._registry
+
+
+async def test_a_context_with_a_synchronous_registry_still_runs_its_child(journal: Journal):
+    child = await waiting_parent(journal)
+    executor = Executor(SyncContext(["the answer"]), journal, Sent(), CancelWatch(journal.client, journal.keys),
+                        hostname="w1")
+    assert (await executor.advance(child, "root")).outcome == "done"
