@@ -131,3 +131,27 @@ async def test_the_global_keyprefix_prefixes_the_queues_list():
     send = sender(broker, broker_transport_options={"visibility_timeout": 10, "global_keyprefix": "pfx:"})
     assert await send("shelly.run_agent", ["a", "a"], {})
     assert broker.pushes[0][0] == "pfx:q"
+
+
+class Parent:
+    """A run record as ``enqueue_resume`` reads it."""
+
+    def __init__(self, run_id: str) -> None:
+        self.id = self.root = run_id
+
+    def task_kwargs(self) -> dict[str, Any]:
+        return {"agent": "lead", "depth": 0, "session": "s", "preview": ""}
+
+
+class Records:
+    async def record(self, run_id: str) -> Parent:
+        return Parent(run_id)
+
+
+async def test_resumes_sent_together_leave_in_one_push():
+    from shelly_dist.runtime.celery.executor import resume_each
+
+    broker = FakeBroker()
+    await resume_each(Records(), sender(broker), ["p1", "p2", "p3"])  # type: ignore[arg-type]
+    assert len(broker.pushes) == 1
+    assert [task_of(v) for v in broker.pushes[0][1]] == [("shelly.resume_agent", [p, p]) for p in ("p1", "p2", "p3")]
