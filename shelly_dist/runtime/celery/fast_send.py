@@ -51,6 +51,7 @@ from kombu.utils.uuid import uuid
 from redis.exceptions import RedisError
 
 from shelly_dist.observability import metrics
+from shelly_dist.runtime.celery.turn_batch import TurnBatch
 from shelly_dist.state.connection import connect
 
 logger = logging.getLogger(__name__)
@@ -203,47 +204,29 @@ class RedisSend:
         self._client_name = client_name
         self._client: aioredis.Redis | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._pending: list[tuple[str, asyncio.Future[str | None]]] = []
-        self._pushes: set[asyncio.Task[None]] = set()
+        self._batch: TurnBatch[str, str | None] = TurnBatch(self._push)
         self._declared = False
 
     async def __call__(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> bool:
         """Send one task; returns whether the broker took it (logged when it did not, as
         ``app.send_task``'s refusals are, and never raised: see ``app.send_run_task``)."""
-        message = self.messages.envelope(name, args, kwargs, shadow=shadow_name(name, kwargs))
-        loop = asyncio.get_running_loop()
-        refused: asyncio.Future[str | None] = loop.create_future()
-        if not self._pending:  # the first of this turn: push once the turn's other sends are in
-            loop.call_soon(self._push_pending)
-        self._pending.append((message, refused))
-        error = await refused
+        error = await self._batch(self.messages.envelope(name, args, kwargs, shadow=shadow_name(name, kwargs)))
         if error is not None:
             logger.warning("broker: did not take %s of run %s (%s); a worker's reaper sends it again",
                            name, args[0] if args else "?", error)
         metrics.TASKS_SENT.labels(path="redis", outcome="refused" if error else "taken").inc()
         return error is None
 
-    def _push_pending(self) -> None:
-        batch, self._pending = self._pending, []
-        push = asyncio.ensure_future(self._push(batch))
-        self._pushes.add(push)
-        push.add_done_callback(self._pushes.discard)
-
-    async def _push(self, batch: list[tuple[str, asyncio.Future[str | None]]]) -> None:
-        """``LPUSH`` the batch's messages in one command, in the order they were sent (workers
-        pop from the other end), and tell each sender whether Redis took them."""
-        error: str | None = "the push was canceled"
+    async def _push(self, messages: list[str]) -> list[str | None]:
+        """``LPUSH`` a turn's messages in one command, in the order they were sent (workers pop
+        from the other end); for each, the error that kept Redis from taking it (all or none)."""
         try:
             if not self._declared:
                 await asyncio.to_thread(self._declare)
-            await self._redis().lpush(self.messages.destination.key, *(message for message, _ in batch))
-            error = None
+            await self._redis().lpush(self.messages.destination.key, *messages)
         except (RedisError, OSError, OperationalError) as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        finally:
-            for _, refused in batch:
-                if not refused.done():
-                    refused.set_result(error)
+            return [f"{type(exc).__name__}: {exc}"] * len(messages)
+        return [None] * len(messages)
 
     def _declare(self) -> None:
         """Kombu's declaration of the queue (exchange, queue, binding), which ``app.send_task``
@@ -264,8 +247,7 @@ class RedisSend:
 
     async def aclose(self) -> None:
         """Wait for the pushes under way, then close the client."""
-        if self._pushes:
-            await asyncio.gather(*self._pushes, return_exceptions=True)
+        await self._batch.drain()
         if self._client is not None and self._loop is asyncio.get_running_loop():
             await self._client.aclose()
         self._client = None
