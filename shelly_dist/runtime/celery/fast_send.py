@@ -24,10 +24,11 @@ base.py`` ``basic_publish`` and ``kombu/transport/redis.py`` ``_put``):
 * Before its first send to a queue, kombu declares it (exchange, queue, binding): done here once
   per sender, through kombu itself.
 
-:func:`direct_send_refusal` names any setting this copy does not follow (another serializer, compression,
-routes, a priority, ``task_send_sent_event``, publish signal receivers, transport options other
-than ``visibility_timeout`` and ``global_keyprefix``, ...): such an app keeps ``app.send_task``.
-``tests/unit/test_fast_send.py`` pins the format against the installed Celery and kombu, and
+:func:`direct_send_refusal` names any setting this copy does not follow (another serializer,
+compression, routes, a priority, ``task_send_sent_event``, publish signal receivers, transport
+options other than ``visibility_timeout`` and ``global_keyprefix``, ...): such an app keeps
+``app.send_task``. ``tests/unit/runtime/test_fast_send.py`` pins the Celery and kombu versions the
+format was read from, and
 ``tests/integration/test_fast_send.py`` compares both sends field by field on a real Redis, so an
 upgrade that changes the message fails there, not in production.
 """
@@ -75,12 +76,13 @@ CELERY_DEFAULTS: dict[str, Any] = {
 of the send assumes; any other value (say, ``zlib`` compression) sends through ``app.send_task``."""
 
 SEND_TIMEOUT = 10.0
-"""Seconds one push may take before it counts as refused: a stopped Redis must not hold a fan-out
-for the store client's 30 s (kombu's producer, without a socket timeout, waited for ever)."""
+"""Seconds one attempt of a push waits for Redis's reply: a stopped Redis must not hold a fan-out
+for the store client's 30 s per attempt (kombu's producer, without a socket timeout, waited for
+ever)."""
 SEND_RETRIES = 2
-"""Retries of a push on a dropped connection (backoff 0.05 s, 0.1 s), about what Celery's publish
-retry policy allows kombu. A push retried after Redis did take it leaves a duplicate message:
-harmless, the run's claim lets one delivery run it."""
+"""Retries of a push on a dropped connection or a timeout (the store client's backoff: 0.1 s, then
+0.2 s); Celery's publish retry policy gave kombu 3. A push retried after Redis did take it leaves a
+duplicate message: harmless, the run's claim lets one delivery run it."""
 
 
 def shadow_name(name: str, kwargs: dict[str, Any]) -> str | None:
