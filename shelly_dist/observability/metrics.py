@@ -47,6 +47,11 @@ MODEL_COST = Counter("shelly_model_cost_usd_total", "USD of model calls at the p
 TOOL_CALLS = Counter("shelly_tool_calls_total", "Tool calls ended, by outcome (ok, error).", ["tool", "outcome"])
 LEASES_RENEWED = Counter("shelly_leases_renewed_total", "Lease renewals Redis accepted.")
 LEASES_LOST = Counter("shelly_leases_lost_total", "Leases lost (held elsewhere, or not renewed in time).")
+TASKS_SENT = Counter("shelly_tasks_sent_total",
+                     "Run tasks this process sent to the broker, by path (redis: the direct LPUSH of "
+                     "runtime/celery/fast_send.py; kombu: Celery's send_task, for other brokers and team wakes) and "
+                     "outcome (taken, refused).",
+                     ["path", "outcome"])
 RUNS_REAPED = Counter("shelly_runs_reaped_total", "Runs past their deadline this worker's reaper re-enqueued.")
 LOOP_LAG = Gauge("shelly_event_loop_lag_seconds",
                  f"How late the worker's event loop ran a callback due {LOOP_LAG_INTERVAL:g}s after the last.")

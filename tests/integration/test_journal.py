@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
@@ -248,3 +249,18 @@ async def test_a_claim_of_another_generation_ends_the_sends_long_deadline(journa
     assert (claim.outcome, claim.detail) == ("foreign", "old")
     claimed_at = await journal.client.zscore(deadlines, "r")
     assert claimed_at is not None and claimed_at <= (time.time() + journal.settings.requeue_after) * 1000
+
+
+async def test_sends_recorded_together_move_each_waiting_childs_deadline_to_the_backstop(journal: Journal):
+    """A fan-out's ``SENT`` scripts leave in one pipeline (``Journal._record_sent``); each one still
+    acts on its own run: a queued child waits for the backstop, a claimed one keeps its lease's."""
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(i) for i in range(3)], 1, "fp")
+    await claimed(journal, ids[2])
+    deadlines = journal.keys.tree_deadlines("parent")
+    claimed_at = await journal.client.zscore(deadlines, ids[2])
+    await asyncio.gather(*(journal.sent("parent", cid, True) for cid in ids))
+    backstop = (time.time() + max(journal.settings.visibility_timeout, journal.settings.requeue_after)) * 1000
+    for cid in ids[:2]:
+        assert abs(await journal.client.zscore(deadlines, cid) - backstop) < 5000, cid
+    assert await journal.client.zscore(deadlines, ids[2]) == claimed_at

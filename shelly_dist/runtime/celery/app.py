@@ -8,6 +8,7 @@ results travel through the run journal, never through ``AsyncResult.get()`` (DES
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import os
@@ -19,11 +20,13 @@ from celery.signals import worker_shutdown
 from kombu.exceptions import OperationalError
 
 from shelly_dist.errors import ConfigError, MCPError, StoreError
+from shelly_dist.observability import metrics
 from shelly_dist.runtime.celery import (
     control,  # noqa: F401  registers the shelly_info inspect command
     redis_broker,
 )
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
+from shelly_dist.runtime.celery.fast_send import RedisSend, TaskSend, direct_send_refusal, shadow_name
 from shelly_dist.runtime.celery.process import WorkerProcess, WorkerSpec
 from shelly_dist.runtime.celery.resync import BrokerResync
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -88,14 +91,6 @@ def ensure_broker(app: Celery, retries: int = BROKER_CHECK_RETRIES) -> None:
         conn.ensure_connection(max_retries=retries)
 
 
-def shadow_name(name: str, kwargs: dict[str, Any]) -> str | None:
-    """The name Flower's task list and the worker's log lines show for a run's task: Celery's
-    ``shadow``, ``shelly.run_agent[researcher]``, so a row names its agent (the task that runs is
-    still ``name``; the session is in the kwargs beside it)."""
-    agent = kwargs.get("agent")
-    return f"{name}[{agent}]" if agent else None
-
-
 class RunEnded(Exception):
     """A run's task ended its run ``failed`` or ``canceled``: raised so Celery reports the task
     as FAILURE, with the reason (Flower showed a failed or canceled agent run as SUCCESS). Declared
@@ -113,8 +108,36 @@ def send_run_task(app: Celery, name: str, args: list[Any], kwargs: dict[str, Any
     except (OperationalError, OSError) as exc:
         logger.warning("broker: did not take %s of run %s (%s); a worker's reaper sends it again",
                        name, args[0] if args else "?", exc)
+        metrics.TASKS_SENT.labels(path="kombu", outcome="refused").inc()
         return False
+    metrics.TASKS_SENT.labels(path="kombu", outcome="taken").inc()
     return True
+
+
+class KombuSend:
+    """:func:`send_run_task` in a thread, for the brokers :class:`.RedisSend` does not serve."""
+
+    def __init__(self, app: Celery, queue: str) -> None:
+        self.app = app
+        self.queue = queue
+
+    async def __call__(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> bool:
+        return await asyncio.to_thread(send_run_task, self.app, name, args, kwargs, queue=self.queue)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def run_task_sender(app: Celery, queue: str, *, client_name: str = "shelly-send") -> TaskSend:
+    """How this process sends its runs' tasks to ``queue``: straight to a Redis broker's list
+    (:class:`.RedisSend`: no thread, one ``LPUSH`` per fan-out, the message kombu would write) when
+    ``app``'s settings allow it (:func:`.fast_send.direct_send_refusal`), else Celery's ``send_task``."""
+    why = direct_send_refusal(app, queue)
+    if why is None:
+        logger.debug("broker: tasks to queue %s are pushed to Redis directly", queue)
+        return RedisSend(app, queue, client_name=client_name)
+    logger.debug("broker: tasks to queue %s go through Celery's send_task (%s)", queue, why)
+    return KombuSend(app, queue)
 
 
 def worker_process(app: Celery, hostname: str) -> WorkerProcess:
@@ -128,18 +151,13 @@ def worker_process(app: Celery, hostname: str) -> WorkerProcess:
     if spec is None:
         raise ConfigError("worker: no WorkerSpec on the app; start workers with `shelly worker`")
     queue = spec.settings.queue
-
-    def send(name: str, args: list[Any], kwargs: dict[str, Any]) -> bool:
-        return send_run_task(app, name, args, kwargs, queue=queue)
-
-    return WorkerProcess.get(spec, send, hostname)
+    return WorkerProcess.get(spec, lambda: run_task_sender(app, queue, client_name=f"shelly-send:{hostname}"),
+                             hostname)
 
 
 def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> NoReturn:
     """This worker cannot open its engine (a prefork child whose MCP server fails, say): fail the
     run with the cause instead of leaving its parent waiting forever, and join it as usual."""
-    import asyncio
-
     from shelly_dist.agent import DelegateEntry
     from shelly_dist.runtime.celery.executor import finish_and_join
     from shelly_dist.runtime.celery.journal import Journal

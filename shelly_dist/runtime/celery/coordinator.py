@@ -26,7 +26,7 @@ from shelly_dist.events import Event, EventSink
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome
 from shelly_dist.runtime.celery import interactive
-from shelly_dist.runtime.celery.app import create_app, ensure_broker, send_run_task
+from shelly_dist.runtime.celery.app import create_app, ensure_broker, run_task_sender
 from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.events import StreamSink, last_id, not_before, read_entries
 from shelly_dist.runtime.celery.executor import RUN_AGENT, dispatch_children, enqueue_resume, resume_each
@@ -84,6 +84,8 @@ class CeleryRuntime:
         self.app = create_app(settings)
         self.client = connect(settings.redis_url, client_name="shelly-coordinator")
         self.journal = Journal(self.client, settings)
+        self.sender = run_task_sender(self.app, settings.queue, client_name="shelly-coordinator-send")
+        """Sends the runs' tasks: one ``LPUSH`` per fan-out on a Redis broker (``fast_send``)."""
         self._broker_checked: asyncio.Task[None] | None = None
         self._hub: Hub | None = None
         self.answerer = RootAnswerer(settings.poll_interval)
@@ -118,7 +120,7 @@ class CeleryRuntime:
         await asyncio.to_thread(ensure_broker, self.app)
 
     async def _send(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:
-        took = await asyncio.to_thread(send_run_task, self.app, name, args, kwargs, queue=self.settings.queue)
+        took = await self.sender(name, args, kwargs)
         await self.journal.sent(args[1], args[0], took)
 
     # -- top-level runs in this process --------------------------------------------------------
@@ -286,6 +288,7 @@ class CeleryRuntime:
         if self._hub is not None:
             with contextlib.suppress(Exception):
                 await self._hub.aclose()
+        await self.sender.aclose()
         await self.client.aclose()
         with contextlib.suppress(Exception):
             await asyncio.to_thread(self.app.close)

@@ -84,7 +84,8 @@ class WorkerContext(Protocol):
 
 
 Enqueue = Callable[[str, list[Any], dict[str, Any]], Awaitable[bool | None]]
-"""Sends a task by name with args and kwargs (the Celery app's ``send_task``, off the loop);
+"""Sends a task by name with args and kwargs (``fast_send``'s direct push to a Redis broker, else
+the Celery app's ``send_task`` off the loop);
 ``False`` when the broker refused it (the run is then due for the reapers' next scan)."""
 
 
@@ -532,8 +533,9 @@ class _WorkerDelegator:
 
 
 async def resume_each(journal: Journal, enqueue: Enqueue, run_ids: list[str]) -> None:
-    for rid in run_ids:
-        await enqueue_resume(journal, enqueue, rid)
+    """Resume each run, together: a Redis broker's sender pushes resumes sent at once in one
+    ``LPUSH`` (``fast_send``)."""
+    await asyncio.gather(*(enqueue_resume(journal, enqueue, rid) for rid in run_ids))
 
 
 async def dispatch_children(
@@ -550,11 +552,13 @@ async def dispatch_children(
     ids, to_start = await lease.expect(requests, iteration, fingerprint)
     if any(r.delegation_id for r in requests):  # interactive: each child's wait is bounded
         await round_timeout.watch(lease, requests, ids, iteration, parent.agent.options.question_timeout)
-    for cid, request in zip(ids, requests, strict=True):
-        if cid in to_start:
-            kwargs = {"agent": request.agent, "depth": request.depth, "session": record.session,
-                      "preview": request.task[:80]}
-            await enqueue(RUN_AGENT, [cid, record.root], kwargs)
-            parent.emit(events.RUN_QUEUED, child_run=cid, child_agent=request.agent, depth=request.depth,
-                        task=request.task[:200])
+    starting = [(cid, request) for cid, request in zip(ids, requests, strict=True) if cid in to_start]
+    # Sent together: a Redis broker's sender pushes the whole fan-out in one LPUSH (fast_send).
+    await asyncio.gather(*(enqueue(RUN_AGENT, [cid, record.root],
+                                   {"agent": request.agent, "depth": request.depth, "session": record.session,
+                                    "preview": request.task[:80]})
+                           for cid, request in starting))
+    for cid, request in starting:
+        parent.emit(events.RUN_QUEUED, child_run=cid, child_agent=request.agent, depth=request.depth,
+                    task=request.task[:200])
     return ids

@@ -27,6 +27,7 @@ from shelly_dist.runtime.celery.lease import Lease
 from shelly_dist.runtime.celery.record import TERMINAL, RunRecord, child_key
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.celery.store import RunStore
+from shelly_dist.runtime.celery.turn_batch import TurnBatch
 from shelly_dist.state.connection import redis_errors
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,7 @@ class Journal:
         """Keeps this process's leases from a thread of its own (started by the first lease held)."""
         self.due = self.store.due
         """The global due index the reapers scan (every deadline written is hinted there)."""
+        self._sent_batch: TurnBatch[tuple[str, str], None] = TurnBatch(self._record_sent)
 
     # -- creation ---------------------------------------------------------------------------
 
@@ -241,13 +243,37 @@ class Journal:
         if not took:
             await self.due_now(root, run_id)
             return
+        await self._sent_batch((root, run_id))
+
+    async def _record_sent(self, runs: list[tuple[str, str]]) -> list[None]:
+        """``SENT`` for the runs whose sends ended in one turn of the loop (a fan-out's children),
+        in one pipeline (one round trip, one connection) when there are several; a run the pipeline
+        did not record (the script not yet loaded in this Redis, a write refused) is recorded on
+        its own, as a single send is (``run_script``: loaded, a refusal waited out)."""
         backstop = _ms(time.time() + max(self.settings.visibility_timeout, self.settings.requeue_after))
-        keys = [self.keys.tree_deadlines(root), self.keys.run_lease(run_id), self.keys.run(run_id)]
-        try:
-            await self.store.run_script(self.store.scripts.sent, keys, [run_id, backstop])
-        except StoreError as exc:  # the run then waits for its old deadline: a harmless duplicate
-            logger.warning("run %s: could not record its send (%s); it may be re-sent after requeue_after",
-                           run_id, exc)
+        script, left = self.store.scripts.sent, runs
+        if len(runs) > 1 and not self.clustered:  # a cluster's runs of several trees span slots
+            try:
+                with redis_errors("journal"):
+                    async with self.client.pipeline(transaction=False) as pipe:
+                        for root, run_id in runs:
+                            pipe.evalsha(script.sha, 3, *self._sent_keys(root, run_id), run_id, backstop)
+                        results = await pipe.execute(raise_on_error=False)
+            except StoreError as exc:
+                logger.warning("runs %s: could not record their sends (%s); they may be re-sent after "
+                               "requeue_after", ", ".join(r for _, r in runs), exc)
+                return [None] * len(runs)
+            left = [run for run, result in zip(runs, results, strict=True) if isinstance(result, Exception)]
+        for root, run_id in left:
+            try:
+                await self.store.run_script(script, self._sent_keys(root, run_id), [run_id, backstop])
+            except StoreError as exc:  # the run then waits for its old deadline: a harmless duplicate
+                logger.warning("run %s: could not record its send (%s); it may be re-sent after requeue_after",
+                               run_id, exc)
+        return [None] * len(runs)
+
+    def _sent_keys(self, root: str, run_id: str) -> list[str]:
+        return [self.keys.tree_deadlines(root), self.keys.run_lease(run_id), self.keys.run(run_id)]
 
     async def due_now(self, root: str, run_id: str) -> None:
         """Make run ``run_id`` due now in its tree's deadline index, so a reaper scan (any

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from shelly_dist.observability import metrics
 from shelly_dist.runtime.celery.cancel import CancelWatch
 from shelly_dist.runtime.celery.executor import Executor, WorkerContext
+from shelly_dist.runtime.celery.fast_send import TaskSend
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.reaper import Reaper
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -51,9 +52,10 @@ class WorkerProcess:
     _instance: WorkerProcess | None = None
     _lock = threading.Lock()
 
-    def __init__(self, spec: WorkerSpec, send: Callable[[str, list[Any], dict[str, Any]], bool], hostname: str) -> None:
+    def __init__(self, spec: WorkerSpec, sender: Callable[[], TaskSend], hostname: str) -> None:
         self.spec = spec
-        self._send = send
+        self._sender = sender
+        """Makes this process's task sender, on the loop (its Redis client belongs to the loop)."""
         self.hostname = hostname
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, name="shelly-loop", daemon=True)
@@ -66,12 +68,10 @@ class WorkerProcess:
             raise
 
     @classmethod
-    def get(
-        cls, spec: WorkerSpec, send: Callable[[str, list[Any], dict[str, Any]], bool], hostname: str
-    ) -> WorkerProcess:
+    def get(cls, spec: WorkerSpec, sender: Callable[[], TaskSend], hostname: str) -> WorkerProcess:
         with cls._lock:
             if cls._instance is None:
-                cls._instance = cls(spec, send, hostname)
+                cls._instance = cls(spec, sender, hostname)
             return cls._instance
 
     @classmethod
@@ -96,8 +96,10 @@ class WorkerProcess:
         self._cancel = CancelWatch(self._client, journal.keys)
         await self._cancel.start()
 
+        self._send = send = self._sender()
+
         async def enqueue(name: str, args: list[Any], kwargs: dict[str, Any]) -> bool:
-            took = await asyncio.to_thread(self._send, name, args, kwargs)
+            took = await send(name, args, kwargs)
             await journal.sent(args[1], args[0], took)  # refused: the reapers resend it at once
             return took
 
@@ -124,6 +126,7 @@ class WorkerProcess:
             self._lag.cancel()
             await self._reaper.aclose()
             await self._cancel.aclose()
+            await self._send.aclose()
             await self._ctx.aclose()
             await self._client.aclose()
             try:

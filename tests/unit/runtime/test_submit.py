@@ -16,6 +16,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from shelly_dist.errors import StoreError
 from shelly_dist.runtime.celery import coordinator
+from shelly_dist.runtime.celery.app import KombuSend
 from shelly_dist.runtime.celery.coordinator import CeleryRuntime
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -29,6 +30,7 @@ async def runtime(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[CeleryRuntim
     settings = RuntimeSettings(broker_url="redis://127.0.0.1:1/0", redis_url="redis://127.0.0.1:1/0",
                                key_prefix=f"t:{uuid.uuid4().hex[:6]}:")
     rt = CeleryRuntime(settings, "fp")
+    rt.sender = KombuSend(rt.app, settings.queue)  # through app.send_task, which each test stubs
     await rt.client.aclose()
     rt.client = fakeredis.FakeAsyncRedis(decode_responses=True)
     rt.journal = Journal(rt.client, settings)
