@@ -6,14 +6,17 @@ import asyncio
 import logging
 import threading
 import uuid
+from typing import Any
 
 import pytest
 
 from shelly_dist import Message, Role
 from shelly_dist.runtime.celery import CeleryRuntime, RuntimeSettings
 from shelly_dist.runtime.celery import coordinator as coordinator_module
+from shelly_dist.runtime.celery.journal import Journal
 
-from .support.pyteam import build_registry
+from .cluster import Cluster
+from .support.pyteam import build_registry, worker_env
 
 pytestmark = pytest.mark.integration
 
@@ -62,3 +65,40 @@ async def test_a_coordinator_whose_children_never_start_says_why_it_waits(
         broker.delete(queue)
         broker.close()
         await runtime.aclose()
+
+
+async def test_a_waiting_coordinator_reads_each_joined_entry_once(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+):
+    """Children joining one at a time (a worker with one slot) wake the coordinator several times;
+    each wake-up asks only for the entries still missing: an entry is written once, so parsing it
+    again on every wake-up (the whole fan-out each time) was CPU per child growing with the fan-out."""
+    tasks = [{"agent": "helper", "task": f"part {i}", "context": ""} for i in range(6)]
+    team = {"lead": {"replies": [{"tool_calls": [{"name": "delegate", "arguments": {"tasks": tasks}}]}, "lead done"],
+                     "max_delegation_depth": 1},
+            "helper": {"replies": [{"text": "part done", "delay": 0.2}]}}
+    cluster.start_worker("w1", concurrency=1, env=worker_env(cluster, team))
+    reads: list[tuple[list[str], set[str]]] = []
+    joined = Journal.joined
+
+    async def counted(self: Journal, run_id: str, root: str, keys: list[str]) -> tuple[dict[str, Any], bool]:
+        got, canceled = await joined(self, run_id, root, keys)
+        reads.append((list(keys), set(got)))
+        return got, canceled
+
+    monkeypatch.setattr(Journal, "joined", counted)
+    settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url, queue=cluster.queue,
+                               key_prefix=cluster.prefix, poll_interval=0.2)
+    runtime = CeleryRuntime(settings, "test-team")
+    try:
+        outcome = await asyncio.wait_for(
+            runtime.execute(build_registry(team).spawn("lead"), [Message.text("user", Role.USER, "go")],
+                            session=uuid.uuid4().hex[:16]), 120)
+    finally:
+        await runtime.aclose()
+    assert outcome.reply.text_content() == "lead done"
+    assert sum(1 for _, got in reads if got) > 1, "the children joined before one read: nothing to check"
+    seen: set[str] = set()
+    for keys, got in reads:
+        assert not seen & set(keys), f"asked again for entries already read: {sorted(seen & set(keys))}"
+        seen |= got

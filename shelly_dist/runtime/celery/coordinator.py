@@ -361,14 +361,19 @@ class _Awaiter:
         await resume_each(rt.journal, rt._send, due)
 
     async def _entries(self, wakeups: Watch, keys: list[str], ids: list[str]) -> list[DelegateEntry]:
-        """Wait until an entry has joined under each of ``keys`` (re-read on every wake-up)."""
+        """Wait until an entry has joined under each of ``keys``. Every wake-up reads only the keys
+        still missing: an entry is written once (``HSETNX``), so one read and parsed stays valid,
+        and a fan-out of n children costs the coordinator n parses, not one per child per wake-up."""
         rt, run_id = self.runtime, self.record.id
         hint_at: float | None = time.monotonic() + NO_WORKER_HINT
         probe_at = time.monotonic() + WRITE_PROBE_EVERY
+        got: dict[str, DelegateEntry] = {}
         while True:
             seen = wakeups.generation
-            got, canceled = await read_through("coordinator",
-                                               lambda: rt.journal.joined(run_id, self.record.root, keys))
+            missing = [k for k in keys if k not in got]
+            new, canceled = await read_through(
+                "coordinator", lambda missing=missing: rt.journal.joined(run_id, self.record.root, missing))
+            got.update(new)
             if len(got) == len(keys):
                 return [got[k] for k in keys]
             if canceled:
