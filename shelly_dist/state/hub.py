@@ -31,6 +31,9 @@ from shelly_dist.state.connection import COMMAND_TIMEOUT, open_pubsub
 
 logger = logging.getLogger(__name__)
 
+HINTS_KEPT = 10_000
+"""Hints a :class:`Watch` keeps before it forgets them (an owner that far behind re-reads all)."""
+
 
 class Watch:
     """One owner's view of a channel: a generation that moves on each hint or poll tick."""
@@ -40,8 +43,15 @@ class Watch:
         self.channel = channel
         self.generation = 0
         self._waiters: list[asyncio.Future[None]] = []
+        self._hints: list[str | None] = []
+        self._hints_base = 0
+        """Absolute position of ``_hints[0]`` (the log is cut short past :data:`HINTS_KEPT`)."""
 
-    def _move(self) -> None:
+    def _move(self, hint: str | None = None) -> None:
+        self._hints.append(hint)
+        if len(self._hints) > HINTS_KEPT:
+            self._hints_base += len(self._hints)
+            self._hints = []
         self.generation += 1
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
@@ -58,6 +68,21 @@ class Watch:
             finally:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
+
+    @property
+    def position(self) -> int:
+        """Where the hints that come next start (for :meth:`hints_since`)."""
+        return self._hints_base + len(self._hints)
+
+    def hints_since(self, position: int) -> tuple[list[str | None], int]:
+        """What moved the watch since ``position``, in order, and the position after them: each
+        message's data, ``None`` for a poll tick or an outage (anything may have changed; so is a
+        position the log no longer reaches). By position, so several owners of one watch each
+        see every hint."""
+        start = position - self._hints_base
+        if start < 0:
+            return [None], self.position
+        return self._hints[start:], self.position
 
     async def aclose(self) -> None:
         await self._hub._drop(self)
@@ -160,8 +185,10 @@ class Hub:
                     if confirmed is not None and not confirmed.done():
                         confirmed.set_result(None)
                 elif kind == "message":
+                    data = message.get("data")
+                    hint = data.decode() if isinstance(data, bytes) else str(data)
                     for watch in self._watches.get(str(channel), ()):
-                        watch._move()
+                        watch._move(hint)
             if time.monotonic() >= tick:
                 self._move_all()
                 tick = time.monotonic() + self._poll

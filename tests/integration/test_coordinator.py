@@ -67,17 +67,8 @@ async def test_a_coordinator_whose_children_never_start_says_why_it_waits(
         await runtime.aclose()
 
 
-async def test_a_waiting_coordinator_reads_each_joined_entry_once(
-    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
-):
-    """Children joining one at a time (a worker with one slot) wake the coordinator several times;
-    each wake-up asks only for the entries still missing: an entry is written once, so parsing it
-    again on every wake-up (the whole fan-out each time) was CPU per child growing with the fan-out."""
-    tasks = [{"agent": "helper", "task": f"part {i}", "context": ""} for i in range(6)]
-    team = {"lead": {"replies": [{"tool_calls": [{"name": "delegate", "arguments": {"tasks": tasks}}]}, "lead done"],
-                     "max_delegation_depth": 1},
-            "helper": {"replies": [{"text": "part done", "delay": 0.2}]}}
-    cluster.start_worker("w1", concurrency=1, env=worker_env(cluster, team))
+def counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], set[str]]]:
+    """Every ``Journal.joined`` read of this process: the keys asked for, the entries found."""
     reads: list[tuple[list[str], set[str]]] = []
     joined = Journal.joined
 
@@ -87,8 +78,18 @@ async def test_a_waiting_coordinator_reads_each_joined_entry_once(
         return got, canceled
 
     monkeypatch.setattr(Journal, "joined", counted)
+    return reads
+
+
+async def fan_out(cluster: Cluster, n: int, *, poll_interval: float) -> str:
+    """A lead delegating ``n`` children to a worker with one slot (they join one at a time)."""
+    tasks = [{"agent": "helper", "task": f"part {i}", "context": ""} for i in range(n)]
+    team = {"lead": {"replies": [{"tool_calls": [{"name": "delegate", "arguments": {"tasks": tasks}}]}, "lead done"],
+                     "max_delegation_depth": 1},
+            "helper": {"replies": [{"text": "part done", "delay": 0.2}]}}
+    cluster.start_worker("w1", concurrency=1, env=worker_env(cluster, team))
     settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url, queue=cluster.queue,
-                               key_prefix=cluster.prefix, poll_interval=0.2)
+                               key_prefix=cluster.prefix, poll_interval=poll_interval)
     runtime = CeleryRuntime(settings, "test-team")
     try:
         outcome = await asyncio.wait_for(
@@ -96,9 +97,31 @@ async def test_a_waiting_coordinator_reads_each_joined_entry_once(
                             session=uuid.uuid4().hex[:16]), 120)
     finally:
         await runtime.aclose()
-    assert outcome.reply.text_content() == "lead done"
+    return outcome.reply.text_content()
+
+
+async def test_a_waiting_coordinator_reads_each_joined_entry_once(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+):
+    """Children joining one at a time wake the coordinator (each join, and the poll ticks of a short
+    poll interval); a read asks only for the entries still missing: an entry is written once, so
+    parsing it again on every wake-up (the whole fan-out each time) was CPU per child growing with
+    the fan-out."""
+    reads = counting_reads(monkeypatch)
+    assert await fan_out(cluster, 6, poll_interval=0.2) == "lead done"
     assert sum(1 for _, got in reads if got) > 1, "the children joined before one read: nothing to check"
     seen: set[str] = set()
     for keys, got in reads:
         assert not seen & set(keys), f"asked again for entries already read: {sorted(seen & set(keys))}"
         seen |= got
+
+
+async def test_a_fan_out_is_read_when_every_child_has_joined_not_on_each_join(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+):
+    """Each join announces its entry (``child|<key>``): the coordinator reads once at first and once
+    all six have been announced, not once per join (the poll interval is longer than the fan-out)."""
+    reads = counting_reads(monkeypatch)
+    assert await fan_out(cluster, 6, poll_interval=30.0) == "lead done"
+    assert len(reads) <= 3, [sorted(got) for _, got in reads]
+    assert sum(len(got) for _, got in reads) == 6

@@ -88,3 +88,24 @@ async def _restart_and_deliver(server: RedisServer, client: aioredis.Redis, hub:
             await asyncio.sleep(0.1)
 
     await asyncio.wait_for(delivered(), 30)
+
+
+async def test_each_owner_of_a_watch_reads_every_message_since_its_position(redis_url: str):
+    async with _hub(redis_url, LONG_POLL) as (client, hub):
+        w = await hub.watch(f"hub-test:{uuid.uuid4().hex}")
+        first = w.position
+        await client.publish(w.channel, "child|a")
+        await client.publish(w.channel, "child|b")
+        while w.generation < 2:
+            await asyncio.wait_for(w.moved(w.generation), 10)
+        assert w.hints_since(first) == (["child|a", "child|b"], first + 2)
+        assert w.hints_since(first + 1) == (["child|b"], first + 2)  # another owner, one read behind
+
+
+async def test_a_poll_tick_is_a_hint_that_anything_may_have_changed(redis_url: str):
+    async with _hub(redis_url, 0.2) as (_, hub):
+        w = await hub.watch(f"hub-test:{uuid.uuid4().hex}")
+        first, seen = w.position, w.generation
+        await asyncio.wait_for(w.moved(seen), 10)
+        hints, _ = w.hints_since(first)
+        assert hints and all(h is None for h in hints)

@@ -120,7 +120,7 @@ local key = redis.call('HGET', record, 'parent_key') or ''
 if key == '' or redis.call('HSETNX', parent_children, key, entry) == 0 then return {-1, ''} end
 redis.call('EXPIRE', parent_children, retention)
 redis.call('HINCRBY', record, 'pending', 1)
-return joined(parent, deadlines, retention, resume_at, parent_id)
+return joined(parent, deadlines, retention, resume_at, parent_id, 'child|' .. key)
 """
 """Join the leased child's question into its parent's current round (fenced; once per question;
 nothing once the question is answered)."""
@@ -170,7 +170,7 @@ if status and status ~= 'done' and status ~= 'failed' and status ~= 'canceled' t
   redis.call('HSETNX', child, 'stop', stop)
   if status == 'waiting' then waiting = 1 end
 end
-local out = joined(parent, deadlines, retention, resume_at, parent_id)
+local out = joined(parent, deadlines, retention, resume_at, parent_id, 'child|' .. key)
 table.insert(out, waiting)
 return out
 """

@@ -361,23 +361,30 @@ class _Awaiter:
         await resume_each(rt.journal, rt._send, due)
 
     async def _entries(self, wakeups: Watch, keys: list[str], ids: list[str]) -> list[DelegateEntry]:
-        """Wait until an entry has joined under each of ``keys``. Every wake-up reads only the keys
-        still missing: an entry is written once (``HSETNX``), so one read and parsed stays valid,
-        and a fan-out of n children costs the coordinator n parses, not one per child per wake-up."""
+        """Wait until an entry has joined under each of ``keys``.
+
+        Reads only what it must: once at first (entries may have joined before the watch), then
+        only when every missing entry has been announced (a join publishes ``child|<key>``), or
+        when anything else moved the watch (a poll tick, an outage, a cancel, an answer) — so a
+        fan-out of n children costs a read or two, not one per join. A read asks only for the
+        entries still missing: an entry is written once (``HSETNX``), so one read stays valid."""
         rt, run_id = self.runtime, self.record.id
         hint_at: float | None = time.monotonic() + NO_WORKER_HINT
         probe_at = time.monotonic() + WRITE_PROBE_EVERY
         got: dict[str, DelegateEntry] = {}
+        announced: set[str] = set()
+        position, read = wakeups.position, True
         while True:
             seen = wakeups.generation
-            missing = [k for k in keys if k not in got]
-            new, canceled = await read_through(
-                "coordinator", lambda missing=missing: rt.journal.joined(run_id, self.record.root, missing))
-            got.update(new)
-            if len(got) == len(keys):
-                return [got[k] for k in keys]
-            if canceled:
-                raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
+            if read:
+                missing = [k for k in keys if k not in got]
+                new, canceled = await read_through(
+                    "coordinator", lambda missing=missing: rt.journal.joined(run_id, self.record.root, missing))
+                got.update(new)
+                if len(got) == len(keys):
+                    return [got[k] for k in keys]
+                if canceled:
+                    raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
             if hint_at is not None and time.monotonic() > hint_at:
                 hint_at = None
                 await self._hint_if_unstarted(ids)
@@ -385,6 +392,10 @@ class _Awaiter:
                 probe_at = time.monotonic() + WRITE_PROBE_EVERY
                 NOTICE.update(await probe_writes(rt.journal.client, rt.journal.keys.write_probe()))
             await wakeups.moved(seen)
+            hints, position = wakeups.hints_since(position)
+            joins = [h.split("|", 1)[1] for h in hints if h is not None and h.startswith("child|")]
+            announced.update(joins)
+            read = len(joins) < len(hints) or all(k in announced for k in keys if k not in got)
 
     async def _hint_if_unstarted(self, ids: list[str]) -> None:
         """Say so when no worker has picked any child up: the usual cause is no ``shelly worker``

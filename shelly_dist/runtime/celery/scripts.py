@@ -215,7 +215,7 @@ return 0
 JOINED = """
 local function joined(parent, deadlines, retention, resume_at, parent_id, why)
   local left = redis.call('HINCRBY', parent, 'pending', -1)
-  redis.call('PUBLISH', parent .. ':changed', why or 'child')
+  redis.call('PUBLISH', parent .. ':changed', why)
   local mode = redis.call('HGET', parent, 'mode') or ''
   if left == 0 and mode == 'worker' then
     redis.call('ZADD', deadlines, resume_at, parent_id)
@@ -224,8 +224,10 @@ local function joined(parent, deadlines, retention, resume_at, parent_id, why)
   return {left, mode}
 end
 """
-"""A child's entry (or an answer: ``why``) joined its parent: count it once, wake the parent, make
-its resume due when it was the last (the tail of ``FINISH``, of a round's timeout and of an
+"""A child's entry (or an answer) joined its parent: count it once, wake the parent (``why`` is the
+message: ``child|<key>`` names the entry that joined, so a waiting coordinator reads its entries
+once they have all been announced, not on every join: ``coordinator._PoolDelegator._entries``),
+make its resume due when it was the last (the tail of ``FINISH``, of a round's timeout and of an
 answer: ``control_scripts.ROUND_EXPIRE``, ``control_scripts.ANSWER``)."""
 
 FINISH = _FENCE + _EVENTS + JOINED + """
@@ -259,7 +261,7 @@ end
 if redis.call('EXISTS', parent) == 0 then return {-1, ''} end  -- expired: never re-create it
 if redis.call('HSETNX', children, key, result) == 0 then return {-1, ''} end
 redis.call('EXPIRE', children, retention)
-return joined(parent, deadlines, retention, resume_at, parent_id)
+return joined(parent, deadlines, retention, resume_at, parent_id, 'child|' .. key)
 """
 
 SENT = """
