@@ -81,12 +81,12 @@ def counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[list[str], set
     return reads
 
 
-async def fan_out(cluster: Cluster, n: int, *, poll_interval: float) -> str:
+async def fan_out(cluster: Cluster, n: int, *, poll_interval: float, delay: float = 0.2) -> str:
     """A lead delegating ``n`` children to a worker with one slot (they join one at a time)."""
     tasks = [{"agent": "helper", "task": f"part {i}", "context": ""} for i in range(n)]
     team = {"lead": {"replies": [{"tool_calls": [{"name": "delegate", "arguments": {"tasks": tasks}}]}, "lead done"],
                      "max_delegation_depth": 1},
-            "helper": {"replies": [{"text": "part done", "delay": 0.2}]}}
+            "helper": {"replies": [{"text": "part done", "delay": delay}]}}
     cluster.start_worker("w1", concurrency=1, env=worker_env(cluster, team))
     settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url, queue=cluster.queue,
                                key_prefix=cluster.prefix, poll_interval=poll_interval)
@@ -108,7 +108,7 @@ async def test_a_waiting_coordinator_reads_each_joined_entry_once(
     parsing it again on every wake-up (the whole fan-out each time) was CPU per child growing with
     the fan-out."""
     reads = counting_reads(monkeypatch)
-    assert await fan_out(cluster, 6, poll_interval=0.2) == "lead done"
+    assert await fan_out(cluster, 6, poll_interval=0.2, delay=0.5) == "lead done"
     assert sum(1 for _, got in reads if got) > 1, "the children joined before one read: nothing to check"
     seen: set[str] = set()
     for keys, got in reads:
