@@ -26,7 +26,8 @@ from .support.pyteam import build_registry, delegate_reply, worker_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-REQUEUE_AFTER = 5.0
+REQUEUE_AFTER = 10.0
+"""Long enough that the coordinator records its send (SENT) before a reaper could find the leaf due."""
 VISIBILITY = 3600.0
 """An hour: the backstop the lost task's run would otherwise wait for."""
 
