@@ -12,7 +12,10 @@ its owner re-reads either way. Opening fails fast (``StoreError`` when Redis doe
 :data:`COMMAND_TIMEOUT`); once open, an outage of any length never ends the pump: it drops the
 connection, moves every watch (their owners re-read, and wait the outage out there), and
 resubscribes every channel when Redis answers again. A hint published during an outage is lost,
-which is why owners re-read after every move.
+which is why owners re-read after every move — or, knowing what moved it (:meth:`Watch.hints_since`:
+each message's data, ``None`` for a poll tick or an outage), after every move that may have
+changed what they wait for (a waiting coordinator reads once every entry it waits for has been
+announced, not on each join).
 """
 
 from __future__ import annotations
