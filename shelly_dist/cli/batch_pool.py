@@ -105,11 +105,21 @@ class PoolItems:
 
     async def cancel_all(self) -> None:
         """Cancel the tree of every run still waited for (the batch was interrupted), once every
-        submission under way has ended (a run must be recorded for its cancel to hold)."""
+        submission under way has ended (a run must be recorded for its cancel to hold).
+
+        The runs no worker has started are cancelled first, the started ones after: cancelling a
+        started run frees its worker slot, and a slot freed while a queued run's cancel was still
+        on its way would start that run and ask its model after the Ctrl-C."""
+        from shelly_dist.runtime.celery.record import RunStatus
+
         if self.submitting:
             await asyncio.gather(*self.submitting, return_exceptions=True)
         runs, self.waiting = sorted(self.waiting), set()
-        await asyncio.gather(*(self._cancel(r) for r in runs))
+        records = await asyncio.gather(*(self.runtime.record(r) for r in runs))
+        started = {r for r, record in zip(runs, records, strict=True)
+                   if record is not None and record.status != RunStatus.QUEUED}
+        await asyncio.gather(*(self._cancel(r) for r in runs if r not in started))
+        await asyncio.gather(*(self._cancel(r) for r in runs if r in started))
 
     async def _cancel(self, run_id: str) -> None:
         try:

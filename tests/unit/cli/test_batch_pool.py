@@ -95,6 +95,17 @@ async def test_cancel_all_cancels_only_the_runs_still_awaited() -> None:
     assert pool.canceled == ["still-running"]
 
 
+async def test_cancel_all_cancels_the_runs_not_started_before_the_started_ones() -> None:
+    # a started run's cancel frees a worker slot: a queued run not yet cancelled would start in it
+    pool = FakePool({"a-running": {"status": "running"}, "b-queued": {"status": "queued"},
+                     "c-waiting": {"status": "waiting"}, "d-queued": {"status": "queued"}})
+    items = PoolItems(pool, BATCH)
+    items.waiting.update(pool.records)
+    await items.cancel_all()
+    assert sorted(pool.canceled[:2]) == ["b-queued", "d-queued"]
+    assert sorted(pool.canceled[2:]) == ["a-running", "c-waiting"]
+
+
 class SlowSubmitPool(FakePool):
     """A submit that records its run only when ``release`` is set (a create then a send)."""
 
