@@ -22,6 +22,8 @@ from enum import IntEnum
 from types import TracebackType
 from typing import Protocol
 
+from shelly_dist.cancellation import pause
+
 DEFAULT_SLOT_LEASE = 15.0
 """Seconds a slot outlives its holder's last renewal: how long a crashed holder keeps it."""
 
@@ -116,7 +118,7 @@ class SlotLease:
 
     async def _renew(self) -> None:
         while True:
-            await asyncio.sleep(self._lease / 3)
+            await pause(self._lease / 3)
             with contextlib.suppress(Exception):  # a Redis blip: the next round tries again
                 await self._slots.renew(*self._key, self._lease)
 

@@ -5,12 +5,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 import click
 
+from shelly_dist.cancellation import pause
 from shelly_dist.cli.backend import echo_json, shared_stores
 from shelly_dist.cli.errors import run_async
 from shelly_dist.cli.options import session_scoped
@@ -68,7 +68,7 @@ def channel_command(follow: bool, as_json: bool, session_id: str, config_path: s
                 seen = new[-1].id if new else seen
                 if not follow:
                     return
-                await asyncio.sleep(FOLLOW_POLL)
+                await pause(FOLLOW_POLL)
 
     run_async(main())
 

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from shelly_dist.cancellation import pause
 from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.engine.workflow import (
     Workflow,
@@ -81,7 +82,7 @@ async def wait_idle(ws: WorkspaceBase, *, debounce: float = DEBOUNCE, poll: floa
                 return
         else:
             since = None
-        await asyncio.sleep(poll)
+        await pause(poll)
 
 
 async def wait_stopped(ws: WorkspaceBase, *, poll: float = POLL) -> None:
@@ -89,7 +90,7 @@ async def wait_stopped(ws: WorkspaceBase, *, poll: float = POLL) -> None:
     while True:
         if await ws.stop_requested():
             return
-        await asyncio.sleep(poll)
+        await pause(poll)
 
 
 async def final_output(ws: WorkspaceBase) -> str:

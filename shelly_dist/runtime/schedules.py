@@ -21,6 +21,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from shelly_dist.cancellation import pause
 from shelly_dist.errors import StoreError
 from shelly_dist.workspace.base import WorkspaceBase
 from shelly_dist.workspace.due import DueIndex, is_wake_check, split
@@ -101,7 +102,7 @@ class Scheduler:
                 await self.tick()
             except StoreError as exc:
                 logger.warning("schedules: %s", exc)
-            await asyncio.sleep(self.interval)
+            await pause(self.interval)
 
     def start(self) -> None:
         if self._task is None:

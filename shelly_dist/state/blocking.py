@@ -33,6 +33,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from shelly_dist.cancellation import pause, raise_if_cancelled
+
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -41,14 +43,6 @@ BACKOFF_BASE = 0.1
 """Seconds before the first retry of a read that met an outage; doubled on every further failure."""
 BACKOFF_CAP = 5.0
 """The longest pause between two retries: after Redis comes back, a reader notices within this."""
-
-
-def raise_if_cancelled() -> None:
-    """Raise ``CancelledError`` when the current task has a cancellation pending that something
-    under it swallowed (``Task.cancelling()`` still counts it)."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -142,14 +136,14 @@ async def read_through(
             _Outage.begin(origin, exc)
             if on_outage is not None:
                 await cancellable(on_outage())
-            pause = backoff(attempt)
+            wait = backoff(attempt)
             if until is not None:
                 left = until - time.monotonic()
                 if left <= 0:
                     raise
-                pause = min(pause, left)
+                wait = min(wait, left)
             attempt += 1
-            await asyncio.sleep(pause)
+            await pause(wait)
             continue
         if _Outage.since is not None:
             _Outage.end(origin)

@@ -28,6 +28,7 @@ import time
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
 
+from shelly_dist.cancellation import pause
 from shelly_dist.errors import StoreError
 from shelly_dist.state.blocking import backoff, cancellable, is_outage
 from shelly_dist.state.connection import COMMAND_TIMEOUT, open_pubsub
@@ -163,7 +164,7 @@ class Hub:
                         await cancellable(self._pubsub.subscribe(*self._watches))
                 wait = max(0.0, tick - time.monotonic())
                 if self._pubsub.connection is None:  # nothing subscribed on it yet: nothing to read
-                    await asyncio.sleep(wait)
+                    await pause(wait)
                     message = None
                 else:
                     message = await cancellable(self._pubsub.get_message(timeout=wait))
@@ -177,7 +178,7 @@ class Hub:
                     logger.exception("hub: pub/sub failed; re-reading every %.1fs", self._poll)
                 await self._close_pubsub()
                 self._move_all()
-                await asyncio.sleep(min(backoff(attempt), self._poll))
+                await pause(min(backoff(attempt), self._poll))
                 attempt += 1
                 tick = time.monotonic() + self._poll
                 continue

@@ -16,11 +16,12 @@ refuses any other write, and one that changes nothing when it is accepted.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
+
+from shelly_dist.cancellation import pause
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ async def probe_writes(client: object, key: str) -> str | None:
 async def write_through(write: Callable[[], Awaitable[T]]) -> T:
     """``await write()``, tried again while Redis refuses writes, for as long as it does (cancelling
     the caller ends the wait); any other error propagates at once."""
-    pause = BACKOFF[0]
+    wait = BACKOFF[0]
     refused = False
     while True:
         try:
@@ -81,8 +82,8 @@ async def write_through(write: Callable[[], Awaitable[T]]) -> T:
                 raise
             refused = True
             NOTICE.update(reason)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, BACKOFF[1])
+            await pause(wait)
+            wait = min(wait * 2, BACKOFF[1])
             continue
         if refused:
             NOTICE.update(None)

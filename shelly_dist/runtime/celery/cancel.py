@@ -17,6 +17,7 @@ import logging
 
 import redis.asyncio as aioredis
 
+from shelly_dist.cancellation import pause
 from shelly_dist.runtime.celery.journal import TERMINAL
 from shelly_dist.runtime.celery.registry import registered
 from shelly_dist.runtime.celery.stops import wake
@@ -81,7 +82,7 @@ async def end_orphaned_root(client: aioredis.Redis, keys: Keys, root: str, grace
                 return False
             if time.monotonic() >= deadline:
                 break
-            await asyncio.sleep(0.2)
+            await pause(0.2)
         now = str(time.time())
         ended = bool(await _mark_if_exists(client, [keys.run(root)], {
             "status": "canceled", "error": "canceled (its coordinator did not end it: it was killed)",
@@ -157,7 +158,7 @@ class CancelWatch:
                 if not ready.done():
                     ready.set_result(None)
                 logger.warning("cancel listener: %s; re-subscribing", exc)
-                await asyncio.sleep(1.0)
+                await pause(1.0)
 
     async def aclose(self) -> None:
         if self._listener is not None:

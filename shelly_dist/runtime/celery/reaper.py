@@ -51,6 +51,7 @@ import socket
 import time
 import uuid
 
+from shelly_dist.cancellation import pause
 from shelly_dist.observability import metrics
 from shelly_dist.runtime.celery import round_timeout
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT, Enqueue, enqueue_resume
@@ -114,7 +115,7 @@ class Reaper:
                 raise
             except Exception as exc:  # Redis away: try again next time; the runs wait in Redis
                 logger.warning("reaper: %s", exc)
-            await asyncio.sleep(interval * random.uniform(0.75, 1.25))
+            await pause(interval * random.uniform(0.75, 1.25))
 
     async def scan(self) -> int:
         """One pass over the shards this reaper is elected for; returns how many runs were

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -33,10 +32,12 @@ class MetaClient:
         self.agents = agents
         self.error = error
         self.reads: list[tuple[str, str]] = []
+        self.asked = asyncio.Event()
         self.answer = asyncio.Event()
 
     async def hget(self, key: str, field: str) -> str | None:
         self.reads.append((key, field))
+        self.asked.set()
         await self.answer.wait()
         if self.error is not None:
             raise self.error
@@ -72,10 +73,11 @@ async def worker_context(tmp_path: Path, client: MetaClient, monkeypatch: pytest
 async def registry_once_answered(ctx: EngineContext, client: MetaClient, session: str) -> Any:
     """The registry of ``session``, letting the read answer only from another task of the loop."""
     pending = asyncio.create_task(ctx.registry(session))
-    deadline = time.monotonic() + 5.0
-    while not client.reads:  # the registry is waiting on its read: the loop is free meanwhile
-        assert time.monotonic() < deadline and not pending.done(), "the registry never read the agents"
-        await asyncio.sleep(0)
+    asked = asyncio.create_task(client.asked.wait())
+    done, _ = await asyncio.wait({pending, asked}, timeout=5.0, return_when=asyncio.FIRST_COMPLETED)
+    asked.cancel()
+    # the registry is waiting on its read, and this task runs: the loop is free meanwhile
+    assert asked in done and pending not in done, "the registry never read the agents"
     client.answer.set()
     return await asyncio.wait_for(pending, 5.0)
 

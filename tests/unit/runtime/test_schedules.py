@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -112,3 +114,28 @@ async def test_a_hint_only_brings_a_wake_check_forward(due: DueIndex) -> None:
     await due.hint(wake_member("s1", "ticker"), 100.0)
     await due.hint(wake_member("s1", "ticker"), 500.0)
     assert [e for e, _ in await due.due(100.0)] == [wake_member("s1", "ticker")]
+
+
+class SwallowingDueIndex(MemoryDueIndex):
+    """A due index whose read answers when cancelled, as a redis-py command can on Python 3.11
+    (its ``asyncio.wait_for`` returns the result when the cancel lands as the send ends)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = asyncio.Event()
+
+    async def due(self, now: float, limit: int = 100) -> list[tuple[str, int]]:
+        self.reading.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(30)
+        return []
+
+
+async def test_a_ticker_whose_redis_read_swallowed_the_cancellation_still_closes(ws: Workspace) -> None:
+    due = SwallowingDueIndex()
+    ticker = Scheduler(due, lambda _s: ws)
+    ticker.start()
+    await due.reading.wait()
+    closing = asyncio.ensure_future(ticker.aclose())
+    done, _ = await asyncio.wait({closing}, timeout=5)
+    assert closing in done, "aclose hung: the ticker kept ticking after its cancellation"
