@@ -188,7 +188,12 @@ def celery_argv(
     settings: RuntimeSettings, *, pool: str, loglevel: str, queues: str | None, node: str, concurrency: int | None
 ) -> list[str]:
     """The ``celery worker`` arguments of ``shelly worker``: task events (for Flower) only when
-    ``distributed.task_events`` (or ``-E``) asks for them, as Celery's own default."""
+    ``distributed.task_events`` (or ``-E``) asks for them, as Celery's own default.
+
+    Without mingle and gossip: nothing here uses them (work is fenced in the journal, not by
+    Celery's revokes or clocks), gossip has every worker consume every other worker's heartbeats
+    (W² deliveries on an idle pool), and it failed to restart after each broker outage
+    ("Error on restarting Gossip"). Heartbeats still go out, so Flower still lists the workers."""
     argv = [
         "worker",
         f"--pool={pool}",
@@ -197,6 +202,7 @@ def celery_argv(
         f"--hostname={node}",
         *(["--task-events"] if settings.task_events else []),
         "--without-mingle",
+        "--without-gossip",
     ]
     if concurrency or pool == "threads":
         argv.append(f"--concurrency={concurrency or DEFAULT_THREADS}")

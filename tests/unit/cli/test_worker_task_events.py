@@ -39,3 +39,9 @@ def test_task_events_true_turns_them_on_for_flower():
 def test_shelly_worker_takes_dash_e_for_task_events():
     flag = next(p for p in worker_command.params if p.name == "task_events")
     assert {"-E", "--task-events"} <= set(flag.opts)
+
+
+def test_workers_run_without_gossip_so_none_consumes_the_others_heartbeats():
+    argv = _argv(_settings())
+    assert "--without-gossip" in argv and "--without-mingle" in argv
+    assert "--without-heartbeat" not in argv  # Flower lists workers by their heartbeats
