@@ -23,6 +23,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from shelly_dist.cancellation import raise_if_cancelled
 from shelly_dist.chats import Message
 from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.errors import RunError
@@ -87,6 +88,7 @@ class PoolItems:
         from shelly_dist.runtime.celery.record import RunStatus
 
         run_id, record = await self.current(item_id)
+        raise_if_cancelled()  # a Ctrl-C its record read swallowed (redis-py on 3.11) submits nothing
         self.waiting.add(run_id)
         if record is None or record.status == RunStatus.QUEUED:
             # A submit cut by Ctrl-C between creating the root and sending it (or with its create

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -104,6 +105,26 @@ async def test_cancel_all_cancels_the_runs_not_started_before_the_started_ones()
     await items.cancel_all()
     assert sorted(pool.canceled[:2]) == ["b-queued", "d-queued"]
     assert sorted(pool.canceled[2:]) == ["a-running", "c-waiting"]
+
+
+class SwallowingPool(FakePool):
+    """A record read that answers although its task was cancelled meanwhile (a Ctrl-C landing as
+    redis-py's ``wait_for`` ends on Python 3.11)."""
+
+    async def record(self, run_id: str) -> RunRecord | None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0)
+        return await super().record(run_id)
+
+
+async def test_a_ctrl_c_swallowed_by_the_record_read_submits_nothing() -> None:
+    pool = SwallowingPool()
+    with pytest.raises(asyncio.CancelledError):
+        await run(pool)
+    assert pool.submitted == []
 
 
 class SlowSubmitPool(FakePool):
