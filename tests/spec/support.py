@@ -65,7 +65,8 @@ class Observed:
     tokens: int = 0
     """Input plus output tokens of every child run (from their ``run_finished``)."""
     inputs: list[int] = field(default_factory=list)
-    """Input tokens of each child run, in the order they finished (what each child was shown)."""
+    """Input tokens of each child run (what each child was shown), sorted: the children of one
+    fan-out finish in any order on the pool."""
     reply: str = ""
     board: dict[str, tuple[str, str]] = field(default_factory=dict)
     """(status, assignee) of each of the scenario's board tasks after the run."""
@@ -205,7 +206,8 @@ def _observed(seen: list[Event], entries: list[list[dict[str, Any]]], reply: str
     for e in seen:
         if e.run_id in asked_for and e.kind not in POOL_ONLY:
             kinds.setdefault(asked_for[e.run_id], set()).add(e.kind)
-    return Observed(entries=entries, endings=sorted(endings), kinds=kinds, tokens=tokens, inputs=inputs, reply=reply,
+    return Observed(entries=entries, endings=sorted(endings), kinds=kinds, tokens=tokens, inputs=sorted(inputs),
+                    reply=reply,
                     asked=asked)
 
 

@@ -186,5 +186,5 @@ async def test_a_failed_childs_reflection_is_shown_to_the_next_child_with_a_simi
         agents=[LEAD, {"name": "coder"}])
     embedded, pool = await both(cluster, scenario)
     assert embedded == pool
-    first, second = embedded.inputs
+    first, second = embedded.inputs  # sorted: the first child, shown no reflection, had fewer
     assert second > first + 20  # the second child was also shown the first one's <prior_reflections>
