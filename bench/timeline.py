@@ -62,6 +62,12 @@ TARGETS = [
     "shelly_dist.state.hub:Hub.watch",
     "shelly_dist.state.hub:Hub._drop",
     "shelly_dist.state.hub:Hub._subscribe",
+    # embedded (the local runtime, in this process)
+    "shelly_dist.runtime.local.delegator:InlineDelegator.delegate",
+    "shelly_dist.runtime.local.delegator:InlineDelegator.run_child",
+    "shelly_dist.runtime.local.delegator:InlineDelegator._slot",
+    "shelly_dist.runtime.local.delegator:InlineDelegator.spawn",
+    "shelly_dist.runtime.local.delegator:InlineDelegator._run",
     # worker
     "shelly_dist.runtime.celery.app:_advance",
     "shelly_dist.runtime.celery.process:WorkerProcess.call",
@@ -149,10 +155,9 @@ def _worker_main(out: Path, module: str, argv: list[str]) -> None:
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
-async def _drive(reps: int, trace_dir: Path) -> dict[str, Any]:
-    from bench.context import Bench
-    from bench.harness import Stack, delegate_once
-    from bench.team import FULL, config
+def _traced_stack(trace_dir: Path) -> Any:
+    """A bench stack whose workers run under this module's wrappers (``--worker``)."""
+    from bench.harness import Stack
 
     class TracedStack(Stack):
         def _spawn_worker(self, name: str, concurrency: int, beat: Path) -> None:
@@ -167,7 +172,15 @@ async def _drive(reps: int, trace_dir: Path) -> dict[str, Any]:
                 cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT)
             self.concurrency[name] = concurrency
 
-    stack = TracedStack()
+    return TracedStack()
+
+
+async def _drive(reps: int, trace_dir: Path) -> dict[str, Any]:
+    from bench.context import Bench
+    from bench.harness import delegate_once
+    from bench.team import FULL, config
+
+    stack = _traced_stack(trace_dir)
     bench = Bench(stack, FULL, 1)
     marks: list[tuple[int, int]] = []
     try:
@@ -188,6 +201,70 @@ async def _drive(reps: int, trace_dir: Path) -> dict[str, Any]:
         bench.close()
         await asyncio.to_thread(stack.close)  # workers exit: their traces are written
     return {"marks": marks, "raw_ms": [raw, raw_after]}
+
+
+async def _drive_spread(agent: str, reps: int, trace_dir: Path) -> dict[str, Any]:
+    """``reps`` delegations of ``agent`` (``fan``: 500 children at 1 s on one worker, as row 2;
+    ``burst``: 200 instant children, 1 worker × 50, as row 4; ``embed``: 200 children at 0.5 s in
+    this process, as row 5), after one warm-up; also the worker's CPU seconds over each."""
+    from bench.harness import delegate_once
+    from bench.procs import cpu_seconds
+    from bench.team import FULL, config
+
+    stack = _traced_stack(trace_dir)
+    marks: list[tuple[int, int]] = []
+    cpu: list[float] = []
+    try:
+        stack.start_model("instant", 0.0)
+        stack.start_model("slow", FULL.fanout_latency)
+        stack.start_model("embed", FULL.embed_latency)
+        stack.write_config(*config(FULL, stack.models))
+        embedded = agent == "embed"
+        if not embedded:
+            name, c = ("fan", FULL.fanout_n) if agent == "fan" else ("main", FULL.concurrency)
+            await stack.use_workers({name: c})
+        async with stack.engine(embedded=embedded) as engine:
+            await delegate_once(engine, "one" if not embedded else "embed")
+            _records.clear()
+            for _ in range(reps):
+                pid = os.getpid() if embedded else stack.worker_pid(name)
+                before = cpu_seconds(pid)
+                t0 = time.time_ns()
+                await delegate_once(engine, agent)
+                marks.append((t0, time.time_ns()))
+                cpu.append(cpu_seconds(pid) - before)
+    finally:
+        await asyncio.to_thread(stack.close)
+    return {"marks": marks, "cpu": cpu}
+
+
+def _spread(result: dict[str, Any], trace_dir: Path) -> str:
+    """Per timed function: calls per delegation, first/median/last start and last end (ms after
+    the delegation began), and the sum of its durations (overlapping calls add up)."""
+    records = _all_records(trace_dir)
+    lines = []
+    for (t0, t1), cpu in zip(result["marks"], result["cpu"], strict=True):
+        lines.append(f"delegation: {(t1 - t0) / 1e6:.0f} ms wall, {cpu * 1000:.0f} ms CPU "
+                     f"of the process running the children")
+        lines.append(f"  {'function':52} {'calls':>5} {'first':>7} {'median':>7} {'last':>7} {'end':>7} {'sum ms':>8}")
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for r in records:
+            if t0 <= r["t0"] and r["t1"] <= t1:
+                groups.setdefault(r["key"], []).append(r)
+        for key, rs in sorted(groups.items(), key=lambda kv: min(r["t0"] for r in kv[1])):
+            starts = sorted((r["t0"] - t0) / 1e6 for r in rs)
+            lines.append(f"  {key:52} {len(rs):5d} {starts[0]:7.0f} {statistics.median(starts):7.0f} {starts[-1]:7.0f} "
+                         f"{max((r['t1'] - t0) / 1e6 for r in rs):7.0f} {sum(r['t1'] - r['t0'] for r in rs) / 1e6:8.0f}")
+    return "\n".join(lines)
+
+
+def _all_records(trace_dir: Path) -> list[dict[str, Any]]:
+    records = [{"name": n, "pid": os.getpid(), "thread": t, "t0": a, "t1": b} for n, t, a, b in _records]
+    for path in trace_dir.glob("worker-*.jsonl"):
+        records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for r in records:
+        r["key"] = r["name"] if r["pid"] == os.getpid() else f"[worker] {r['name']}"
+    return records
 
 
 def _report(result: dict[str, Any], trace_dir: Path) -> str:
@@ -225,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     parser = argparse.ArgumentParser(prog="python -m bench.timeline")
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--agent", choices=["one", "fan", "burst", "embed"], default="one",
+                        help="one: row 1's per-step medians; the others: each function's spread over a fan-out")
     parser.add_argument("--dir", type=Path, default=Path("/tmp/bench-timeline"))
     args = parser.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
@@ -232,8 +311,10 @@ def main(argv: list[str] | None = None) -> int:
         old.unlink()
     installed = install()
     print(f"timed: {len(installed)} functions", file=sys.stderr)
-    result = asyncio.run(_drive(args.reps, args.dir))
-    print(_report(result, args.dir))
+    if args.agent == "one":
+        print(_report(asyncio.run(_drive(args.reps, args.dir)), args.dir))
+    else:
+        print(_spread(asyncio.run(_drive_spread(args.agent, args.reps, args.dir)), args.dir))
     return 0
 
 
