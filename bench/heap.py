@@ -1,7 +1,8 @@
 """``python -m bench.heap``: where a worker's memory per in-flight run goes (row 7).
 
 Starts one worker (``--concurrency N``), runs a warm-up delegation, turns :mod:`tracemalloc` on in
-the worker, runs another, has the worker dump a snapshot and its live objects counted by type (a trigger file, polled), starts a
+the worker, runs another, has the worker dump a snapshot and its live objects counted by type (a trigger file, polled),
+starts a
 delegation of N children whose model holds every call (the ``hold`` model, as row 7 does), dumps
 again once all N calls are held, releases them, and prints the difference: the RSS, the heap
 tracemalloc traces, the top allocation sites grouped by the innermost frame, by the innermost
@@ -30,7 +31,6 @@ import threading
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any
 
 FRAMES = 16
 """Frames kept per allocation: enough to reach the runtime's frame below aiohttp/redis-py."""
@@ -181,7 +181,9 @@ def _package(filename: str) -> str:
     for marker in ("site-packages/", "/shelly_dist/", "/bench/"):
         if marker in filename:
             rest = filename.split(marker, 1)[1]
-            return "shelly_dist" if marker == "/shelly_dist/" else "bench" if marker == "/bench/" else rest.split("/")[0]
+            if marker != "site-packages/":
+                return marker.strip("/")
+            return rest.split("/")[0]
     if "/lib/python3" in filename:
         return "stdlib:" + filename.rsplit("/", 1)[-1]
     return filename
@@ -209,8 +211,11 @@ def _report(directory: Path, n: int, top: int = 15) -> str:
                 f"{linecache.getline(inner.filename, inner.lineno).strip()[:70]}"] += d.size_diff
         by_pkg[_package(inner.filename)] += d.size_diff
         ours = next((f for f in frames if "/shelly_dist/" in f.filename), None)
-        by_ours[f"{ours.filename.split('/shelly_dist/', 1)[1]}:{ours.lineno} "
-                f"{linecache.getline(ours.filename, ours.lineno).strip()[:70]}" if ours else "(no shelly_dist frame)"] += d.size_diff
+        where = "(no shelly_dist frame)"
+        if ours is not None:
+            where = (f"{ours.filename.split('/shelly_dist/', 1)[1]}:{ours.lineno} "
+                     f"{linecache.getline(ours.filename, ours.lineno).strip()[:70]}")
+        by_ours[where] += d.size_diff
     lines.append(f"heap growth over the traces compared: {growth / kb / kb:.2f} MB = {growth / kb / n:.1f} KB per run")
     for title, counter in (("by package of the allocating frame", by_pkg), ("by allocating line", by_leaf),
                            ("by innermost shelly_dist frame", by_ours)):

@@ -28,7 +28,6 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -153,7 +152,8 @@ def _report(before: dict[str, float], after: dict[str, float], children: int, di
         groups[_group(filename, function)] += own
         top.append((own, f"{filename.rsplit('/', 1)[-1]}:{line}({function})"))
     busy = sum(v for k, v in groups.items() if not k.startswith("(idle"))
-    lines.append(f"loop thread under cProfile: own time by package, share of its busy time ({busy * 1000 / children:.2f} ms "
+    per_child = busy * 1000 / children
+    lines.append(f"loop thread under cProfile: own time by package, share of its busy time ({per_child:.2f} ms "
                  "per child, profiler-inflated):")
     for key, own in groups.most_common(25):
         if not key.startswith("(idle"):

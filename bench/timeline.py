@@ -136,7 +136,8 @@ def install() -> list[str]:
         setattr(owner, parts[-1], wrapped)
         if owner is module:  # ``from module import fn`` elsewhere
             for other in list(sys.modules.values()):
-                if getattr(other, "__name__", "").startswith("shelly_dist") and getattr(other, parts[-1], None) is original:
+                ours = getattr(other, "__name__", "").startswith("shelly_dist")
+                if ours and getattr(other, parts[-1], None) is original:
                     setattr(other, parts[-1], wrapped)
         done.append(short)
     return done
@@ -253,8 +254,10 @@ def _spread(result: dict[str, Any], trace_dir: Path) -> str:
                 groups.setdefault(r["key"], []).append(r)
         for key, rs in sorted(groups.items(), key=lambda kv: min(r["t0"] for r in kv[1])):
             starts = sorted((r["t0"] - t0) / 1e6 for r in rs)
-            lines.append(f"  {key:52} {len(rs):5d} {starts[0]:7.0f} {statistics.median(starts):7.0f} {starts[-1]:7.0f} "
-                         f"{max((r['t1'] - t0) / 1e6 for r in rs):7.0f} {sum(r['t1'] - r['t0'] for r in rs) / 1e6:8.0f}")
+            end = max((r["t1"] - t0) / 1e6 for r in rs)
+            total = sum(r["t1"] - r["t0"] for r in rs) / 1e6
+            lines.append(f"  {key:52} {len(rs):5d} {starts[0]:7.0f} {statistics.median(starts):7.0f} "
+                         f"{starts[-1]:7.0f} {end:7.0f} {total:8.0f}")
     return "\n".join(lines)
 
 
