@@ -50,6 +50,7 @@ from shelly_dist.agent.records import (
     RunState,
 )
 from shelly_dist.agent.spawn import Spawner, drain, spawn_toolbox
+from shelly_dist.cancellation import raise_if_cancelled
 from shelly_dist.chats import Message, Role, Text, ToolCall, ToolResult
 from shelly_dist.chats.replies import STOP_REASON, argument_problem, truncated
 from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
@@ -410,6 +411,7 @@ class Run:
         tools = await self._effects_before()
         if self._hooks:
             await self._hooks.before_model(self)
+        raise_if_cancelled()  # a cancel swallowed under a hook or a journal write asks no model
         reply = raw = await self._completer.complete(agent.chat, tools)
         if self._hooks:  # a reply a hook replaces still counts the model call's usage (``raw``)
             reply = await self._hooks.after_model(self, reply)
@@ -502,6 +504,7 @@ class Run:
         waiting |= set(self.state.awaiting)
         todo = [c for c in calls if c.id not in self.state.tool_results and c.id not in waiting]
         await self._journal_started(todo)
+        raise_if_cancelled()  # a cancel swallowed by that checkpoint's write starts no tool
         jobs = []
         for call in todo:
             tool = self._by_name.get(call.name)
@@ -581,6 +584,7 @@ class Run:
         problem = argument_problem(call.name, call.arguments)
         if problem is not None:
             return ToolResult(tool_call_id=call.id, content=problem, is_error=True)
+        raise_if_cancelled()  # nor in the tool's own task
         try:
             content = await tool.handler(call.arguments)
         except (asyncio.CancelledError, SuspendCall):
