@@ -11,6 +11,9 @@ Everything else receives a client; nothing else calls ``Redis.from_url``. The po
   raises ``MaxConnectionsError`` past 100, which a burst of concurrent watches reaches).
 - ``socket_timeout`` (30 s) bounds a command; blocking reads (``XREAD BLOCK``, pub/sub waits) must
   use shorter blocks than that. ``health_check_interval`` pings idle connections before reuse.
+- One ``DriverInfo`` for every connection (:func:`_driver_info`): redis-py ≥ 7 otherwise builds one
+  per new connection, reading its own version from the installed distributions each time
+  (``importlib.metadata``: 0.8 ms of CPU per connection here, 4 % of a fan-out worker's samples).
 
 A Redis Cluster is named by its URL scheme, ``redis+cluster://host:port`` (or
 ``rediss+cluster://``; any one node, the client discovers the rest): :func:`connect` then returns a
@@ -25,6 +28,7 @@ Redis exceptions never leave the Redis modules: :func:`redis_errors` turns them 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -151,7 +155,18 @@ def _policy(
         "retry_on_error": [RedisConnectionError, RedisTimeoutError],
         "health_check_interval": 30,
         "client_name": client_name,
+        **_driver_info(),
     }
+
+
+@functools.cache
+def _driver_info() -> dict[str, Any]:
+    """``driver_info`` built once, for redis-py versions that take it (none before 7)."""
+    try:
+        from redis.driver_info import DriverInfo
+    except ImportError:
+        return {}
+    return {"driver_info": DriverInfo()}
 
 
 @contextmanager
