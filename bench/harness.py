@@ -41,6 +41,10 @@ REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 row 6's ``MONITOR`` sees no other engineer's traffic."""
 BROKER_DB = 7
 """The broker's Redis database, used only by the bench (tests use 5; state stays in 0 with a prefix)."""
+BROKER_URL = os.environ.get("BENCH_BROKER_URL") or f"{REDIS_URL.rsplit('/', 1)[0]}/{BROKER_DB}"
+"""The broker: database 7 of the bench's Redis, or ``BENCH_BROKER_URL`` (a redis-server of its own,
+so the scaling row can tell the broker's CPU from the journals'; row 6 then counts the journals'
+server only)."""
 
 START_TIMEOUT = 90.0
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,8 +80,7 @@ class Stack:
         self.queue = f"bench-{self.id}"
         self.raw_queue = f"bench-raw-{self.id}"
         self.prefix = f"shelly-bench:{self.id}:"
-        base = REDIS_URL.rsplit("/", 1)[0]
-        self.broker_url = f"{base}/{BROKER_DB}"
+        self.broker_url = BROKER_URL
         self.redis = redis.Redis.from_url(REDIS_URL, decode_responses=True)
         self.broker = redis.Redis.from_url(self.broker_url, decode_responses=True)
         self.env = _clean_env()

@@ -7,7 +7,9 @@ configuration's rate in the same invocation. Workers are added, never restarted,
 steps. So a reader sees which process saturates, the note gives, per configuration, the CPU of
 the coordinator (this process, which runs the top-level agents), of each worker process and of
 Redis (``INFO cpu``; the shared Redis also serves whatever else runs on the machine) over the
-same window, as a share of one core, and the coordinator's and the workers' CPU per child.
+same window, as a share of one core, and the coordinator's, the workers' and Redis's CPU per child.
+With the broker on a redis-server of its own (``BENCH_BROKER_URL``), the note splits Redis into
+the journals' server and the broker's.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 import redis
 
 from bench.context import STEP, Bench
-from bench.harness import REDIS_URL, delegate_once
+from bench.harness import BROKER_URL, REDIS_URL, delegate_once
 from bench.procs import cpu_seconds
 from bench.report import Row
 from shelly_dist.engine import Engine
@@ -59,6 +61,8 @@ async def measure(b: Bench) -> list[Row]:
     rates: dict[int, list[float]] = {}
     notes: dict[int, str] = {}
     me, client = os.getpid(), redis.Redis.from_url(REDIS_URL)
+    broker = redis.Redis.from_url(BROKER_URL)
+    apart = client.info("server")["run_id"] != broker.info("server")["run_id"]
     try:
         async with b.stack.engine() as engine:
             for k in b.sizes.scaling_workers:
@@ -66,23 +70,31 @@ async def measure(b: Bench) -> list[Row]:
                 pids = [b.stack.worker_pid(f"scale{i}") for i in range(k)]
                 await b.step(f"scaling × {k}: warm-up delegation", STEP, delegate_once(engine, "one"))
                 rates[k] = []
-                coordinator, workers, server, children, seconds = 0.0, [0.0] * k, 0.0, 0.0, 0.0
+                coordinator, workers, server, brokers, children, seconds = 0.0, [0.0] * k, 0.0, 0.0, 0.0, 0.0
                 for _ in range(b.runs):
-                    before = (cpu_seconds(me), [cpu_seconds(p) for p in pids], _redis_cpu(client), time.perf_counter())
+                    before = (cpu_seconds(me), [cpu_seconds(p) for p in pids], _redis_cpu(client), time.perf_counter(),
+                              _redis_cpu(broker) if apart else 0.0)
                     rate = await steady(engine, b, k)
                     elapsed = time.perf_counter() - before[3]
                     rates[k].append(rate)
                     coordinator += cpu_seconds(me) - before[0]
                     workers = [w + cpu_seconds(p) - b0 for w, p, b0 in zip(workers, pids, before[1], strict=True)]
                     server += _redis_cpu(client) - before[2]
+                    brokers += _redis_cpu(broker) - before[4] if apart else 0.0
                     children, seconds = children + rate * elapsed, seconds + elapsed
                 each = "/".join(f"{100 * w / seconds:.0f}" for w in workers)
+                redis_share = (f"Redis: journals {100 * server / seconds:.0f}, broker {100 * brokers / seconds:.0f}"
+                               if apart else f"Redis {100 * server / seconds:.0f}")
+                redis_per_child = (f"journals' Redis {1000 * server / children:.2f} ms, broker's "
+                                   f"{1000 * brokers / children:.2f} ms" if apart
+                                   else f"Redis {1000 * server / children:.2f} ms")
                 notes[k] = (f"CPU, % of a core: coordinator {100 * coordinator / seconds:.0f}, workers {each}, "
-                            f"Redis {100 * server / seconds:.0f}; per child: coordinator "
-                            f"{1000 * coordinator / children:.2f} ms, workers {1000 * sum(workers) / children:.2f} ms; "
+                            f"{redis_share}; per child: coordinator {1000 * coordinator / children:.2f} ms, "
+                            f"workers {1000 * sum(workers) / children:.2f} ms, {redis_per_child}; "
                             f"{seconds / b.runs:.0f} s per run")
     finally:
         client.close()
+        broker.close()
     base = rates[b.sizes.scaling_workers[0]]
     one = statistics.median(base)
     return [
