@@ -43,6 +43,14 @@ def fill(server: RedisServer) -> None:
     server.client().config_set("maxmemory", "1")
 
 
+def wait_named_full(err: Lines) -> None:
+    """Until the coordinator says on stderr that Redis refuses writes; a timeout shows its stderr."""
+    try:
+        wait_until(lambda: err.first("Redis refuses writes (maxmemory)"), 30, "the coordinator to name Redis full")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n--- its stderr:\n{err.text()}") from None
+
+
 def empty(server: RedisServer) -> None:
     server.client().config_set("maxmemory", "0")
 
@@ -59,7 +67,7 @@ def test_redis_full_while_a_child_finishes_is_waited_out_and_the_answer_printed(
         wait_until(lambda: err.first("helper-wait-1 started"), 60, "the child to start on the worker")
         fill(server)
         answer_now.touch()
-        wait_until(lambda: err.first("Redis refuses writes (maxmemory)"), 30, "the coordinator to name Redis full")
+        wait_named_full(err)
         time.sleep(FULL)  # the fault itself: Redis stays full this long
         assert all(w.poll() is None for w in cluster.workers.values()), cluster.worker_log()
         empty(server)
@@ -87,7 +95,7 @@ def test_a_root_answer_finished_while_redis_is_full_waits_for_room_and_is_printe
         wait_until(lambda: err.first("lead started"), 60, "the lead to start")
         fill(server)
         answer_now.touch()
-        wait_until(lambda: err.first("Redis refuses writes (maxmemory)"), 30, "the coordinator to name Redis full")
+        wait_named_full(err)
         assert run.poll() is None, err.text()  # it waits, it does not fail
         empty(server)
         run.wait(60)
@@ -96,6 +104,29 @@ def test_a_root_answer_finished_while_redis_is_full_waits_for_room_and_is_printe
         assert run.returncode == 0, err.text()
         assert answer.text() == "lead done"
         assert err.first("Redis takes writes again"), err.text()
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+
+def test_a_run_started_while_redis_is_full_waits_for_room_and_is_printed(
+    own: tuple[RedisServer, Cluster],
+) -> None:
+    server, cluster = own
+    cluster.write_config([scripted(lead=["lead done"])], [{"name": "lead"}], distributed=DEFAULT_TIMING)
+    fill(server)
+    run = shelly(cluster, "run", "go")
+    try:
+        err, answer = Lines(run.stderr), Lines(run.stdout)
+        wait_named_full(err)
+        assert run.poll() is None, err.text()  # it waits, it does not fail
+        empty(server)
+        run.wait(60)
+        err.join(30)
+        answer.join(30)
+        assert run.returncode == 0, err.text()
+        assert answer.text() == "lead done"
     finally:
         if run.poll() is None:
             run.kill()

@@ -29,6 +29,7 @@ from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.celery.store import RunStore
 from shelly_dist.runtime.celery.turn_batch import TurnBatch
 from shelly_dist.state.connection import redis_errors
+from shelly_dist.state.refusal import write_through
 
 logger = logging.getLogger(__name__)
 
@@ -94,51 +95,59 @@ class Journal:
             fields["owner"] = owner
         if messages:
             fields["input"] = json.dumps([m.model_dump(mode="json") for m in messages])
-        key = self.keys.run(run_id)
         with redis_errors("journal"):
-            due = _ms(now + self.settings.requeue_after) if mode == "worker" else None
-            if not self.clustered:
-                # One Redis: the index, the tree and its hint in one transaction (one round trip
-                # instead of three; no reaper can see the hint without the record); with
-                # ``if_absent`` watched first (three round trips instead of five: a batch makes
-                # one of these per item, issue 27).
-                async with self.client.pipeline(transaction=True) as pipe:
-                    if if_absent:
-                        await pipe.watch(key)
-                        if await pipe.hlen(key):
-                            return False
-                        pipe.multi()
-                    self._queue_index(pipe, run_id, session, now)
-                    self._queue_tree(pipe, run_id, fields, mode, now)
-                    if due is not None:
-                        self.due.queue_hint(pipe, run_id, due)
-                    try:
-                        await pipe.execute()
-                    except WatchError:
-                        return False
-                return True
-            # The tree's keys in one transaction (one slot); the indexes of other slots around
-            # it: the due hint before (a crash after the transaction still leaves the root where
-            # the reapers look) and again after (a reaper that settled the hint meanwhile, seeing
-            # no deadline yet, cannot hide the tree).
-            async with self.client.pipeline(transaction=False) as pipe:
-                self._queue_index(pipe, run_id, session, now)
-                if due is not None:
-                    self.due.queue_hint(pipe, run_id, due)
-                await pipe.execute()
+            # Redis full (or read-only) while a run starts: wait for room as every journal write
+            # does, instead of failing the command (each attempt writes all or nothing, or what a
+            # repeat writes again: the index entry is NX, the tree transaction watched).
+            return await write_through(lambda: self._write_root(run_id, session, fields, mode, now, if_absent))
+
+    async def _write_root(self, run_id: str, session: str, fields: dict[str, str], mode: str, now: float,
+                          if_absent: bool) -> bool:
+        """One attempt of :meth:`create_root`'s writes."""
+        key = self.keys.run(run_id)
+        due = _ms(now + self.settings.requeue_after) if mode == "worker" else None
+        if not self.clustered:
+            # One Redis: the index, the tree and its hint in one transaction (one round trip
+            # instead of three; no reaper can see the hint without the record); with
+            # ``if_absent`` watched first (three round trips instead of five: a batch makes
+            # one of these per item, issue 27).
             async with self.client.pipeline(transaction=True) as pipe:
                 if if_absent:
                     await pipe.watch(key)
-                    # HLEN, not EXISTS: a cluster pipeline splits EXISTS by slot and, while
-                    # watching, never runs it (redis-py 8.1); a record is a non-empty hash.
                     if await pipe.hlen(key):
                         return False
                     pipe.multi()
+                self._queue_index(pipe, run_id, session, now)
                 self._queue_tree(pipe, run_id, fields, mode, now)
+                if due is not None:
+                    self.due.queue_hint(pipe, run_id, due)
                 try:
                     await pipe.execute()
                 except WatchError:
                     return False
+            return True
+        # The tree's keys in one transaction (one slot); the indexes of other slots around
+        # it: the due hint before (a crash after the transaction still leaves the root where
+        # the reapers look) and again after (a reaper that settled the hint meanwhile, seeing
+        # no deadline yet, cannot hide the tree).
+        async with self.client.pipeline(transaction=False) as pipe:
+            self._queue_index(pipe, run_id, session, now)
+            if due is not None:
+                self.due.queue_hint(pipe, run_id, due)
+            await pipe.execute()
+        async with self.client.pipeline(transaction=True) as pipe:
+            if if_absent:
+                await pipe.watch(key)
+                # HLEN, not EXISTS: a cluster pipeline splits EXISTS by slot and, while
+                # watching, never runs it (redis-py 8.1); a record is a non-empty hash.
+                if await pipe.hlen(key):
+                    return False
+                pipe.multi()
+            self._queue_tree(pipe, run_id, fields, mode, now)
+            try:
+                await pipe.execute()
+            except WatchError:
+                return False
         if due is not None:
             await self.due.hint(run_id, due)
         return True
