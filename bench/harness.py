@@ -71,9 +71,13 @@ def _clean_env() -> dict[str, str]:
 class Stack:
     """The bench's processes and Redis keys (see the module docstring). Always :meth:`close` it."""
 
-    def __init__(self, profile: Path | None = None) -> None:
+    def __init__(self, profile: Path | None = None, wrapper: Callable[[str], list[str]] | None = None) -> None:
         self.profile = profile
         """Where workers write their samples (:mod:`bench.sampler`), when profiling."""
+        self.wrapper = wrapper
+        """Runs each worker under a measuring module (``bench.heap``, ``bench.threadcpu``,
+        ``bench.timeline``): for a worker's name, the arguments put before ``shelly_dist.cli.main``
+        (``["-m", "bench.heap", "--worker", DIR]``); the bench is then on ``PYTHONPATH``."""
         self.id = uuid.uuid4().hex[:8]
         self.root = Path(tempfile.mkdtemp(prefix="shelly-bench-"))
         (self.root / ".shelly").mkdir()
@@ -164,6 +168,9 @@ class Stack:
         if self.profile is not None:
             out = self.profile / f"worker-{len(list(self.profile.glob('worker-*'))):02d}-{name}.collapsed"
             command = [sys.executable, "-m", "bench.sampler", str(out), "-m", "shelly_dist.cli.main"]
+            env = {**env, "PYTHONPATH": str(ROOT)}
+        elif self.wrapper is not None:
+            command = [sys.executable, *self.wrapper(name), "shelly_dist.cli.main"]
             env = {**env, "PYTHONPATH": str(ROOT)}
         self.workers[name] = subprocess.Popen(
             [*command, "worker", "--concurrency", str(concurrency),

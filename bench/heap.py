@@ -25,12 +25,15 @@ import json
 import linecache
 import os
 import runpy
-import subprocess
 import sys
 import threading
 import time
 import tracemalloc
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the harness imports Celery and the engine: only where a run needs them
+    from bench.harness import Stack
 
 FRAMES = 16
 """Frames kept per allocation: enough to reach the runtime's frame below aiohttp/redis-py."""
@@ -55,6 +58,7 @@ def _worker_main(directory: Path, module: str, argv: list[str]) -> None:
         while True:
             if not tracemalloc.is_tracing() and (directory / "start").exists():
                 tracemalloc.start(FRAMES)  # after start-up: tracing every import made it overrun 90 s
+                (directory / "tracing").touch()
             k = len(list(directory.glob("snap-*.json")))
             if (directory / f"dump-{k}").exists():
                 _dump(directory)
@@ -65,38 +69,31 @@ def _worker_main(directory: Path, module: str, argv: list[str]) -> None:
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
-async def _drive(n: int, directory: Path) -> None:
-    from bench.harness import Stack, delegate_once, wait_for
+async def _start(stack: Stack, n: int) -> None:
+    """Row 7's models, team and one worker ``--concurrency n`` (the memory row's set-up)."""
     from bench.team import FULL, config
 
-    class HeapStack(Stack):
-        def _spawn_worker(self, name: str, concurrency: int, beat: Path) -> None:
-            beat.unlink(missing_ok=True)
-            log = (self.root / f"{name}.log").open("wb")
-            env = {**self.env, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-            self.workers[name] = subprocess.Popen(
-                [sys.executable, "-m", "bench.heap", "--worker", str(directory), "shelly_dist.cli.main",
-                 "worker", "--concurrency", str(concurrency), "--hostname", f"{name}@{self.id}",
-                 "--heartbeat-file", str(beat), "--loglevel", "WARNING"],
-                cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT)
-            self.concurrency[name] = concurrency
+    stack.start_model("instant", 0.0)
+    stack.start_model("hold", 0.0, hold=True)
+    stack.start_model("slow", 1.0)
+    stack.write_config(*config(FULL.__class__(memory_n=n, fanout_n=n), stack.models))
+    await stack.use_workers({"fan": n})
+
+
+async def _drive(n: int, directory: Path) -> None:
+    from bench.harness import Stack, delegate_once, wait_for
 
     async def snapshot(k: int) -> None:
         (directory / f"dump-{k}").touch()
         await wait_for(lambda: asyncio.to_thread((directory / f"snap-{k}.json").exists), 300, f"snapshot {k}")
 
-    sizes = FULL.__class__(memory_n=n, fanout_n=n)
-    stack = HeapStack()
+    stack = Stack(wrapper=lambda _name: ["-m", "bench.heap", "--worker", str(directory)])
     try:
-        stack.start_model("instant", 0.0)
-        stack.start_model("hold", 0.0, hold=True)
-        stack.start_model("slow", 1.0)
-        stack.write_config(*config(sizes, stack.models))
-        await stack.use_workers({"fan": n})
+        await _start(stack, n)
         async with stack.engine() as engine:
             await delegate_once(engine, "one")
             (directory / "start").touch()
-            await asyncio.sleep(1.0)
+            await wait_for(lambda: asyncio.to_thread((directory / "tracing").exists), 60, "tracemalloc started")
             await delegate_once(engine, "one")
             await snapshot(0)
             run = asyncio.create_task(delegate_once(engine, "hold"))
@@ -144,16 +141,10 @@ def smaps(pid: int) -> dict[str, float]:
 async def _drive_smaps(n: int) -> str:
     """Row 7's flow without tracemalloc: the worker's mappings at rest and with ``n`` runs held."""
     from bench.harness import Stack, delegate_once, wait_for
-    from bench.team import FULL, config
 
-    sizes = FULL.__class__(memory_n=n, fanout_n=n)
     stack = Stack()
     try:
-        stack.start_model("instant", 0.0)
-        stack.start_model("hold", 0.0, hold=True)
-        stack.start_model("slow", 1.0)
-        stack.write_config(*config(sizes, stack.models))
-        await stack.use_workers({"fan": n})
+        await _start(stack, n)
         pid = stack.worker_pid("fan")
         async with stack.engine() as engine:
             await delegate_once(engine, "one")
@@ -243,7 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         print(asyncio.run(_drive_smaps(args.n)))
         return 0
     args.dir.mkdir(parents=True, exist_ok=True)
-    for old in [*args.dir.glob("snap-*"), *args.dir.glob("dump-*"), *args.dir.glob("start")]:
+    for old in [*args.dir.glob("snap-*"), *args.dir.glob("dump-*"), *args.dir.glob("start"),
+                *args.dir.glob("tracing")]:
         old.unlink()
     started = time.monotonic()
     asyncio.run(_drive(args.n, args.dir))

@@ -23,7 +23,6 @@ import json
 import os
 import pstats
 import runpy
-import subprocess
 import sys
 import threading
 import time
@@ -70,7 +69,8 @@ def _worker_main(directory: Path, module: str, argv: list[str]) -> None:
                 elif action == "prof-off":
                     def off() -> None:
                         profile.disable()
-                        profile.dump_stats(str(directory / "loop.prof"))
+                        profile.dump_stats(str(directory / "loop.prof.part"))
+                        os.replace(directory / "loop.prof.part", directory / "loop.prof")  # whole when seen
                     loop.call_soon_threadsafe(off)
             time.sleep(0.05)
 
@@ -83,23 +83,11 @@ async def _drive(reps: int, directory: Path) -> tuple[dict[str, float], dict[str
     from bench.harness import Stack, delegate_once, wait_for
     from bench.team import FULL, config
 
-    class CpuStack(Stack):
-        def _spawn_worker(self, name: str, concurrency: int, beat: Path) -> None:
-            beat.unlink(missing_ok=True)
-            log = (self.root / f"{name}.log").open("wb")
-            env = {**self.env, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-            self.workers[name] = subprocess.Popen(
-                [sys.executable, "-m", "bench.threadcpu", "--worker", str(directory), "shelly_dist.cli.main",
-                 "worker", "--concurrency", str(concurrency), "--hostname", f"{name}@{self.id}",
-                 "--heartbeat-file", str(beat), "--loglevel", "WARNING"],
-                cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT)
-            self.concurrency[name] = concurrency
-
     async def trigger(action: str, result: str) -> None:
         (directory / f"do-{action}").touch()
         await wait_for(lambda: asyncio.to_thread((directory / result).exists), 60, action)
 
-    stack = CpuStack()
+    stack = Stack(wrapper=lambda _name: ["-m", "bench.threadcpu", "--worker", str(directory)])
     try:
         stack.start_model("instant", 0.0)
         stack.write_config(*config(FULL, stack.models))
@@ -115,7 +103,6 @@ async def _drive(reps: int, directory: Path) -> tuple[dict[str, float], dict[str
             for _ in range(reps):
                 await delegate_once(engine, "burst")
             await trigger("prof-off", "loop.prof")
-            await asyncio.sleep(0.5)
     finally:
         await asyncio.to_thread(stack.close)
     before, after = (json.loads((directory / f"cpu{k}.json").read_text()) for k in (0, 1))

@@ -26,7 +26,6 @@ import json
 import os
 import runpy
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -160,20 +159,7 @@ def _traced_stack(trace_dir: Path) -> Any:
     """A bench stack whose workers run under this module's wrappers (``--worker``)."""
     from bench.harness import Stack
 
-    class TracedStack(Stack):
-        def _spawn_worker(self, name: str, concurrency: int, beat: Path) -> None:
-            beat.unlink(missing_ok=True)
-            log = (self.root / f"{name}.log").open("wb")
-            out = trace_dir / f"worker-{name}.jsonl"
-            env = {**self.env, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-            self.workers[name] = subprocess.Popen(
-                [sys.executable, "-m", "bench.timeline", "--worker", str(out), "shelly_dist.cli.main",
-                 "worker", "--concurrency", str(concurrency), "--hostname", f"{name}@{self.id}",
-                 "--heartbeat-file", str(beat), "--loglevel", "WARNING"],
-                cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT)
-            self.concurrency[name] = concurrency
-
-    return TracedStack()
+    return Stack(wrapper=lambda name: ["-m", "bench.timeline", "--worker", str(trace_dir / f"worker-{name}.jsonl")])
 
 
 async def _drive(reps: int, trace_dir: Path) -> dict[str, Any]:

@@ -8,6 +8,7 @@ Redis is this test's own ``redis-server``: ``CONFIG SET maxmemory`` is never sen
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +56,19 @@ def empty(server: RedisServer) -> None:
     server.client().config_set("maxmemory", "0")
 
 
+def waits_then_answers(server: RedisServer, run: subprocess.Popen[str], err: Lines, answer: Lines) -> None:
+    """``shelly run`` names Redis full and waits; given room, it prints the lead's answer."""
+    wait_named_full(err)
+    assert run.poll() is None, err.text()  # it waits, it does not fail
+    empty(server)
+    run.wait(60)
+    err.join(30)
+    answer.join(30)
+    assert run.returncode == 0, err.text()
+    assert answer.text() == "lead done"
+    assert err.first("Redis takes writes again"), err.text()
+
+
 def test_redis_full_while_a_child_finishes_is_waited_out_and_the_answer_printed(
     own: tuple[RedisServer, Cluster],
 ) -> None:
@@ -95,15 +109,7 @@ def test_a_root_answer_finished_while_redis_is_full_waits_for_room_and_is_printe
         wait_until(lambda: err.first("lead started"), 60, "the lead to start")
         fill(server)
         answer_now.touch()
-        wait_named_full(err)
-        assert run.poll() is None, err.text()  # it waits, it does not fail
-        empty(server)
-        run.wait(60)
-        err.join(30)
-        answer.join(30)
-        assert run.returncode == 0, err.text()
-        assert answer.text() == "lead done"
-        assert err.first("Redis takes writes again"), err.text()
+        waits_then_answers(server, run, err, answer)
     finally:
         if run.poll() is None:
             run.kill()
@@ -119,14 +125,7 @@ def test_a_run_started_while_redis_is_full_waits_for_room_and_is_printed(
     run = shelly(cluster, "run", "go")
     try:
         err, answer = Lines(run.stderr), Lines(run.stdout)
-        wait_named_full(err)
-        assert run.poll() is None, err.text()  # it waits, it does not fail
-        empty(server)
-        run.wait(60)
-        err.join(30)
-        answer.join(30)
-        assert run.returncode == 0, err.text()
-        assert answer.text() == "lead done"
+        waits_then_answers(server, run, err, answer)
     finally:
         if run.poll() is None:
             run.kill()

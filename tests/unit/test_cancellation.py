@@ -15,7 +15,7 @@ async def swallowing_call(entered: asyncio.Event) -> str:
     """A call that answers instead of raising when cancelled, as ``wait_for`` does in that race."""
     entered.set()
     try:
-        await asyncio.sleep(30)
+        await asyncio.get_running_loop().create_future()  # answered only by a cancellation
     except asyncio.CancelledError:
         return "answered anyway"
     return "answered"
@@ -48,7 +48,7 @@ async def test_pause_raises_at_once_for_a_cancellation_already_swallowed() -> No
 
     async def one_call_then_pause() -> str:
         answer = await swallowing_call(entered)
-        await pause(30)
+        await pause(3600)  # raises at once: with the pending cancel, never sleeps
         return answer
 
     task = asyncio.create_task(one_call_then_pause())

@@ -13,6 +13,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,28 +105,19 @@ class Journal:
     async def _write_root(self, run_id: str, session: str, fields: dict[str, str], mode: str, now: float,
                           if_absent: bool) -> bool:
         """One attempt of :meth:`create_root`'s writes."""
-        key = self.keys.run(run_id)
         due = _ms(now + self.settings.requeue_after) if mode == "worker" else None
         if not self.clustered:
             # One Redis: the index, the tree and its hint in one transaction (one round trip
             # instead of three; no reaper can see the hint without the record); with
             # ``if_absent`` watched first (three round trips instead of five: a batch makes
             # one of these per item, issue 27).
-            async with self.client.pipeline(transaction=True) as pipe:
-                if if_absent:
-                    await pipe.watch(key)
-                    if await pipe.hlen(key):
-                        return False
-                    pipe.multi()
+            def queue_all(pipe: Any) -> None:
                 self._queue_index(pipe, run_id, session, now)
                 self._queue_tree(pipe, run_id, fields, mode, now)
                 if due is not None:
                     self.due.queue_hint(pipe, run_id, due)
-                try:
-                    await pipe.execute()
-                except WatchError:
-                    return False
-            return True
+
+            return await self._transaction(run_id, if_absent, queue_all)
         # The tree's keys in one transaction (one slot); the indexes of other slots around
         # it: the due hint before (a crash after the transaction still leaves the root where
         # the reapers look) and again after (a reaper that settled the hint meanwhile, seeing
@@ -135,21 +127,29 @@ class Journal:
             if due is not None:
                 self.due.queue_hint(pipe, run_id, due)
             await pipe.execute()
+        if not await self._transaction(run_id, if_absent,
+                                       lambda pipe: self._queue_tree(pipe, run_id, fields, mode, now)):
+            return False
+        if due is not None:
+            await self.due.hint(run_id, due)
+        return True
+
+    async def _transaction(self, run_id: str, if_absent: bool, queue: Callable[[Any], None]) -> bool:
+        """Run ``queue``'s commands in one transaction; with ``if_absent``, none of them when the
+        run's record exists or appears meanwhile (``WATCH``). Returns whether they ran."""
         async with self.client.pipeline(transaction=True) as pipe:
             if if_absent:
-                await pipe.watch(key)
+                await pipe.watch(self.keys.run(run_id))
                 # HLEN, not EXISTS: a cluster pipeline splits EXISTS by slot and, while
                 # watching, never runs it (redis-py 8.1); a record is a non-empty hash.
-                if await pipe.hlen(key):
+                if await pipe.hlen(self.keys.run(run_id)):
                     return False
                 pipe.multi()
-            self._queue_tree(pipe, run_id, fields, mode, now)
+            queue(pipe)
             try:
                 await pipe.execute()
             except WatchError:
                 return False
-        if due is not None:
-            await self.due.hint(run_id, due)
         return True
 
     def _queue_tree(self, pipe: Any, run_id: str, fields: dict[str, str], mode: str, now: float) -> None:

@@ -116,7 +116,7 @@ class SwallowingPool(FakePool):
         assert task is not None
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.sleep(0)
+            await asyncio.get_running_loop().create_future()  # the cancel lands here, and is caught
         return await super().record(run_id)
 
 

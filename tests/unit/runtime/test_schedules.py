@@ -127,7 +127,7 @@ class SwallowingDueIndex(MemoryDueIndex):
     async def due(self, now: float, limit: int = 100) -> list[tuple[str, int]]:
         self.reading.set()
         with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.sleep(30)
+            await asyncio.get_running_loop().create_future()  # answered only by a cancellation
         return []
 
 
