@@ -264,3 +264,39 @@ async def test_sends_recorded_together_move_each_waiting_childs_deadline_to_the_
     for cid in ids[:2]:
         assert abs(await journal.client.zscore(deadlines, cid) - backstop) < 5000, cid
     assert await journal.client.zscore(deadlines, ids[2]) == claimed_at
+
+
+async def test_a_fan_out_wider_than_one_redis_call_takes_is_expected_whole(journal: Journal):
+    """EXPECT writes its children's deadlines and tree membership in calls of 1,000 arguments:
+    1,200 children (2,400 deadline arguments) take several, and none is lost between them."""
+    lease = await parent(journal)
+    ids, to_start = await lease.expect([request(i) for i in range(1200)], 1, "fp")
+    assert len(set(ids)) == 1200 and to_start == ids
+    assert (await journal.fields("parent"))["pending"] == "1200"
+    keys, client = journal.keys, journal.client
+    assert None not in await client.zmscore(keys.tree_deadlines("parent"), ids)
+    assert await client.smismember(keys.tree_runs("parent"), ids) == [1] * 1200
+    record = await journal.record(ids[-1])
+    assert record is not None and (record.status, record.parent, record.task) == ("queued", "parent", "t1199")
+
+
+async def test_the_record_a_claim_answers_is_the_one_it_stored(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0)], 1, "fp")
+    got = (await claimed(journal, ids[0])).record
+    stored = await journal.record(ids[0])
+    assert stored is not None
+    assert (got.status, got.worker, got.attempts, got.task) == ("running", "w1", 1, "t0")
+    assert (got.status, got.worker, got.attempts, got.task) == (stored.status, stored.worker, stored.attempts,
+                                                                stored.task)
+
+
+async def test_a_finish_journals_a_held_chat_longer_than_one_redis_call_takes(journal: Journal):
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0)], 1, "fp")
+    child = await claimed(journal, ids[0])
+    state = RunState(run_id=ids[0], config_name="w", instance_name="w-1")
+    chat = [Message.text("w", Role.ASSISTANT, f"m{i}") for i in range(1500)]
+    child.hold(0, state, chat)
+    await child.finish("done", DelegateEntry(agent="w", result="m1499").to_json())
+    assert [m.text_content() for m in await journal.messages(ids[0], 1500)] == [f"m{i}" for i in range(1500)]
