@@ -2,7 +2,8 @@
 
 Further options: ``--profile DIR``, ``--scale N``.
 
-``--workers`` sets the worker process counts of the scaling row (default 1,2,4). ``--scale N``
+``--workers`` sets the worker process counts of the scaling row (default 1,2,4); ``--roots pool``
+submits its top-level runs to the pool instead of driving them from the bench process. ``--scale N``
 runs only the idle-pool scenario (:mod:`bench.idle`: the Redis load of N live idle trees), once
 per worker count of ``--workers`` (default 8).
 
@@ -59,6 +60,7 @@ async def run(args: argparse.Namespace) -> str:
     sizes = QUICK if args.quick else FULL
     if args.workers:
         sizes = dataclasses.replace(sizes, scaling_workers=tuple(args.workers))
+    sizes = dataclasses.replace(sizes, scaling_roots=args.roots)
     stack = Stack(args.profile)
     bench = Bench(stack, sizes, args.runs)
     rows: list[Row] = []
@@ -153,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="runs per figure (default 5)")
     parser.add_argument("--workers", type=_counts, metavar="1,2,4,8,16",
                         help="worker process counts of the scaling row (default 1,2,4), or of --scale (default 8)")
+    parser.add_argument("--roots", choices=("coordinator", "pool"), default="coordinator",
+                        help="the scaling row's top-level runs: driven by this process (default) or "
+                             "submitted to the pool")
     parser.add_argument("--scale", type=int, metavar="N",
                         help="only measure the idle pool's Redis load with N live idle trees (bench.idle)")
     parser.add_argument("--write", action="store_true", help=f"write the results into {DOC}")

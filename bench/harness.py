@@ -34,6 +34,7 @@ import yaml
 from bench.procs import BenchError, spawn_model
 from shelly_dist.chats import Role
 from shelly_dist.engine import Engine
+from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.runtime import RunOutcome
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -240,6 +241,16 @@ class Stack:
         metas = [f"celery-task-meta-{t}" for t in self.raw_task_ids]
         for i in range(0, len(metas), 500):
             self.broker.delete(*metas[i:i + 500])
+
+
+async def submit_once(engine: Engine, agent: str, text: str = "go") -> None:
+    """One top-level run of ``agent`` submitted to the pool (its loop runs on a worker, as a
+    ``shelly batch`` item's does), waited for; ``BenchError`` unless it ended done."""
+    runtime: Any = engine.runtime  # the Celery runtime: submit and wait are the pool's
+    run_id = await runtime.submit(agent, text, session=new_session_id())
+    record = await runtime.wait(run_id)
+    if record.status != "done" or record.error:
+        raise BenchError(f"bench: {agent}: run {run_id} on the pool ended {record.status}: {record.error[:500]}")
 
 
 async def delegate_once(engine: Engine, agent: str, text: str = "go") -> RunOutcome:

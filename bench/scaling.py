@@ -23,7 +23,7 @@ import time
 import redis
 
 from bench.context import STEP, Bench
-from bench.harness import BROKER_URL, REDIS_URL, delegate_once
+from bench.harness import BROKER_URL, REDIS_URL, delegate_once, submit_once
 from bench.procs import cpu_seconds
 from bench.report import Row
 from shelly_dist.engine import Engine
@@ -45,10 +45,12 @@ async def steady(engine: Engine, b: Bench, workers: int) -> float:
     stop_at = time.perf_counter() + b.sizes.scaling_seconds
     done = 0
 
+    once = submit_once if b.sizes.scaling_roots == "pool" else delegate_once
+
     async def lane() -> None:
         nonlocal done
         while time.perf_counter() < stop_at:
-            await b.step(f"scaling × {workers}: a delegation of {n} children", STEP, delegate_once(engine, "scale"))
+            await b.step(f"scaling × {workers}: a delegation of {n} children", STEP, once(engine, "scale"))
             done += n
 
     start = time.perf_counter()
@@ -99,7 +101,8 @@ async def measure(b: Bench) -> list[Row]:
     one = statistics.median(base)
     return [
         Row(KEYS.get(k, f"8-{k}"), f"scaling: {k} worker process{'es' if k > 1 else ''} × {c}, "
-            f"delegations of {n} children at {b.sizes.scaling_latency * 1000:g} ms, steady state", "/s", r,
+            f"delegations of {n} children at {b.sizes.scaling_latency * 1000:g} ms, steady state"
+            f"{', roots on the pool' if b.sizes.scaling_roots == 'pool' else ''}", "/s", r,
             f"{b.sizes.scaling_workers[0]} worker{'s' if b.sizes.scaling_workers[0] > 1 else ''}", base,
             [x / one for x in r], note=notes[k])
         for k, r in rates.items()

@@ -30,6 +30,10 @@ class Sizes:
     """Worker process counts of the scaling row (``--workers``)."""
     scaling_seconds: float = 10.0
     """Seconds each scaling configuration runs at steady state, at least (per run)."""
+    scaling_roots: str = "coordinator"
+    """Where the scaling row's top-level runs are driven (``--roots``): ``coordinator``, by the
+    bench process; ``pool``, submitted to the pool (each root's loop, and the joins of its children,
+    run on a worker, as a ``shelly batch`` item's do)."""
     batch_n: int = 2000
     """Items of each ``shelly batch`` run (row 10; the 10,000-item batch is a slow test)."""
 
