@@ -65,11 +65,12 @@ def journal_nodes(url: str) -> list[redis.Redis]:
     if plain is None:
         return [redis.Redis.from_url(url, decode_responses=True)]
     seed = redis.Redis.from_url(plain, decode_responses=True)
+    seed.set_response_callback("CLUSTER NODES", lambda response, **_: response)  # the text, not redis-py's dict
     try:
         text = seed.execute_command("CLUSTER NODES")
     finally:
         seed.close()
-    found = primaries(text if isinstance(text, str) else str(text))
+    found = primaries(str(text))
     if not found:
         raise BenchError(f"bench: {url}: CLUSTER NODES names no primary serving slots")
     return [redis.Redis(host=host, port=port, decode_responses=True) for host, port in found]
@@ -120,7 +121,7 @@ def _server(directory: Path, *args: str) -> tuple[int, subprocess.Popen[bytes]]:
 def _cluster_ok(port: int) -> bool:
     client = redis.Redis(port=port, decode_responses=True)
     try:
-        return "cluster_state:ok" in str(client.execute_command("CLUSTER INFO"))
+        return bool(client.cluster("info").get("cluster_state") == "ok")
     finally:
         client.close()
 
