@@ -68,6 +68,8 @@ def journal_nodes(url: str) -> list[redis.Redis]:
     seed.set_response_callback("CLUSTER NODES", lambda response, **_: response)  # the text, not redis-py's dict
     try:
         text = seed.execute_command("CLUSTER NODES")
+    except redis.RedisError as exc:
+        raise BenchError(f"bench: {url}: CLUSTER NODES failed: {type(exc).__name__}: {exc}") from exc
     finally:
         seed.close()
     found = primaries(str(text))

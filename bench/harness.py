@@ -85,6 +85,9 @@ class Stack:
     """The bench's processes and Redis keys (see the module docstring). Always :meth:`close` it."""
 
     def __init__(self, profile: Path | None = None, wrapper: Callable[[str], list[str]] | None = None) -> None:
+        self.broker_url = broker_url()  # first: these two may fail, before anything needs cleaning up
+        self.journals = journal_nodes(REDIS_URL)
+        """A plain client of each server holding the journals (each primary of a cluster)."""
         self.profile = profile
         """Where workers write their samples (:mod:`bench.sampler`), when profiling."""
         self.wrapper = wrapper
@@ -97,9 +100,6 @@ class Stack:
         self.queue = f"bench-{self.id}"
         self.raw_queue = f"bench-raw-{self.id}"
         self.prefix = f"shelly-bench:{self.id}:"
-        self.broker_url = broker_url()
-        self.journals = journal_nodes(REDIS_URL)
-        """A plain client of each server holding the journals (each primary of a cluster)."""
         self.broker = redis.Redis.from_url(self.broker_url, decode_responses=True)
         self.env = _clean_env()
         self.models: dict[str, str] = {}
