@@ -25,6 +25,7 @@ from typing import Any
 
 import redis
 
+from bench.cluster import refuse_cluster
 from bench.context import STEP, Bench, timed
 from bench.harness import BROKER_DB, REDIS_URL, delegate_once
 from bench.procs import BenchError
@@ -107,6 +108,7 @@ async def count(prefix: str, action: Callable[[], Awaitable[Any]]) -> Count:
 
 
 async def measure(b: Bench) -> list[Row]:
+    refuse_cluster(REDIS_URL, NAME, "it counts the bench's commands with MONITOR of one server")
     k = b.sizes.commands_k
     await b.stack.use_workers({"main": b.sizes.concurrency})
     values, refs, executed, whole = [], [], [], []

@@ -31,6 +31,7 @@ import httpx2
 import redis
 import yaml
 
+from bench.cluster import delete_matching, is_cluster, journal_nodes
 from bench.procs import BenchError, spawn_model
 from shelly_dist.chats import Role
 from shelly_dist.engine import Engine
@@ -39,13 +40,25 @@ from shelly_dist.runtime import RunOutcome
 
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 """The Redis the bench uses; ``BENCH_REDIS_URL`` points it at a redis-server of one's own, where
-row 6's ``MONITOR`` sees no other engineer's traffic."""
+row 6's ``MONITOR`` sees no other engineer's traffic, or at a Redis Cluster for the journals
+(``redis+cluster://host:port``, :mod:`bench.cluster`; ``BENCH_BROKER_URL`` is then required)."""
 BROKER_DB = 7
 """The broker's Redis database, used only by the bench (tests use 5; state stays in 0 with a prefix)."""
-BROKER_URL = os.environ.get("BENCH_BROKER_URL") or f"{REDIS_URL.rsplit('/', 1)[0]}/{BROKER_DB}"
-"""The broker: database 7 of the bench's Redis, or ``BENCH_BROKER_URL`` (a redis-server of its own,
-so the scaling row can tell the broker's CPU from the journals'; row 6 then counts the journals'
-server only)."""
+
+
+def broker_url() -> str:
+    """The broker: ``BENCH_BROKER_URL`` (a redis-server of its own, so the scaling row can tell the
+    broker's CPU from the journals'; row 6 then counts the journals' server only), else database 7
+    of the bench's Redis. A cluster cannot be the broker, so a cluster ``BENCH_REDIS_URL`` without
+    ``BENCH_BROKER_URL`` is a ``BenchError``."""
+    own = os.environ.get("BENCH_BROKER_URL")
+    if own:
+        return own
+    if is_cluster(REDIS_URL):
+        raise BenchError(f"bench: BENCH_BROKER_URL is required when BENCH_REDIS_URL is a cluster ({REDIS_URL}): "
+                         "the Celery broker cannot be a Redis Cluster")
+    return f"{REDIS_URL.rsplit('/', 1)[0]}/{BROKER_DB}"
+
 
 START_TIMEOUT = 90.0
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,6 +86,9 @@ class Stack:
     """The bench's processes and Redis keys (see the module docstring). Always :meth:`close` it."""
 
     def __init__(self, profile: Path | None = None, wrapper: Callable[[str], list[str]] | None = None) -> None:
+        self.broker_url = broker_url()  # first: these two may fail, before anything needs cleaning up
+        self.journals = journal_nodes(REDIS_URL)
+        """A plain client of each server holding the journals (each primary of a cluster)."""
         self.profile = profile
         """Where workers write their samples (:mod:`bench.sampler`), when profiling."""
         self.wrapper = wrapper
@@ -85,8 +101,6 @@ class Stack:
         self.queue = f"bench-{self.id}"
         self.raw_queue = f"bench-raw-{self.id}"
         self.prefix = f"shelly-bench:{self.id}:"
-        self.broker_url = BROKER_URL
-        self.redis = redis.Redis.from_url(REDIS_URL, decode_responses=True)
         self.broker = redis.Redis.from_url(self.broker_url, decode_responses=True)
         self.env = _clean_env()
         self.models: dict[str, str] = {}
@@ -228,16 +242,15 @@ class Stack:
         try:
             self._delete_keys()
         finally:
-            self.redis.close()
+            for client in self.journals:
+                client.close()
             self.broker.close()
             shutil.rmtree(self.root, ignore_errors=True)
 
     def _delete_keys(self) -> None:
-        for client, pattern in ((self.redis, f"{self.prefix}*"), (self.broker, f"*{self.queue}*"),
-                                (self.broker, f"*{self.raw_queue}*")):
-            keys = list(client.scan_iter(match=pattern, count=1000))
-            for i in range(0, len(keys), 500):
-                client.delete(*keys[i:i + 500])
+        for client, pattern in (*((node, f"{self.prefix}*") for node in self.journals),
+                                (self.broker, f"*{self.queue}*"), (self.broker, f"*{self.raw_queue}*")):
+            delete_matching(client, pattern)
         metas = [f"celery-task-meta-{t}" for t in self.raw_task_ids]
         for i in range(0, len(metas), 500):
             self.broker.delete(*metas[i:i + 500])

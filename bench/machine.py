@@ -9,6 +9,8 @@ from pathlib import Path
 import celery
 import redis
 
+from bench.cluster import is_cluster, journal_nodes
+
 
 def _cpu_model() -> str:
     try:
@@ -31,15 +33,18 @@ def _memory() -> str:
 
 
 def describe(redis_url: str) -> str:
-    client = redis.Redis.from_url(redis_url)
+    nodes = journal_nodes(redis_url)
     try:
-        redis_version = str(client.info("server").get("redis_version", "unknown"))
+        redis_version = str(nodes[0].info("server").get("redis_version", "unknown"))
     finally:
-        client.close()
+        for node in nodes:
+            node.close()
+    where = (f"journals and state on a {len(nodes)}-node cluster, the broker on a redis-server of its own"
+             if is_cluster(redis_url) else "broker, journals, state")
     return "\n".join([
         f"- CPU: {_cpu_model()}, {os.cpu_count()} cores",
         f"- memory: {_memory()}",
         f"- OS: {platform.system()} {platform.release()}",
         f"- Python {platform.python_version()}, Celery {celery.__version__}, redis-py {redis.__version__}",
-        f"- Redis {redis_version} on loopback (broker, journals, state)",
+        f"- Redis {redis_version} on loopback ({where})",
     ])

@@ -26,6 +26,7 @@ from typing import Any
 import redis
 import yaml
 
+from bench.cluster import refuse_cluster
 from bench.context import Bench
 from bench.harness import REDIS_URL, START_TIMEOUT, BenchError, Stack, _clean_env
 from bench.report import Row
@@ -147,6 +148,8 @@ def _one(broker_url: str) -> float:
 
 
 async def measure(b: Bench) -> list[Row]:
+    refuse_cluster(REDIS_URL, NAME, "its Redis broker is database 7 of BENCH_REDIS_URL and it reads the journals "
+                   "with a client of one server")
     base = REDIS_URL.rsplit("/", 1)[0]
     rows = []
     for key, label, url in (("12a", "Redis broker", f"{base}/{BROKER_DB}"), ("12b", "RabbitMQ", RABBITMQ_URL)):

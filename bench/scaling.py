@@ -9,7 +9,9 @@ the coordinator (this process, which runs the top-level agents), of each worker 
 Redis (``INFO cpu``; the shared Redis also serves whatever else runs on the machine) over the
 same window, as a share of one core, and the coordinator's, the workers' and Redis's CPU per child.
 With the broker on a redis-server of its own (``BENCH_BROKER_URL``), the note splits Redis into
-the journals' server and the broker's.
+the journals' server and the broker's. With the journals on a Redis Cluster
+(``BENCH_REDIS_URL=redis+cluster://…``, :mod:`bench.cluster`), it gives the journals' CPU per
+primary node, then their total.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import time
 
 import redis
 
+from bench.cluster import is_cluster, journal_nodes
 from bench.context import STEP, Bench
-from bench.harness import BROKER_URL, REDIS_URL, delegate_once, submit_once
+from bench.harness import REDIS_URL, delegate_once, submit_once
 from bench.procs import cpu_seconds
 from bench.report import Row
 from shelly_dist.engine import Engine
@@ -58,13 +61,22 @@ async def steady(engine: Engine, b: Bench, workers: int) -> float:
     return done / (time.perf_counter() - start)
 
 
+def _journals_note(cpu: list[float], seconds: float, children: float) -> tuple[str, str]:
+    """The journals' share of a core and CPU per child, per cluster node and in total."""
+    share = "/".join(f"{100 * c / seconds:.0f}" for c in cpu)
+    per_child = "/".join(f"{1000 * c / children:.2f}" for c in cpu)
+    return (f"journals ({len(cpu)} cluster nodes) {share} (total {100 * sum(cpu) / seconds:.0f})",
+            f"journals' Redis ({len(cpu)} cluster nodes) {per_child} ms (total {1000 * sum(cpu) / children:.2f} ms)")
+
+
 async def measure(b: Bench) -> list[Row]:
     n, c = b.sizes.scaling_n, b.sizes.concurrency
     rates: dict[int, list[float]] = {}
     notes: dict[int, str] = {}
-    me, client = os.getpid(), redis.Redis.from_url(REDIS_URL)
-    broker = redis.Redis.from_url(BROKER_URL)
-    apart = client.info("server")["run_id"] != broker.info("server")["run_id"]
+    me, nodes = os.getpid(), journal_nodes(REDIS_URL)
+    broker = redis.Redis.from_url(b.stack.broker_url)
+    cluster = is_cluster(REDIS_URL)
+    apart = cluster or nodes[0].info("server")["run_id"] != broker.info("server")["run_id"]
     try:
         async with b.stack.engine() as engine:
             for k in b.sizes.scaling_workers:
@@ -72,30 +84,38 @@ async def measure(b: Bench) -> list[Row]:
                 pids = [b.stack.worker_pid(f"scale{i}") for i in range(k)]
                 await b.step(f"scaling × {k}: warm-up delegation", STEP, delegate_once(engine, "one"))
                 rates[k] = []
-                coordinator, workers, server, brokers, children, seconds = 0.0, [0.0] * k, 0.0, 0.0, 0.0, 0.0
+                coordinator, workers, brokers, children, seconds = 0.0, [0.0] * k, 0.0, 0.0, 0.0
+                servers = [0.0] * len(nodes)
                 for _ in range(b.runs):
-                    before = (cpu_seconds(me), [cpu_seconds(p) for p in pids], _redis_cpu(client), time.perf_counter(),
-                              _redis_cpu(broker) if apart else 0.0)
+                    before = (cpu_seconds(me), [cpu_seconds(p) for p in pids], [_redis_cpu(x) for x in nodes],
+                              time.perf_counter(), _redis_cpu(broker) if apart else 0.0)
                     rate = await steady(engine, b, k)
                     elapsed = time.perf_counter() - before[3]
                     rates[k].append(rate)
                     coordinator += cpu_seconds(me) - before[0]
                     workers = [w + cpu_seconds(p) - b0 for w, p, b0 in zip(workers, pids, before[1], strict=True)]
-                    server += _redis_cpu(client) - before[2]
+                    servers = [s + _redis_cpu(x) - b0 for s, x, b0 in zip(servers, nodes, before[2], strict=True)]
                     brokers += _redis_cpu(broker) - before[4] if apart else 0.0
                     children, seconds = children + rate * elapsed, seconds + elapsed
                 each = "/".join(f"{100 * w / seconds:.0f}" for w in workers)
-                redis_share = (f"Redis: journals {100 * server / seconds:.0f}, broker {100 * brokers / seconds:.0f}"
-                               if apart else f"Redis {100 * server / seconds:.0f}")
-                redis_per_child = (f"journals' Redis {1000 * server / children:.2f} ms, broker's "
-                                   f"{1000 * brokers / children:.2f} ms" if apart
-                                   else f"Redis {1000 * server / children:.2f} ms")
+                server = sum(servers)
+                if cluster:
+                    journals_share, journals_per_child = _journals_note(servers, seconds, children)
+                    redis_share = f"Redis: {journals_share}, broker {100 * brokers / seconds:.0f}"
+                    redis_per_child = f"{journals_per_child}, broker's {1000 * brokers / children:.2f} ms"
+                else:
+                    redis_share = (f"Redis: journals {100 * server / seconds:.0f}, broker {100 * brokers / seconds:.0f}"
+                                   if apart else f"Redis {100 * server / seconds:.0f}")
+                    redis_per_child = (f"journals' Redis {1000 * server / children:.2f} ms, broker's "
+                                       f"{1000 * brokers / children:.2f} ms" if apart
+                                       else f"Redis {1000 * server / children:.2f} ms")
                 notes[k] = (f"CPU, % of a core: coordinator {100 * coordinator / seconds:.0f}, workers {each}, "
                             f"{redis_share}; per child: coordinator {1000 * coordinator / children:.2f} ms, "
                             f"workers {1000 * sum(workers) / children:.2f} ms, {redis_per_child}; "
                             f"{seconds / b.runs:.0f} s per run")
     finally:
-        client.close()
+        for node in nodes:
+            node.close()
         broker.close()
     base = rates[b.sizes.scaling_workers[0]]
     one = statistics.median(base)
