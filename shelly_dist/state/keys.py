@@ -172,6 +172,12 @@ class Keys:
         """Channel announcing changes to the run (finished, cancelled)."""
         return f"{self.run(run_id)}:changed"
 
+    def run_ended(self, run_id: str) -> str:
+        """Channel announcing a root run's end (its status, from ``FINISH``): what a process
+        waiting for the end listens to, without the joins of the run's children that
+        :meth:`run_changed` carries (a message each)."""
+        return f"{self.run(run_id)}:ended"
+
     def run_expected(self, run_id: str) -> str:
         """Set of child keys the run waits for (registered before any child is enqueued)."""
         return f"{self.run(run_id)}:expected"

@@ -3,6 +3,7 @@ needed: what it would send is recorded)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -45,3 +46,33 @@ async def test_a_still_queued_run_is_sent_again_but_not_recreated(runtime: tuple
     await rt.submit("a", "second", session=SESSION, run_id="lost-send")
     assert sent == [["lost-send", "lost-send"]] * 2
     assert (await rt.record("lost-send")).task == "first"  # type: ignore[union-attr]
+
+
+async def test_waiting_for_a_root_reads_it_again_on_its_end_not_on_each_childs_join(
+    runtime: tuple[CeleryRuntime, list[list[Any]]],
+):
+    """``wait`` listens on the run's ``ended`` channel: the joins of its children (a message each
+    on ``changed``) do not make it re-read a record that grows with their results."""
+    rt, _ = runtime
+    run_id = await rt.submit("a", "go", session=SESSION, run_id="waited-root")
+    journal = rt.journal
+    reads, first = 0, asyncio.Event()
+    real = journal.record
+
+    async def counted(rid: str) -> Any:
+        nonlocal reads
+        reads += 1
+        first.set()
+        return await real(rid)
+
+    journal.record = counted  # type: ignore[method-assign]
+    waiting = asyncio.ensure_future(rt.wait(run_id, timeout=60))
+    lease = (await journal.claim(run_id, run_id, "tok", "w0")).lease
+    assert lease is not None
+    await asyncio.wait_for(first.wait(), 30)  # wait() read the record once, then waits on its watch
+    for i in range(50):
+        await rt.client.publish(journal.keys.run_changed(run_id), f"child|call_1:{i}")
+    await lease.finish("done", {"agent": "a", "result": "r"})
+    record = await waiting
+    assert record.status == "done"
+    assert reads <= 3  # the first read, the end (and at most one poll tick in between)

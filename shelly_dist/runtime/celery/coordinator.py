@@ -230,37 +230,32 @@ class CeleryRuntime:
         return await self.journal.record(run_id)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord:  # noqa: ASYNC109
-        """The run's record once it has ended (re-read on every wake-up that may mean its end:
-        not on its children's joins, so a root on the pool with n children costs a read or two,
-        not n reads of a record that grows with their results; :func:`_may_have_ended`).
+        """The run's record once it has ended (re-read on every wake-up and poll).
 
         The wake-ups come through the process's one pub/sub connection (:meth:`hub`): a batch
         waits for thousands of runs, and a subscription each cost a TCP connect, ``SUBSCRIBE`` and
-        close per run (issue 27)."""
+        close per run (issue 27). They come on the run's ``ended`` channel, not ``changed``, which
+        also carries a message per child's join: a root on the pool with 200 children was re-read
+        200 times as its record grew with their results."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        watch = await self.hub().watch(self.journal.keys.run_changed(run_id))
-        position = watch.position
+        watch = await self.hub().watch(self.journal.keys.run_ended(run_id))
         try:
             while True:
+                seen = watch.generation
                 record = await read_through("coordinator", lambda: self.journal.record(run_id))
                 if record is None:
                     raise RunError(f"run {run_id}: not found", run_id=run_id)
                 if record.ended:
                     return record
-                while True:  # until something that may have ended the run moved the watch
-                    seen = watch.generation
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        raise RunError(f"run {run_id}: still {record.status} after {timeout}s", run_id=run_id)
-                    if remaining is None:
-                        await watch.moved(seen)
-                    else:
-                        with contextlib.suppress(TimeoutError):
-                            async with asyncio.timeout(remaining):
-                                await watch.moved(seen)
-                    hints, position = watch.hints_since(position)
-                    if watch.generation != seen and _may_have_ended(hints):
-                        break
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise RunError(f"run {run_id}: still {record.status} after {timeout}s", run_id=run_id)
+                if remaining is None:
+                    await watch.moved(seen)
+                else:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(remaining):
+                            await watch.moved(seen)
         finally:
             await asyncio.shield(watch.aclose())
 
@@ -497,10 +492,3 @@ class _Tail:
 def open_runtime(settings: RuntimeSettings, fingerprint: str) -> CeleryRuntime:
     """The engine's entry point into the distributed runtime."""
     return CeleryRuntime(settings, fingerprint)
-
-
-def _may_have_ended(hints: list[str | None]) -> bool:
-    """Whether what moved a run's watch may have ended it: anything but a child's join
-    (``child|<key>``, which only the run's own next step acts on) — its finish (the status), a cancel,
-    an answer, a poll tick or an outage (``None``: anything may have changed)."""
-    return any(h is None or not h.startswith("child|") for h in hints)

@@ -288,6 +288,7 @@ redis.call('DEL', lease)
 redis.call('ZREM', deadlines, run_id)
 if key == '' then
   redis.call('PUBLISH', record .. ':changed', status)  -- only root runs have waiters of their own
+  redis.call('PUBLISH', record .. ':ended', status)  -- CeleryRuntime.wait's, which the joins do not wake
   return {-1, ''}
 end
 if redis.call('EXISTS', parent) == 0 then return {-1, ''} end  -- expired: never re-create it
