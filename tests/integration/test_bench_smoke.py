@@ -39,6 +39,15 @@ def test_the_scaling_row_takes_the_worker_counts(redis_url: str):
 
 
 @pytest.mark.timeout(360)
+def test_the_scaling_row_can_submit_its_roots_to_the_pool(redis_url: str):
+    out = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "scaling", "--runs", "1", "--workers",
+                          "1", "--roots", "pool"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| 8a")]
+    assert len(rows) == 1 and "roots on the pool" in rows[0], out.stdout
+
+
+@pytest.mark.timeout(360)
 def test_the_idle_pool_scenario_reports_the_redis_load_of_n_live_trees(redis_url: str):
     out = subprocess.run([sys.executable, "-m", "bench", "--quick", "--scale", "50", "--workers", "2"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
