@@ -45,6 +45,8 @@ can therefore write nothing, however late its writes arrive.
   ``{-1, 'terminal'}``, so the caller appends no events either). It may carry the run's last
   checkpoint (the final reply and state, held back by the worker), written first with the same
   offset check as ``CHECKPOINT``: a run whose last step only called the model ends in one round trip.
+  A root's end is published on its ``changed`` channel and on its ``ended`` one (what
+  ``CeleryRuntime.wait`` listens to: ``changed`` also carries every child's join).
 * ``SENT`` records that the broker took a run's task: a run nobody holds (no lease) that waits
   for that task — ``queued``, ``running`` with its lease lapsed (a reaper's re-send), or
   ``waiting`` with its join complete (a resume) — has its deadline moved *later* (``ZADD XX GT``)
