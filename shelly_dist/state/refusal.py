@@ -30,6 +30,7 @@ T = TypeVar("T")
 BACKOFF = (0.1, 5.0)
 """First and longest pause (seconds, doubling) between two tries of a refused write."""
 
+
 def refusal(exc: BaseException) -> str | None:
     """``Redis refuses writes (<reason>): <Redis's message>`` when ``exc`` (or an error it was
     raised ``from``, such as a ``StoreError`` around a redis error) is a write refusal; else None."""
