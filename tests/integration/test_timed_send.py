@@ -19,7 +19,8 @@ from .own_redis import start_redis_server, stop
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12's wait_for needs no task: redis-py's send is kept"),
+    pytest.mark.skipif(sys.version_info >= (3, 12),
+                       reason="Python 3.12's wait_for needs no task: redis-py's send is kept"),
 ]
 
 
@@ -27,7 +28,7 @@ async def test_commands_are_sent_without_wait_for(redis_url: str, key_prefix: st
     real = asyncio.wait_for
     calls: list[Any] = []
 
-    async def counting(fut: Any, timeout: float | None) -> Any:
+    async def counting(fut: Any, timeout: float | None) -> Any:  # noqa: ASYNC109 (wait_for's own signature)
         calls.append(timeout)
         return await real(fut, timeout)
 
