@@ -7,7 +7,6 @@ import asyncio
 from collections.abc import Iterable
 
 import pytest
-from redis.asyncio.connection import Connection
 
 from shelly_dist.runtime.celery.events import read_events
 from shelly_dist.state.connection import connect
@@ -21,20 +20,22 @@ async def test_a_follower_cancelled_while_its_xread_is_being_sent_ends(
 ) -> None:
     """redis-py sends each command through ``asyncio.wait_for``; on Python 3.11 a cancellation
     that lands while the send completes is swallowed and the read goes on. Here the follower is
-    cancelled at exactly that instant, every time, as ``shelly run``'s event tail was."""
+    cancelled at exactly that instant, every time, as ``shelly run``'s event tail was: when the
+    ``XREAD`` is handed to the socket's writer, which every send reaches (redis-py's own, inside its
+    ``wait_for`` task, and ``state/timed_send.py``'s, which has no task)."""
     follower: asyncio.Task[None] | None = None
     cancels = 0
-    real_send = Connection._send_packed_command
+    real_writelines = asyncio.StreamWriter.writelines
 
-    async def send_then_cancel_the_follower(self: Connection, command: Iterable[bytes]) -> None:
+    def write_then_cancel_the_follower(self: asyncio.StreamWriter, data: Iterable[bytes]) -> None:
         nonlocal cancels
-        command = list(command)
-        if follower is not None and not follower.done() and b"XREAD" in b"".join(command[:2]).upper():
+        data = list(data)
+        if follower is not None and not follower.done() and b"XREAD" in b"".join(data)[:64].upper():
             cancels += 1
             follower.cancel()
-        await real_send(self, command)
+        real_writelines(self, data)
 
-    monkeypatch.setattr(Connection, "_send_packed_command", send_then_cancel_the_follower)
+    monkeypatch.setattr(asyncio.StreamWriter, "writelines", write_then_cancel_the_follower)
     client = connect(redis_url)
 
     async def follow() -> None:
