@@ -19,7 +19,6 @@ ports, prints the two ``BENCH_*`` variables to export, and stops them all on Ctr
 from __future__ import annotations
 
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from types import FrameType
 import redis
 
 from bench.procs import BenchError
+from bench.servers import free_port, start_redis_server
 from shelly_dist.state.connection import cluster_url
 
 NODES = 3
@@ -98,28 +98,6 @@ def refuse_cluster(url: str, scenario: str, why: str) -> None:
 # -- a private cluster for the bench (python -m bench.cluster) ------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _server(directory: Path, *args: str) -> tuple[int, subprocess.Popen[bytes]]:
-    port = _free_port()
-    data = directory / str(port)
-    data.mkdir()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data),
-                             "--save", "", "--appendonly", "no", *args],
-                            stdout=(data / "log").open("wb"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while "Ready to accept connections" not in (data / "log").read_text(errors="replace"):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise BenchError(f"bench.cluster: redis-server on {port} did not start: "
-                             f"{(data / 'log').read_text(errors='replace')[-500:]}")
-        time.sleep(0.05)
-    return port, proc
-
-
 def _cluster_ok(port: int) -> bool:
     client = redis.Redis(port=port, decode_responses=True)
     try:
@@ -139,8 +117,8 @@ def main() -> int:
         try:
             ports = []
             for _ in range(NODES):
-                port, proc = _server(Path(tmp), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                                     "--cluster-port", str(_free_port()))
+                port, proc = start_redis_server(Path(tmp), "--cluster-enabled", "yes", "--cluster-config-file",
+                                                "nodes.conf", "--cluster-port", str(free_port()))
                 ports.append(port)
                 procs.append(proc)
             created = subprocess.run(["redis-cli", "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
@@ -153,7 +131,7 @@ def main() -> int:
                 if time.monotonic() > deadline:
                     raise BenchError("bench.cluster: the nodes did not reach cluster_state:ok within 60 s")
                 time.sleep(0.1)
-            broker, proc = _server(Path(tmp))
+            broker, proc = start_redis_server(Path(tmp))
             procs.append(proc)
             print(f"BENCH_REDIS_URL=redis+cluster://127.0.0.1:{ports[0]} "
                   f"BENCH_BROKER_URL=redis://127.0.0.1:{broker}/0", flush=True)

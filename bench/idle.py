@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,7 @@ import yaml
 
 from bench.procs import BenchError, cpu_seconds
 from bench.report import Row
+from bench.servers import redis_cpu, start_redis_server
 from shelly_dist.runtime.celery.due import SHARDS
 from shelly_dist.state.keys import Keys
 
@@ -70,12 +70,6 @@ asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SHELLY_")}
     other = os.environ.get("BENCH_WORKER_PYTHONPATH")
@@ -90,11 +84,6 @@ def _commands(client: redis.Redis) -> dict[str, int]:
             if k not in ("cmdstat_info", "cmdstat_config")}
 
 
-def _redis_cpu(client: redis.Redis) -> float:
-    cpu = client.info("cpu")
-    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
-
-
 def _wait_quiet(client: redis.Redis, keys: Keys, deadline: float) -> None:
     """Until no tree's hint in the due index has passed: the first check of each tree is over."""
     while sum(client.zcount(keys.due_shard(s), "-inf", int(time.time() * 1000)) for s in range(SHARDS)):
@@ -106,23 +95,12 @@ def _wait_quiet(client: redis.Redis, keys: Keys, deadline: float) -> None:
 def measure_idle(trees: int, workers: int, window: float = WINDOW, settle: float = SETTLE) -> Row:
     """One row: commands/s an idle pool of ``workers`` processes sends Redis with ``trees`` live trees."""
     root = Path(tempfile.mkdtemp(prefix="shelly-bench-idle-"))
-    port = _free_port()
     procs: list[subprocess.Popen[bytes]] = []
     env = _env()
     try:
-        server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(root),
-                                   "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+        port, server = start_redis_server(root)
         procs.append(server)
         client = redis.Redis(port=port, decode_responses=True)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                client.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise BenchError(f"bench: idle: redis-server on {port} did not start") from None
-                time.sleep(0.1)
         url, broker, prefix = f"redis://127.0.0.1:{port}/0", f"redis://127.0.0.1:{port}/1", "shelly-idle:"
         (root / ".shelly").mkdir()
         (root / ".shelly" / "config.yaml").write_text(yaml.safe_dump({
@@ -148,17 +126,17 @@ def measure_idle(trees: int, workers: int, window: float = WINDOW, settle: float
         _wait_quiet(client, Keys(prefix), time.monotonic() + 180)
         pids = [p.pid for p in procs[1:]]
         client.config_resetstat()
-        cpu0, redis0, t0 = sum(map(cpu_seconds, pids)), _redis_cpu(client), time.monotonic()
+        cpu0, redis0, t0 = sum(map(cpu_seconds, pids)), redis_cpu(client), time.monotonic()
         time.sleep(window)
         counts, elapsed = _commands(client), time.monotonic() - t0
-        cpu, redis_cpu = sum(map(cpu_seconds, pids)) - cpu0, _redis_cpu(client) - redis0
+        cpu, server_cpu = sum(map(cpu_seconds, pids)) - cpu0, redis_cpu(client) - redis0
         rate = sum(counts.values()) / elapsed
         top = ", ".join(f"{name} {n / elapsed:.0f}" for name, n in sorted(counts.items(), key=lambda kv: -kv[1])[:5])
         client.close()
         return Row("9", f"idle pool: {trees:,} live idle trees, {workers} worker process{'es' if workers > 1 else ''}",
                    "cmd/s", [rate], target="≤ 200 cmd/s" if trees >= 10_000 and workers >= 8 else "",
                    limit=("<=", 200.0) if trees >= 10_000 and workers >= 8 else None, on="value",
-                   note=f"Redis CPU {100 * redis_cpu / elapsed:.0f} %, workers' CPU {100 * cpu / elapsed:.0f} % "
+                   note=f"Redis CPU {100 * server_cpu / elapsed:.0f} %, workers' CPU {100 * cpu / elapsed:.0f} % "
                         f"of a core in all; busiest commands/s: {top}")
     finally:
         for proc in reversed(procs):

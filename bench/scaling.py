@@ -29,15 +29,11 @@ from bench.context import STEP, Bench
 from bench.harness import REDIS_URL, delegate_once, submit_once
 from bench.procs import cpu_seconds
 from bench.report import Row
+from bench.servers import redis_cpu
 from shelly_dist.engine import Engine
 
 NAME = "scaling"
 KEYS = {1: "8a", 2: "8b", 4: "8c"}
-
-
-def _redis_cpu(client: redis.Redis) -> float:
-    cpu = client.info("cpu")
-    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
 async def steady(engine: Engine, b: Bench, workers: int) -> float:
@@ -87,15 +83,15 @@ async def measure(b: Bench) -> list[Row]:
                 coordinator, workers, brokers, children, seconds = 0.0, [0.0] * k, 0.0, 0.0, 0.0
                 servers = [0.0] * len(nodes)
                 for _ in range(b.runs):
-                    before = (cpu_seconds(me), [cpu_seconds(p) for p in pids], [_redis_cpu(x) for x in nodes],
-                              time.perf_counter(), _redis_cpu(broker) if apart else 0.0)
+                    before = (cpu_seconds(me), [cpu_seconds(p) for p in pids], [redis_cpu(x) for x in nodes],
+                              time.perf_counter(), redis_cpu(broker) if apart else 0.0)
                     rate = await steady(engine, b, k)
                     elapsed = time.perf_counter() - before[3]
                     rates[k].append(rate)
                     coordinator += cpu_seconds(me) - before[0]
                     workers = [w + cpu_seconds(p) - b0 for w, p, b0 in zip(workers, pids, before[1], strict=True)]
-                    servers = [s + _redis_cpu(x) - b0 for s, x, b0 in zip(servers, nodes, before[2], strict=True)]
-                    brokers += _redis_cpu(broker) - before[4] if apart else 0.0
+                    servers = [s + redis_cpu(x) - b0 for s, x, b0 in zip(servers, nodes, before[2], strict=True)]
+                    brokers += redis_cpu(broker) - before[4] if apart else 0.0
                     children, seconds = children + rate * elapsed, seconds + elapsed
                 each = "/".join(f"{100 * w / seconds:.0f}" for w in workers)
                 server = sum(servers)

@@ -15,7 +15,7 @@ Everything else receives a client; nothing else calls ``Redis.from_url``. The po
   per new connection, reading its own version from the installed distributions each time
   (``importlib.metadata``: 0.8 ms of CPU per connection here, 4 % of a fan-out worker's samples).
 - On Python 3.11 a single Redis's connections send without a task per command
-  (:mod:`.timed_send`: ≈ 35 µs of CPU per command); a cluster's keep redis-py's send.
+  (:mod:`.timed_send`: ≈ 16 µs of client CPU per command); a cluster's keep redis-py's send.
 
 A Redis Cluster is named by its URL scheme, ``redis+cluster://host:port`` (or
 ``rediss+cluster://``; any one node, the client discovers the rest): :func:`connect` then returns a

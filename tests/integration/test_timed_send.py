@@ -17,13 +17,10 @@ from shelly_dist.state.connection import connect
 
 from .own_redis import start_redis_server, stop
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(sys.version_info >= (3, 12),
-                       reason="Python 3.12's wait_for needs no task: redis-py's send is kept"),
-]
+pytestmark = pytest.mark.integration
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="Python 3.12's wait_for needs no task: redis-py's send is kept")
 async def test_commands_are_sent_without_wait_for(redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch):
     real = asyncio.wait_for
     calls: list[Any] = []
