@@ -32,7 +32,15 @@ STATE = RunState(run_id="c", config_name="w", instance_name="w")
 
 async def sent_during(port: int, action: Callable[[], Awaitable[Any]]) -> Counter[str]:
     """The commands clients sent while ``action`` ran (not those scripts ran), by name."""
+    sent, _ = await commands_during(port, action)
+    return sent
+
+
+async def commands_during(port: int, action: Callable[[], Awaitable[Any]]) -> tuple[Counter[str], list[str]]:
+    """The commands clients sent while ``action`` ran, by name, and the commands their scripts ran
+    inside Redis (each as ``NAME key``)."""
     seen: Counter[str] = Counter()
+    ran: list[str] = []
     ready = threading.Event()
 
     def watch() -> None:
@@ -44,6 +52,8 @@ async def sent_during(port: int, action: Callable[[], Awaitable[Any]]) -> Counte
                     return
                 if cmd.get("client_type") != "lua":
                     seen[text.split(" ", 1)[0].upper()] += 1
+                else:
+                    ran.append(" ".join(text.split(" ", 2)[:2]))
 
     stopper = redis.Redis(port=port)
     stopper.ping()  # connected before counting: its handshake is not counted
@@ -55,7 +65,7 @@ async def sent_during(port: int, action: Callable[[], Awaitable[Any]]) -> Counte
     stopper.close()
     thread.join(30)
     assert not thread.is_alive(), "MONITOR did not reach the stop marker"
-    return seen
+    return seen, ran
 
 
 def request(i: int) -> ChildRequest:
@@ -63,14 +73,15 @@ def request(i: int) -> ChildRequest:
                         visited=["lead", "w"], parent_run_id="parent", parent_agent="lead")
 
 
-async def one_child(journal: Journal, child_id: str) -> None:
+async def one_child(journal: Journal, child_id: str, left: int = 0) -> None:
     """A child's life on a worker, as the executor lives it for a child that replies at once:
-    claimed, its final reply held, finished (the held checkpoint written with the finish)."""
+    claimed, its final reply held, finished (the held checkpoint written with the finish);
+    ``left``: its parent's children still pending after it."""
     claim = await journal.claim(child_id, "parent", uuid.uuid4().hex, "w1", fingerprint="fp")
     assert claim.lease is not None, claim.outcome
     claim.lease.hold(0, STATE, [Message(role=Role.USER, content="t"), Message(role=Role.ASSISTANT, content="ok")])
-    left, _ = await claim.lease.finish("done", DelegateEntry(agent="w", result="ok").to_json())
-    assert left == 0
+    pending, _ = await claim.lease.finish("done", DelegateEntry(agent="w", result="ok").to_json())
+    assert pending == left
 
 
 @dataclass
@@ -108,3 +119,34 @@ async def test_a_childs_claim_and_finish_are_one_command_each(pool: Pool) -> Non
 
 async def test_expecting_a_child_is_one_command(pool: Pool) -> None:
     assert await sent_during(pool.port, lambda: pool.parent.expect([request(0)], 2, "fp")) == Counter({"EVALSHA": 1})
+
+
+CALLS_PER_CHILD = 25
+"""Commands a child's claim and finish run inside Redis (on a single Redis, the due index's hint
+included), for a child that is not its parent's last. Each costs Redis's one thread ≈ 2 µs on top
+of its own work (docs/benchmarks.md, "Fewer calls inside the scripts"): more fails here."""
+
+
+async def test_a_childs_claim_and_finish_run_at_most_their_budget_of_calls_inside_redis(pool: Pool) -> None:
+    ids, _ = await pool.parent.expect([request(0), request(1)], 2, "fp")
+    _, ran = await commands_during(pool.port, lambda: one_child(pool.journal, ids[0], left=1))
+    assert len(ran) <= CALLS_PER_CHILD, (len(ran), ran)
+
+
+async def test_a_finish_that_leaves_its_parent_waiting_writes_no_due_hint(pool: Pool) -> None:
+    ids, _ = await pool.parent.expect([request(0), request(1)], 2, "fp")
+    first = await pool.journal.claim(ids[0], "parent", uuid.uuid4().hex, "w1", fingerprint="fp")
+    assert first.lease is not None
+    _, ran = await commands_during(
+        pool.port, lambda: first.lease.finish("done", DelegateEntry(agent="w", result="ok").to_json()))  # type: ignore[union-attr]
+    assert ran and not [c for c in ran if ":due:" in c], ran  # the claim hinted its lease's deadline
+
+
+async def test_the_finish_that_completes_a_worker_parents_join_hints_its_resume(pool: Pool) -> None:
+    ids, _ = await pool.parent.expect([request(0), request(1)], 2, "fp")
+    await one_child(pool.journal, ids[0], left=1)
+    last = await pool.journal.claim(ids[1], "parent", uuid.uuid4().hex, "w1", fingerprint="fp")
+    assert last.lease is not None
+    _, ran = await commands_during(
+        pool.port, lambda: last.lease.finish("done", DelegateEntry(agent="w", result="ok").to_json()))  # type: ignore[union-attr]
+    assert [c for c in ran if c.startswith("ZADD ") and ":due:" in c], ran

@@ -240,17 +240,45 @@ if no writer hinted it since the scanner read version ``seen``; else only lower 
 
 
 HINT = """
+local due_hint
 do
   local shard, versions = KEYS[#KEYS - 1], KEYS[#KEYS]
   local root, at, ttl = ARGV[#ARGV - 2], ARGV[#ARGV - 1], ARGV[#ARGV]
   table.remove(KEYS); table.remove(KEYS)
   table.remove(ARGV); table.remove(ARGV); table.remove(ARGV)
-  redis.call('ZADD', shard, 'LT', at, root)
-  redis.call('HINCRBY', versions, root, 1)
-  redis.call('EXPIRE', shard, ttl)
-  redis.call('EXPIRE', versions, ttl)
+  due_hint = function()
+    redis.call('ZADD', shard, 'LT', at, root)
+    redis.call('HINCRBY', versions, root, 1)
+    redis.call('EXPIRE', shard, ttl)
+    redis.call('EXPIRE', versions, ttl)
+  end
 end
 """
-"""Prefixed to a script on a single Redis (:meth:`DueIndex.run`): hints the tree from the two
-keys and three args appended to the script's own, then takes them off, so the body sees its
-KEYS and ARGV as written (``#ARGV`` included)."""
+"""Prefixed to a script on a single Redis (:meth:`DueIndex.run`): takes the two keys and three
+args appended to the script's own off again, so the body sees its KEYS and ARGV as written
+(``#ARGV`` included), and defines ``due_hint()``, which hints the tree from them. A script that
+names ``due_hint`` (:data:`LAZY_HINT`) calls it where it writes a deadline; any other is run with
+the hint first (:func:`hinted_text`)."""
+
+LAZY_HINT = "due_hint()"
+"""What a script calls where it writes a deadline, when it hints only then (``scripts.FINISH``:
+only the join that completes a worker-driven parent's makes a deadline due)."""
+
+NO_HINT = """
+local function due_hint() end
+"""
+"""Prefixed to a lazily hinting script run without the hint (on a cluster, where it is hinted
+before and after the script, or with no deadline to hint)."""
+
+
+def plain_text(body: str) -> str:
+    """``body`` as registered to run without the hint in it."""
+    return NO_HINT + body if LAZY_HINT in body else body
+
+
+def hinted_text(body: str) -> str:
+    """``body`` with the due index's hint in it: eager (before the body) unless the body calls
+    ``due_hint()`` where it writes a deadline. The hint's first write comes before the body's, so
+    a Redis refusing writes (full) refuses the hint and nothing else is written; a lazy body's
+    first write is then its own."""
+    return HINT + body if LAZY_HINT in body else HINT + "due_hint()\n" + body

@@ -12,8 +12,10 @@ Writers: every script that puts a deadline into a tree's index is run through :m
 with the earliest time it may write, which hints the tree *before* the script (a writer that dies
 right after its script still left a hint: an early hint only costs a wasted check) and *after* it
 (a scanner that read the tree before the script and raised the hint meanwhile is corrected). On a
-single Redis the three go in one round trip (one pipeline); on a cluster (other slots) one after
-the other. A hint only ever lowers a tree's score (``ZADD LT``) and bumps the tree's version.
+single Redis the hint goes inside the script (one atomic step, one round trip), and a script that
+writes a deadline only on some paths hints only there (``scripts.FINISH``: the join that makes its
+parent's resume due; ``control_scripts.hinted_text``); on a cluster (other slots) before and after
+it. A hint only ever lowers a tree's score (``ZADD LT``) and bumps the tree's version.
 
 Scanner: for a tree past its hint, the reaper reads the tree's truth, handles what is due, then
 :meth:`DueIndex.settle` sets the hint to the tree's new earliest deadline (or drops the tree) —
@@ -84,8 +86,8 @@ class DueIndex:
         script ran: its hint after is then tried again alone while Redis refuses writes
         (:func:`~shelly_dist.state.refusal.write_through`), so a refused hint never makes a caller
         that retries refused writes (:meth:`.RunStore.run_script`) repeat a script that wrote. On a
-        single Redis a refused write refuses the hint first (it is the script's first write), so
-        nothing is written and the whole script is safe to repeat."""
+        single Redis a refused write refuses the script's first write (the hint's, or a lazily
+        hinting script's own), so nothing is written and the whole script is safe to repeat."""
         if self.clustered:
             await self.hint(root, at_ms)
             out = await script(keys=list(keys), args=list(args))

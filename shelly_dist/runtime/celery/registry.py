@@ -28,7 +28,7 @@ class JournalScripts:
         self.renew = client.register_script(scripts.RENEW)
         self.release = client.register_script(scripts.RELEASE)
         self.drop = client.register_script(scripts.DROP)
-        self.finish = client.register_script(scripts.FINISH)
+        self.finish = client.register_script(control_scripts.plain_text(scripts.FINISH))
         self.reap = client.register_script(scripts.REAP)
         self.sent = client.register_script(scripts.SENT)
         self.pull = client.register_script(scripts.PULL)
@@ -65,10 +65,11 @@ class Scripts:
 
     def hinted(self, script: Any) -> Any:
         """``script``'s single-Redis variant with the due index's hint inside it
-        (:data:`.control_scripts.HINT` + its body: :meth:`.DueIndex.run`), registered on first use."""
+        (:func:`.control_scripts.hinted_text`: :meth:`.DueIndex.run`), registered on first use."""
         found = self._hinted.get(script.sha)
         if found is None:
-            found = self._hinted[script.sha] = self._client.register_script(control_scripts.HINT + script.script)
+            body = script.script.removeprefix(control_scripts.NO_HINT)
+            found = self._hinted[script.sha] = self._client.register_script(control_scripts.hinted_text(body))
         return found
 
 

@@ -174,7 +174,7 @@ local record, lease, root, deadlines, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local token, ttl, max_attempts, worker, now, retention, fingerprint, now_ms, run_id, requeue_at =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9],
   ARGV[10]
-local was = redis.call('HMGET', record, 'status', 'fingerprint', 'pending', 'state', 'instance_n')
+local was = redis.call('HMGET', record, 'status', 'fingerprint', 'pending', 'state', 'instance_n', 'attempts')
 local status = was[1]
 if not status then return {'missing'} end  -- every record has a status
 if status == 'done' or status == 'failed' or status == 'canceled' then return {'terminal', status} end
@@ -192,17 +192,20 @@ redis.call('EXPIRE', deadlines, retention)
 if redis.call('HGET', root, 'canceled') == '1' then return {'canceled'} end
 -- A run still waiting on its children runs no step when claimed (its claimer releases it again):
 -- a redelivered or re-sent task of it is no attempt that could have killed a worker.
+local attempts = tonumber(was[6] or '0')
 if not (status == 'waiting' and tonumber(was[3] or '0') > 0) then
-  local attempts = redis.call('HINCRBY', record, 'attempts', 1)
-  if attempts > max_attempts then return {'exhausted', tostring(attempts - 1)} end
+  attempts = attempts + 1
+  if attempts > max_attempts then
+    redis.call('HSET', record, 'attempts', attempts)
+    return {'exhausted', tostring(attempts - 1)}
+  end
 end
+local writes = {'status', 'running', 'worker', worker, 'updated', now, 'requeues', 0, 'attempts', attempts}
 if counter and not was[4] and not was[5] then
-  redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now, 'requeues', 0,
-             'instance_n', redis.call('INCR', counter))
+  table.insert(writes, 'instance_n'); table.insert(writes, redis.call('INCR', counter))
   redis.call('EXPIRE', counter, retention)
-else
-  redis.call('HSET', record, 'status', 'running', 'worker', worker, 'updated', now, 'requeues', 0)
 end
+redis.call('HSET', record, unpack(writes))
 local out = redis.call('HGETALL', record)
 table.insert(out, 1, 'ok')
 return out
@@ -245,10 +248,10 @@ return 0
 """
 
 JOINED = """
-local function joined(parent, deadlines, retention, resume_at, parent_id, why)
+local function joined(parent, deadlines, retention, resume_at, parent_id, why, mode)
   local left = redis.call('HINCRBY', parent, 'pending', -1)
   redis.call('PUBLISH', parent .. ':changed', why)
-  local mode = redis.call('HGET', parent, 'mode') or ''
+  mode = mode or redis.call('HGET', parent, 'mode') or ''
   if left == 0 and mode == 'worker' then
     redis.call('ZADD', deadlines, resume_at, parent_id)
     redis.call('EXPIRE', deadlines, retention)
@@ -258,7 +261,8 @@ end
 """
 """A child's entry (or an answer) joined its parent: count it once, wake the parent (``why`` is the
 message: ``child|<key>`` names the entry that joined, so a waiting coordinator reads its entries
-once they have all been announced, not on every join: ``coordinator._PoolDelegator._entries``),
+once they have all been announced, not on every join: ``coordinator._PoolDelegator._entries``;
+``mode``: the parent's, when the caller has read it already),
 make its resume due when it was the last (the tail of ``FINISH``, of a round's timeout and of an
 answer: ``control_scripts.ROUND_EXPIRE``, ``control_scripts.ANSWER``)."""
 
@@ -293,10 +297,13 @@ if key == '' then
   redis.call('PUBLISH', record .. ':ended', status)  -- CeleryRuntime.wait's, which the joins do not wake
   return {-1, ''}
 end
-if redis.call('EXISTS', parent) == 0 then return {-1, ''} end  -- expired: never re-create it
+local up = redis.call('HMGET', parent, 'status', 'mode')
+if not up[1] then return {-1, ''} end  -- expired (every record has a status): never re-create it
 if redis.call('HSETNX', children, key, result) == 0 then return {-1, ''} end
 redis.call('EXPIRE', children, retention)
-return joined(parent, deadlines, retention, resume_at, parent_id, 'child|' .. key)
+local out = joined(parent, deadlines, retention, resume_at, parent_id, 'child|' .. key, up[2] or '')
+if out[1] == 0 and out[2] == 'worker' then due_hint() end  -- the one deadline a finish writes
+return out
 """
 
 SENT = """
