@@ -2,8 +2,9 @@
 
 Further options: ``--profile DIR``, ``--scale N``.
 
-``--workers`` sets the worker process counts of the scaling row (default 1,2,4); ``--roots pool``
-submits its top-level runs to the pool instead of driving them from the bench process. ``--scale N``
+``--workers`` sets the worker process counts of the scaling row (default 1,2,4); its top-level
+runs are submitted to the pool, as ``shelly batch`` does (``--roots coordinator``: driven by the
+bench process instead, one coordinator process for all of them, which then caps the pool first). ``--scale N``
 runs only the idle-pool scenario (:mod:`bench.idle`: the Redis load of N live idle trees), once
 per worker count of ``--workers`` (default 8).
 
@@ -155,9 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5, help="runs per figure (default 5)")
     parser.add_argument("--workers", type=_counts, metavar="1,2,4,8,16",
                         help="worker process counts of the scaling row (default 1,2,4), or of --scale (default 8)")
-    parser.add_argument("--roots", choices=("coordinator", "pool"), default="coordinator",
-                        help="the scaling row's top-level runs: driven by this process (default) or "
-                             "submitted to the pool")
+    parser.add_argument("--roots", choices=("coordinator", "pool"), default="pool",
+                        help="the scaling row's top-level runs: submitted to the pool (default), or driven "
+                             "by this process, one coordinator for all of them")
     parser.add_argument("--scale", type=int, metavar="N",
                         help="only measure the idle pool's Redis load with N live idle trees (bench.idle)")
     parser.add_argument("--write", action="store_true", help=f"write the results into {DOC}")

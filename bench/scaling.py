@@ -7,7 +7,9 @@ configuration's rate in the same invocation. Workers are added, never restarted,
 steps. So a reader sees which process saturates, the note gives, per configuration, the CPU of
 the coordinator (this process, which runs the top-level agents), of each worker process and of
 Redis (``INFO cpu``; the shared Redis also serves whatever else runs on the machine) over the
-same window, as a share of one core, and the coordinator's, the workers' and Redis's CPU per child.
+same window, as a share of one core, the coordinator's, the workers' and Redis's CPU per child,
+and where each single process would cap the pool (:func:`ceilings`: the worker processes whose
+work saturates that process's one core).
 With the broker on a redis-server of its own (``BENCH_BROKER_URL``), the note splits Redis into
 the journals' server and the broker's. With the journals on a Redis Cluster
 (``BENCH_REDIS_URL=redis+cluster://…``, :mod:`bench.cluster`), it gives the journals' CPU per
@@ -55,6 +57,14 @@ async def steady(engine: Engine, b: Bench, workers: int) -> float:
     start = time.perf_counter()
     await asyncio.gather(*(lane() for _ in range(lanes)))
     return done / (time.perf_counter() - start)
+
+
+def ceilings(workers: float, singles: dict[str, float]) -> str:
+    """Where each single process would cap the pool: with ``workers`` seconds of worker CPU and
+    ``cpu`` seconds of a one-core process over the same children, that process saturates its core
+    when the pool has ``workers / cpu`` worker processes, each busy on a core of its own."""
+    caps = ", ".join(f"{name} {workers / cpu:.0f}" if cpu > 0 else f"{name} –" for name, cpu in singles.items())
+    return f"one core of each caps the pool at (worker processes): {caps}"
 
 
 def _journals_note(cpu: list[float], seconds: float, children: float) -> tuple[str, str]:
@@ -105,10 +115,14 @@ async def measure(b: Bench) -> list[Row]:
                     redis_per_child = (f"journals' Redis {1000 * server / children:.2f} ms, broker's "
                                        f"{1000 * brokers / children:.2f} ms" if apart
                                        else f"Redis {1000 * server / children:.2f} ms")
+                singles = {"coordinator": coordinator, ("busiest journals node" if cluster else
+                           "journals' Redis" if apart else "Redis"): max(servers)}
+                if apart:
+                    singles["broker"] = brokers
                 notes[k] = (f"CPU, % of a core: coordinator {100 * coordinator / seconds:.0f}, workers {each}, "
                             f"{redis_share}; per child: coordinator {1000 * coordinator / children:.2f} ms, "
                             f"workers {1000 * sum(workers) / children:.2f} ms, {redis_per_child}; "
-                            f"{seconds / b.runs:.0f} s per run")
+                            f"{ceilings(sum(workers), singles)}; {seconds / b.runs:.0f} s per run")
     finally:
         for node in nodes:
             node.close()

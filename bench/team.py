@@ -30,7 +30,7 @@ class Sizes:
     """Worker process counts of the scaling row (``--workers``)."""
     scaling_seconds: float = 10.0
     """Seconds each scaling configuration runs at steady state, at least (per run)."""
-    scaling_roots: str = "coordinator"
+    scaling_roots: str = "pool"
     """Where the scaling row's top-level runs are driven (``--roots``): ``coordinator``, by the
     bench process; ``pool``, submitted to the pool (each root's loop, and the joins of its children,
     run on a worker, as a ``shelly batch`` item's do)."""

@@ -36,15 +36,17 @@ def test_the_scaling_row_takes_the_worker_counts(redis_url: str):
     rows = [line for line in out.stdout.splitlines() if line.startswith("| 8")]
     assert [row.split("|")[1].strip() for row in rows] == ["8a", "8-3"]
     assert all("coordinator" in row and "Redis" in row and "workers" in row for row in rows)
+    assert all("roots on the pool" in row and "caps the pool at (worker processes): coordinator " in row
+               for row in rows)
 
 
 @pytest.mark.timeout(360)
-def test_the_scaling_row_can_submit_its_roots_to_the_pool(redis_url: str):
+def test_the_scaling_row_can_drive_its_roots_from_one_coordinator(redis_url: str):
     out = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "scaling", "--runs", "1", "--workers",
-                          "1", "--roots", "pool"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                          "1", "--roots", "coordinator"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
     rows = [line for line in out.stdout.splitlines() if line.startswith("| 8a")]
-    assert len(rows) == 1 and "roots on the pool" in rows[0], out.stdout
+    assert len(rows) == 1 and "roots on the pool" not in rows[0], out.stdout
 
 
 @pytest.mark.timeout(360)
