@@ -9,7 +9,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -133,20 +133,35 @@ async def test_a_childs_claim_and_finish_run_at_most_their_budget_of_calls_insid
     assert len(ran) <= CALLS_PER_CHILD, (len(ran), ran)
 
 
+def early(journal: Journal) -> Journal:
+    """The journal with ``requeue_after`` shorter than the lease: a parent's resume may then come due
+    before the finishing child's own deadline, so the finish that makes it due hints it."""
+    return Journal(journal.client, replace(journal.settings, requeue_after=journal.settings.lease / 2))
+
+
 async def test_a_finish_that_leaves_its_parent_waiting_writes_no_due_hint(pool: Pool) -> None:
     ids, _ = await pool.parent.expect([request(0), request(1)], 2, "fp")
-    first = await pool.journal.claim(ids[0], "parent", uuid.uuid4().hex, "w1", fingerprint="fp")
+    first = await early(pool.journal).claim(ids[0], "parent", uuid.uuid4().hex, "w1", fingerprint="fp")
     assert first.lease is not None
     _, ran = await commands_during(
         pool.port, lambda: first.lease.finish("done", DelegateEntry(agent="w", result="ok").to_json()))  # type: ignore[union-attr]
     assert ran and not [c for c in ran if ":due:" in c], ran  # the claim hinted its lease's deadline
 
 
-async def test_the_finish_that_completes_a_worker_parents_join_hints_its_resume(pool: Pool) -> None:
+async def test_with_requeue_after_below_the_lease_the_finish_completing_a_join_hints_the_resume(pool: Pool) -> None:
     ids, _ = await pool.parent.expect([request(0), request(1)], 2, "fp")
     await one_child(pool.journal, ids[0], left=1)
-    last = await pool.journal.claim(ids[1], "parent", uuid.uuid4().hex, "w1", fingerprint="fp")
+    last = await early(pool.journal).claim(ids[1], "parent", uuid.uuid4().hex, "w1", fingerprint="fp")
     assert last.lease is not None
     _, ran = await commands_during(
         pool.port, lambda: last.lease.finish("done", DelegateEntry(agent="w", result="ok").to_json()))  # type: ignore[union-attr]
     assert [c for c in ran if c.startswith("ZADD ") and ":due:" in c], ran
+
+
+async def test_on_default_settings_no_finish_writes_a_due_hint(pool: Pool) -> None:
+    ids, _ = await pool.parent.expect([request(0)], 2, "fp")
+    claim = await pool.journal.claim(ids[0], "parent", uuid.uuid4().hex, "w1", fingerprint="fp")
+    assert claim.lease is not None
+    _, ran = await commands_during(
+        pool.port, lambda: claim.lease.finish("done", DelegateEntry(agent="w", result="ok").to_json()))  # type: ignore[union-attr]
+    assert ("HINCRBY" in " ".join(ran)) and not [c for c in ran if ":due:" in c], ran  # the join, no hint

@@ -162,8 +162,12 @@ class Lease:
             args += [held.offset, held.state, len(held.messages), *held.messages]
         for k, v in fields.items():
             args += [k, v]
-        # A child's finish may complete its parent's join, making the parent's resume due.
-        hint = (r.root, args[9]) if r.parent else None
+        # A child's finish may complete its parent's join, making the parent's resume due at
+        # requeue_after from now. The tree's hint is already no later than this run's own deadline
+        # (its lease's: ≤ now + lease, written by this process), which the finish removes: so the
+        # resume needs a hint of its own only when it may come due before that, requeue_after <
+        # lease (not on default settings; on a cluster the hint costs two round trips per child).
+        hint = (r.root, args[9]) if r.parent and st.settings.requeue_after < st.settings.lease else None
         left, mode = await st.run_script(st.scripts.finish, keys, args, hint=hint)
         if mode == "terminal":
             return -1, ""

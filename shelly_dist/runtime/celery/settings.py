@@ -21,7 +21,9 @@ How the durations relate (DESIGN §3 rule 3):
   the broker took the task, the run is left to the broker for ``max(visibility_timeout,
   requeue_after)``: a message queued behind a backlog is late, not lost. A send the broker refused
   does not wait at all: the run is made due at once, for the reapers' next scan. A duplicate is
-  harmless: its claim finds the run taken or finished and drops it.
+  harmless: its claim finds the run taken or finished and drops it. With ``requeue_after`` at
+  least ``lease`` (the defaults: 30 s and 10 s) a child's finish writes nothing to the global due
+  index (``lease.Lease.finish``); shorter, the finish that completes a join hints it.
 """
 
 from __future__ import annotations

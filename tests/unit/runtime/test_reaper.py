@@ -9,12 +9,16 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import fakeredis
 import pytest
 
 from shelly_dist.agent import ChildRequest, DelegateEntry
+from shelly_dist.runtime.celery import journal as journal_module
+from shelly_dist.runtime.celery import reaper as reaper_module
+from shelly_dist.runtime.celery.due import SHARDS
 from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.lease import Lease
@@ -253,3 +257,30 @@ async def test_redelivered_tasks_of_a_parent_waiting_on_its_children_never_exhau
         assert claim.outcome == "ok" and claim.lease is not None, claim.outcome
         assert await claim.lease.release() == 1  # still waiting: let go again, no step run
     assert (await journal.record("root")).status == "waiting"
+
+
+async def test_on_default_settings_a_finish_writes_no_hint_yet_the_parents_resume_is_reaped_when_due(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+):
+    defaults = RuntimeSettings(broker_url="redis://", redis_url="redis://", key_prefix=journal.settings.key_prefix)
+    assert defaults.requeue_after >= defaults.lease  # what makes the finish's hint unneeded
+    journal = Journal(journal.client, defaults)
+    parent = await root(journal)
+    ids, _ = await parent.expect([request(0)], 1, "fp")
+    assert await parent.release() == 1
+    child = await journal.claim(ids[0], "root", "child", "w1")  # hints the tree at its lease's deadline
+    assert child.lease is not None
+    versions = {s: await journal.client.hgetall(journal.keys.due_versions(s)) for s in range(SHARDS)}
+    assert await child.lease.finish("done", DelegateEntry(agent="w", result="r").to_json()) == (0, "worker")
+    assert {s: await journal.client.hgetall(journal.keys.due_versions(s)) for s in range(SHARDS)} == versions
+    # ... and the worker died here, before it could send the parent's resume.
+    sent = Sent()
+    await Reaper(journal, sent, "fp").scan()
+    assert sent.tasks == []  # not due yet
+    later = time.time() + defaults.requeue_after + 1
+    clock = SimpleNamespace(time=lambda: later)
+    monkeypatch.setattr(reaper_module, "time", clock)  # the reapers' and the journal's clock only
+    monkeypatch.setattr(journal_module, "time", clock)
+    await Reaper(journal, sent, "fp").scan()  # the tree's hint (the claim's) is passed: then its truth
+    await Reaper(journal, sent, "fp").scan()
+    assert sent.tasks == [(RESUME_AGENT, ["root", "root"])]
