@@ -78,6 +78,17 @@ def journal_nodes(url: str) -> list[redis.Redis]:
     return [redis.Redis(host=host, port=port, decode_responses=True) for host, port in found]
 
 
+def bus_messages(client: redis.Redis) -> tuple[int, int]:
+    """Messages this cluster node has sent over the cluster bus so far (``CLUSTER INFO``): those
+    carrying a classic ``PUBLISH`` to the other nodes, and all of them (pings included). A sharded
+    ``SPUBLISH`` stays on the node owning its channel's slot (no bus message; a replica would get
+    one, and this bench's cluster has none)."""
+    info = client.execute_command("CLUSTER INFO")
+    text = info if isinstance(info, str) else "\n".join(f"{k}:{v}" for k, v in dict(info).items())
+    stats = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return int(stats.get("cluster_stats_messages_publish_sent", 0)), int(stats.get("cluster_stats_messages_sent", 0))
+
+
 def delete_matching(client: redis.Redis, pattern: str) -> None:
     """Delete the keys of one server matching ``pattern``, one key per ``DEL`` (pipelined): on a
     cluster node a many-key ``DEL`` across slots is refused (``CROSSSLOT``)."""

@@ -13,7 +13,8 @@ work saturates that process's one core).
 With the broker on a redis-server of its own (``BENCH_BROKER_URL``), the note splits Redis into
 the journals' server and the broker's. With the journals on a Redis Cluster
 (``BENCH_REDIS_URL=redis+cluster://…``, :mod:`bench.cluster`), it gives the journals' CPU per
-primary node, then their total.
+primary node, then their total, and the messages the nodes sent over the cluster bus per child
+(``CLUSTER INFO``: those forwarding a classic ``PUBLISH``, and all, pings included).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import time
 
 import redis
 
-from bench.cluster import is_cluster, journal_nodes
+from bench.cluster import bus_messages, is_cluster, journal_nodes
 from bench.context import STEP, Bench
 from bench.harness import REDIS_URL, delegate_once, submit_once
 from bench.procs import cpu_seconds
@@ -75,6 +76,12 @@ def _journals_note(cpu: list[float], seconds: float, children: float) -> tuple[s
             f"journals' Redis ({len(cpu)} cluster nodes) {per_child} ms (total {1000 * sum(cpu) / children:.2f} ms)")
 
 
+def _bus(nodes: list[redis.Redis]) -> tuple[int, int]:
+    """Cluster bus messages sent so far, summed over the nodes (:func:`bench.cluster.bus_messages`)."""
+    counts = [bus_messages(node) for node in nodes]
+    return sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+
 async def measure(b: Bench) -> list[Row]:
     n, c = b.sizes.scaling_n, b.sizes.concurrency
     rates: dict[int, list[float]] = {}
@@ -92,9 +99,11 @@ async def measure(b: Bench) -> list[Row]:
                 rates[k] = []
                 coordinator, workers, brokers, children, seconds = 0.0, [0.0] * k, 0.0, 0.0, 0.0
                 servers = [0.0] * len(nodes)
+                bus = [0, 0]
                 for _ in range(b.runs):
                     before = (cpu_seconds(me), [cpu_seconds(p) for p in pids], [redis_cpu(x) for x in nodes],
                               time.perf_counter(), redis_cpu(broker) if apart else 0.0)
+                    bus_before = _bus(nodes) if cluster else (0, 0)
                     rate = await steady(engine, b, k)
                     elapsed = time.perf_counter() - before[3]
                     rates[k].append(rate)
@@ -102,13 +111,17 @@ async def measure(b: Bench) -> list[Row]:
                     workers = [w + cpu_seconds(p) - b0 for w, p, b0 in zip(workers, pids, before[1], strict=True)]
                     servers = [s + redis_cpu(x) - b0 for s, x, b0 in zip(servers, nodes, before[2], strict=True)]
                     brokers += redis_cpu(broker) - before[4] if apart else 0.0
+                    bus_after = _bus(nodes) if cluster else (0, 0)
+                    bus = [bus[i] + bus_after[i] - bus_before[i] for i in range(2)]
                     children, seconds = children + rate * elapsed, seconds + elapsed
                 each = "/".join(f"{100 * w / seconds:.0f}" for w in workers)
                 server = sum(servers)
                 if cluster:
                     journals_share, journals_per_child = _journals_note(servers, seconds, children)
                     redis_share = f"Redis: {journals_share}, broker {100 * brokers / seconds:.0f}"
-                    redis_per_child = f"{journals_per_child}, broker's {1000 * brokers / children:.2f} ms"
+                    redis_per_child = (f"{journals_per_child}, broker's {1000 * brokers / children:.2f} ms; "
+                                       f"cluster bus messages per child: {bus[0] / children:.2f} PUBLISH, "
+                                       f"{bus[1] / children:.2f} in all")
                 else:
                     redis_share = (f"Redis: journals {100 * server / seconds:.0f}, broker {100 * brokers / seconds:.0f}"
                                    if apart else f"Redis {100 * server / seconds:.0f}")
