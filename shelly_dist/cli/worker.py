@@ -57,11 +57,13 @@ def check_reachable(app: object) -> None:
     many minutes: the error becomes one line naming the setting to fix (``cli.explain``)."""
     from shelly_dist.runtime.celery.app import ensure_broker
     from shelly_dist.state.connection import sync_client
+    from shelly_dist.state.sharded import check_sharded_pubsub_sync
 
     ensure_broker(app)  # type: ignore[arg-type]  # a supervisor (compose, Kubernetes) restarts the worker
     client = sync_client(app.shelly_settings.redis_url, socket_connect_timeout=10)  # type: ignore[attr-defined]
     try:
         client.ping()
+        check_sharded_pubsub_sync(client)  # a cluster's tree channels need Redis 7.0+
     finally:
         client.close()
 

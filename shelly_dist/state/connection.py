@@ -21,8 +21,9 @@ A Redis Cluster is named by its URL scheme, ``redis+cluster://host:port`` (or
 ``rediss+cluster://``; any one node, the client discovers the rest): :func:`connect` then returns a
 ``redis.asyncio.cluster.RedisCluster`` with the same policy (per node: redis-py keeps a pool per
 node and loads each script on the node that runs it). Every script and transaction we run keeps to
-one hash slot (``state/keys.py``). The Celery broker cannot be a cluster (kombu has no cluster
-transport): keep it on a single Redis or RabbitMQ.
+one hash slot (``state/keys.py``). The run trees' wake-up channels are sharded pub/sub there
+(``SPUBLISH``/``SSUBSCRIBE``, :mod:`.sharded`), so a cluster needs Redis 7.0+. The Celery
+broker cannot be a cluster (kombu has no cluster transport): keep it on a single Redis or RabbitMQ.
 
 Redis exceptions never leave the Redis modules: :func:`redis_errors` turns them into
 :class:`~shelly_dist.errors.StoreError` naming the operation.
@@ -46,6 +47,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shelly_dist.errors import StoreError
+from shelly_dist.state.sharded import ShardedPubSub
 from shelly_dist.state.timed_send import timed_send
 
 COMMAND_TIMEOUT = 30.0
@@ -97,12 +99,15 @@ def is_cluster(client: object) -> bool:
     return isinstance(client, RedisCluster)
 
 
-async def open_pubsub(client: aioredis.Redis) -> PubSub:
+async def open_pubsub(client: aioredis.Redis, *, tree: bool = False) -> PubSub | ShardedPubSub:
     """A pub/sub of ``client``. A cluster client learns its slot map first: its pub/sub picks the
     node by the channel's slot and does not load the map itself (classic pub/sub reaches every
-    node of a cluster, so any node serves)."""
+    node of a cluster, so any node serves). ``tree``: the channels are run trees' channels, which
+    a cluster publishes sharded (:mod:`.sharded`); on a single Redis the flag changes nothing."""
     if isinstance(client, RedisCluster):
         await client.initialize()
+        if tree:
+            return ShardedPubSub(client)
     return client.pubsub()
 
 

@@ -16,6 +16,12 @@ which is why owners re-read after every move — or, knowing what moved it (:met
 each message's data, ``None`` for a poll tick or an outage), after every move that may have
 changed what they wait for (a waiting coordinator reads once every entry it waits for has been
 announced, not on each join).
+
+A hub made with ``tree=True`` watches run trees' channels only: on a Redis Cluster those are
+sharded (:mod:`.sharded`: ``SSUBSCRIBE`` on the node owning each tree's slot, one connection per
+such node, each read as it delivers), with the same guarantees; on a single Redis the flag changes
+nothing. A cluster node too old for sharded pub/sub fails the watches waiting for confirmation at
+once, with the error naming it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from shelly_dist.cancellation import pause
 from shelly_dist.errors import StoreError
 from shelly_dist.state.blocking import backoff, cancellable, is_outage
 from shelly_dist.state.connection import COMMAND_TIMEOUT, open_pubsub
+from shelly_dist.state.sharded import ShardedPubSub
 
 logger = logging.getLogger(__name__)
 
@@ -95,13 +102,15 @@ class Watch:
 class Hub:
     """Channels of one client over one pub/sub connection, for the event loop that made it."""
 
-    def __init__(self, client: aioredis.Redis, poll_interval: float) -> None:
+    def __init__(self, client: aioredis.Redis, poll_interval: float, *, tree: bool = False) -> None:
         self._client = client
         self._poll = poll_interval
+        self._tree = tree
+        """Its channels are run trees' channels: sharded on a cluster (:mod:`.sharded`)."""
         self.loop = asyncio.get_running_loop()
         self._watches: dict[str, set[Watch]] = {}
         self._confirmed: dict[str, asyncio.Future[None]] = {}
-        self._pubsub: PubSub | None = None
+        self._pubsub: PubSub | ShardedPubSub | None = None
         self._pump_task: asyncio.Task[None] | None = None
 
     async def watch(self, channel: str) -> Watch:
@@ -146,6 +155,11 @@ class Hub:
             with contextlib.suppress(Exception):  # gone with the connection in an outage anyway
                 await self._pubsub.unsubscribe(watch.channel)
 
+    def _fail_unconfirmed(self, exc: StoreError) -> None:
+        for confirmed in self._confirmed.values():
+            if not confirmed.done():
+                confirmed.set_exception(exc)
+
     def _move_all(self) -> None:
         for watches in self._watches.values():
             for watch in watches:
@@ -159,7 +173,7 @@ class Hub:
         while True:
             try:
                 if self._pubsub is None:
-                    self._pubsub = await open_pubsub(self._client)
+                    self._pubsub = await open_pubsub(self._client, tree=self._tree)
                     if self._watches:
                         await cancellable(self._pubsub.subscribe(*self._watches))
                 wait = max(0.0, tick - time.monotonic())
@@ -174,6 +188,9 @@ class Hub:
             except Exception as exc:
                 if is_outage(exc):
                     logger.debug("hub: pub/sub connection lost; resubscribing", exc_info=True)
+                elif isinstance(exc, StoreError):  # named by us (a cluster node too old): no watch waits it out
+                    logger.error("hub: %s", exc)
+                    self._fail_unconfirmed(exc)
                 else:
                     logger.exception("hub: pub/sub failed; re-reading every %.1fs", self._poll)
                 await self._close_pubsub()

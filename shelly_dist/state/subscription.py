@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 from shelly_dist.errors import StoreError
 from shelly_dist.state.blocking import is_outage, read_through
 from shelly_dist.state.connection import COMMAND_TIMEOUT, open_pubsub
+from shelly_dist.state.sharded import ShardedPubSub
 
 logger = logging.getLogger(__name__)
 
@@ -35,11 +36,14 @@ DEFAULT_POLL_INTERVAL = 1.0
 class Subscription:
     """A subscription to one channel; use as ``async with``. One task waits on it at a time."""
 
-    def __init__(self, client: aioredis.Redis, channel: str, *, poll_interval: float = DEFAULT_POLL_INTERVAL) -> None:
+    def __init__(self, client: aioredis.Redis, channel: str, *, poll_interval: float = DEFAULT_POLL_INTERVAL,
+                 tree: bool = False) -> None:
         self._client = client
         self._channel = channel
         self._poll = poll_interval
-        self._pubsub: PubSub | None = None
+        self._tree = tree
+        """The channel is a run tree's: sharded on a cluster (:mod:`.sharded`)."""
+        self._pubsub: PubSub | ShardedPubSub | None = None
         self._entered = False
 
     async def __aenter__(self) -> Subscription:
@@ -48,6 +52,9 @@ class Subscription:
         except (RedisError, OSError) as exc:
             await self._close()
             raise StoreError(f"watch: cannot subscribe to {self._channel}: {exc}") from exc
+        except StoreError:  # named already (a cluster node too old for a tree channel)
+            await self._close()
+            raise
         self._entered = True
         return self
 
@@ -58,7 +65,7 @@ class Subscription:
         await self._close()
 
     async def _open(self) -> None:
-        self._pubsub = await open_pubsub(self._client)
+        self._pubsub = await open_pubsub(self._client, tree=self._tree)
         await self._pubsub.subscribe(self._channel)
         deadline = time.monotonic() + COMMAND_TIMEOUT
         while time.monotonic() < deadline:

@@ -24,6 +24,7 @@ from shelly_dist.runtime.celery.stops import wake
 from shelly_dist.runtime.celery.store import run_script
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
+from shelly_dist.state.sharded import publish_tree
 from shelly_dist.state.subscription import Subscription
 
 logger = logging.getLogger(__name__)
@@ -56,7 +57,7 @@ async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str
         await _mark_if_exists(client, [keys.run(rid) for rid in idle], {"status": "canceled", "error": "canceled"})
         # Announced one by one: a cluster client pipelines keyed commands only.
         for rid in idle:
-            await client.publish(keys.run_changed(rid), "canceled")
+            await publish_tree(client, keys.run_changed(rid), "canceled")
     await wake(client, keys, [root])  # the one wake-up of every stop (.stops)
     return runs
 
@@ -88,7 +89,7 @@ async def end_orphaned_root(client: aioredis.Redis, keys: Keys, root: str, grace
             "status": "canceled", "error": "canceled (its coordinator did not end it: it was killed)",
             "updated": now, "ended": now}))
         if ended:
-            await client.publish(keys.run_changed(root), "canceled")
+            await publish_tree(client, keys.run_changed(root), "canceled")
     if ended:
         logger.warning("run %s: its coordinator did not end it after the cancel; recorded canceled", root)
     return ended

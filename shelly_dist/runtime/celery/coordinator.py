@@ -42,6 +42,7 @@ from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import connect, redis_errors
 from shelly_dist.state.hub import Hub, Watch
 from shelly_dist.state.refusal import NOTICE, probe_writes
+from shelly_dist.state.sharded import check_sharded_pubsub
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class CeleryRuntime:
         run no longer opens a connection of its own to wait for its children (issue 16)."""
         loop = asyncio.get_running_loop()
         if self._hub is None or self._hub.loop is not loop:
-            self._hub = Hub(self.client, self.settings.poll_interval)
+            self._hub = Hub(self.client, self.settings.poll_interval, tree=True)  # run_changed / run_ended only
         return self._hub
 
     async def _check_broker(self) -> None:
@@ -117,6 +118,7 @@ class CeleryRuntime:
         # Redis first: with one Redis as both broker and store, its error names the store setting.
         with redis_errors("coordinator"):
             await self.client.ping()
+            await check_sharded_pubsub(self.client)  # a cluster's tree channels need 7.0+
         await asyncio.to_thread(ensure_broker, self.app)
 
     async def _send(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> None:

@@ -7,7 +7,9 @@ text twice or registers one per call. This is the only module of ``runtime/celer
 ``register_script``; the texts live in :mod:`.scripts` (the journal's) and :mod:`.control_scripts`
 (stops, questions, interactive rounds, handoff, due index) — ``tests/unit/runtime/
 test_script_registry.py`` fails on a script defined or registered anywhere else. It works for the
-renewer's synchronous client too (its scripts are then synchronous).
+renewer's synchronous client too (its scripts are then synchronous). On a Redis Cluster the
+scripts publish the tree's wake-ups sharded (``SPUBLISH``, :mod:`shelly_dist.state.sharded`): one
+text per script, rewritten at registration.
 """
 
 from __future__ import annotations
@@ -16,42 +18,50 @@ import weakref
 from typing import Any
 
 from shelly_dist.runtime.celery import control_scripts, scripts
+from shelly_dist.state.sharded import script_text
+
+
+def _register(client: Any, text: str) -> Any:
+    """``text`` registered on ``client``; on a cluster its ``PUBLISH``es are ``SPUBLISH``es
+    (:func:`~shelly_dist.state.sharded.script_text`): every channel these scripts publish on is a
+    run tree's, in the slot of the tree's keys the script is given."""
+    return client.register_script(script_text(client, text))
 
 
 class JournalScripts:
     """The journal's scripts (:mod:`.scripts`): claims, checkpoints, finishes, leases, spawns."""
 
     def __init__(self, client: Any) -> None:
-        self.expect = client.register_script(scripts.EXPECT)
-        self.checkpoint = client.register_script(scripts.CHECKPOINT)
-        self.claim = client.register_script(scripts.CLAIM)
-        self.renew = client.register_script(scripts.RENEW)
-        self.release = client.register_script(scripts.RELEASE)
-        self.drop = client.register_script(scripts.DROP)
-        self.finish = client.register_script(control_scripts.plain_text(scripts.FINISH))
-        self.reap = client.register_script(scripts.REAP)
-        self.sent = client.register_script(scripts.SENT)
-        self.pull = client.register_script(scripts.PULL)
-        self.spawn_start = client.register_script(scripts.SPAWN_START)
-        self.spawn_announce = client.register_script(scripts.SPAWN_ANNOUNCE)
-        self.spawn_suspend = client.register_script(scripts.SPAWN_SUSPEND)
+        self.expect = _register(client, scripts.EXPECT)
+        self.checkpoint = _register(client, scripts.CHECKPOINT)
+        self.claim = _register(client, scripts.CLAIM)
+        self.renew = _register(client, scripts.RENEW)
+        self.release = _register(client, scripts.RELEASE)
+        self.drop = _register(client, scripts.DROP)
+        self.finish = _register(client, control_scripts.plain_text(scripts.FINISH))
+        self.reap = _register(client, scripts.REAP)
+        self.sent = _register(client, scripts.SENT)
+        self.pull = _register(client, scripts.PULL)
+        self.spawn_start = _register(client, scripts.SPAWN_START)
+        self.spawn_announce = _register(client, scripts.SPAWN_ANNOUNCE)
+        self.spawn_suspend = _register(client, scripts.SPAWN_SUSPEND)
 
 
 class ControlScripts:
     """The control paths' scripts (:mod:`.control_scripts`)."""
 
     def __init__(self, client: Any) -> None:
-        self.mark_if_exists = client.register_script(control_scripts.MARK_IF_EXISTS)
-        self.stop = client.register_script(control_scripts.STOP)
-        self.handoff = client.register_script(control_scripts.HANDOFF)
-        self.ask = client.register_script(control_scripts.ASK)
-        self.answer = client.register_script(control_scripts.ANSWER)
-        self.ask_parent = client.register_script(control_scripts.ASK_PARENT)
-        self.answer_child = client.register_script(control_scripts.ANSWER_CHILD)
-        self.round_expire = client.register_script(control_scripts.ROUND_EXPIRE)
-        self.elect = client.register_script(control_scripts.ELECT)
-        self.settle = client.register_script(control_scripts.SETTLE)
-        self.resign = client.register_script(control_scripts.RESIGN)
+        self.mark_if_exists = _register(client, control_scripts.MARK_IF_EXISTS)
+        self.stop = _register(client, control_scripts.STOP)
+        self.handoff = _register(client, control_scripts.HANDOFF)
+        self.ask = _register(client, control_scripts.ASK)
+        self.answer = _register(client, control_scripts.ANSWER)
+        self.ask_parent = _register(client, control_scripts.ASK_PARENT)
+        self.answer_child = _register(client, control_scripts.ANSWER_CHILD)
+        self.round_expire = _register(client, control_scripts.ROUND_EXPIRE)
+        self.elect = _register(client, control_scripts.ELECT)
+        self.settle = _register(client, control_scripts.SETTLE)
+        self.resign = _register(client, control_scripts.RESIGN)
 
 
 class Scripts:

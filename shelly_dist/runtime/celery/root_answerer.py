@@ -83,7 +83,7 @@ class RootAnswerer:
         root = lease.record.root
         deadline = await deadline_of(store.client, store.keys, root, qid)
         async with Subscription(store.client, store.keys.run_changed(lease.run_id),
-                                poll_interval=self.poll_interval) as sub:
+                                poll_interval=self.poll_interval, tree=True) as sub:
             while True:
                 with redis_errors("questions"):
                     raw = await store.client.hget(store.keys.run_children(lease.run_id), field)
