@@ -82,8 +82,10 @@ def too_old(infos: dict[str, Any]) -> list[str]:
 
 
 def refuse_old(infos: dict[str, Any]) -> None:
-    """``StoreError`` naming :data:`NEEDS` and each node :func:`too_old` finds."""
-    old = too_old(infos)
+    """``StoreError`` naming :data:`NEEDS` and each node :func:`too_old` finds. ``infos`` as
+    redis-py answers ``INFO server`` sent to the primaries: by node, or the bare reply of a
+    cluster with one primary."""
+    old = too_old({"the cluster's one primary": infos} if "redis_version" in infos else infos)
     if old:
         raise StoreError(f"redis: {NEEDS}; older: {', '.join(old)}")
 

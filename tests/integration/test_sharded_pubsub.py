@@ -174,3 +174,8 @@ def test_the_start_check_names_each_cluster_node_older_than_redis_7() -> None:
     assert too_old(infos) == ["10.0.0.1:6379 (6.2.14)"]
     with pytest.raises(StoreError, match=r"Redis 7\.0 or newer.*10\.0\.0\.1:6379 \(6\.2\.14\)"):
         refuse_old(infos)
+
+
+def test_the_start_check_names_a_lone_primary_older_than_redis_7() -> None:
+    with pytest.raises(StoreError, match=r"Redis 7\.0 or newer.*one primary \(6\.2\.14\)"):
+        refuse_old({"redis_version": "6.2.14"})  # redis-py's bare reply when one node answers
