@@ -22,6 +22,10 @@ What this module holds, so that publishers and subscribers agree:
   reader (``get_sharded_message``) visits the nodes in turn, blocking on each for the whole
   timeout, so a message on the second node would wait out the first's timeout. Here each node's
   connection has a reader task of its own, feeding one inbox: a message is handed on as it arrives.
+  A slot that moves (resharding, failover) shows as a ``sunsubscribe`` this side did not ask for,
+  or a ``MOVED`` reply: the reader then refreshes the slot map and raises :class:`SlotMoved`, a
+  lost connection to the hub, which resubscribes every channel on its owner now and has its
+  watches re-read (redis-py alone would follow only once some command of the client met the move).
 - :func:`check_sharded_pubsub`: a cluster node older than 7.0 has no sharded pub/sub; the start
   checks (``shelly worker``, a coordinator's first run) fail with this error instead of every wait
   timing out.
@@ -36,6 +40,8 @@ from typing import Any
 
 import redis
 from redis.asyncio.cluster import ClusterPubSub, RedisCluster
+from redis.exceptions import AskError, MovedError
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from shelly_dist.errors import StoreError
 
@@ -103,6 +109,12 @@ def check_sharded_pubsub_sync(client: Any) -> None:
         refuse_old(client.info("server", target_nodes=redis.RedisCluster.PRIMARIES))
 
 
+class SlotMoved(RedisConnectionError):
+    """A watched channel's slot moved to another node (resharding, failover): its reader answers
+    as a lost connection does, so the hub reopens and resubscribes every channel on its slot's
+    owner now, and its watches re-read (a hint sent during the move may be lost)."""
+
+
 class ShardedPubSub:
     """Sharded channels of a cluster behind a classic ``PubSub``'s calls (the module docstring).
     Messages come back with the classic types (``subscribe``, ``message``, ``unsubscribe``)."""
@@ -112,6 +124,8 @@ class ShardedPubSub:
         self._client = client
         self._readers: dict[str, asyncio.Task[None]] = {}
         self._inbox: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
+        self._leaving: set[str] = set()
+        """Channels this side unsubscribed: any other ``sunsubscribe`` is Redis's, on a slot move."""
 
     @property
     def connection(self) -> object | None:
@@ -131,6 +145,7 @@ class ShardedPubSub:
         self._start_readers()
 
     async def unsubscribe(self, *channels: str) -> None:
+        self._leaving.update(channels)
         await self._pubsub.sunsubscribe(*channels)
 
     async def get_message(self, timeout: float) -> dict[str, Any] | None:  # noqa: ASYNC109 - a PubSub's call
@@ -160,12 +175,29 @@ class ShardedPubSub:
         try:
             while node is not None and name in self._pubsub.node_pubsub_mapping:
                 message = await self._pubsub.get_sharded_message(target_node=node, timeout=READ_BLOCK)
-                if message is not None:
-                    self._inbox.put_nowait(message)
+                if message is None:
+                    continue
+                if message.get("type") == "sunsubscribe" and not self._left(str(message.get("channel"))):
+                    # Redis dropped the channel: its slot left this node. Learn the new owner.
+                    await self._client.nodes_manager.initialize()
+                    self._inbox.put_nowait(SlotMoved(f"sharded pub/sub on {name}: {message.get('channel')} moved"))
+                    return
+                self._inbox.put_nowait(message)
         except asyncio.CancelledError:
             raise
+        except AskError as exc:  # a watched channel's slot moved (MovedError is an AskError)
+            if isinstance(exc, MovedError):
+                await self._client.nodes_manager.move_slot(exc)  # the reopening asks the new owner
+            self._inbox.put_nowait(SlotMoved(f"sharded pub/sub on {name}: {exc}"))
         except Exception as exc:
             self._inbox.put_nowait(exc)
+
+    def _left(self, channel: str) -> bool:
+        """Whether this side unsubscribed ``channel`` (forgotten once confirmed)."""
+        if channel in self._leaving:
+            self._leaving.discard(channel)
+            return True
+        return False
 
     async def aclose(self) -> None:
         readers, self._readers = list(self._readers.values()), {}

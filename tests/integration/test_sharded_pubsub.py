@@ -152,6 +152,39 @@ async def test_after_its_connections_are_killed_a_sharded_hub_resubscribes_and_m
         await asyncio.wait_for(delivered(), 30)
 
 
+async def test_a_sharded_watch_follows_its_channels_slot_to_another_node(journal: Journal,
+                                                                         redis_cluster_url: str) -> None:
+    client = journal.client
+    channel = journal.keys.run_changed(uuid.uuid4().hex)
+    slot, old = client.keyslot(channel), client.get_node_from_key(channel)
+    assert await client.execute_command("CLUSTER COUNTKEYSINSLOT", slot, target_nodes=old) == 0  # movable at once
+    new = next(n for n in client.get_primaries() if n.name != old.name)
+    ids = {n.name: await client.execute_command("CLUSTER MYID", target_nodes=n) for n in client.get_primaries()}
+
+    async def give(node: str) -> None:
+        for n in client.get_primaries():
+            await client.execute_command("CLUSTER SETSLOT", slot, "NODE", ids[node], target_nodes=n)
+
+    publisher = connect(redis_cluster_url)  # another process's client: the hub's learns of the move by itself
+    async with tree_hub(client) as hub:
+        watch = await hub.watch(channel)
+        await give(new.name)
+        try:
+            async def delivered() -> None:
+                while True:
+                    position = watch.position
+                    if await publisher.spublish(channel, "moved"):  # a subscriber on the new owner got it
+                        while "moved" not in watch.hints_since(position)[0]:
+                            await watch.moved(watch.generation)
+                        return
+                    await asyncio.sleep(0.1)
+
+            await asyncio.wait_for(delivered(), 20)  # well inside the hub's poll interval (LONG_POLL)
+        finally:
+            await give(old.name)
+            await publisher.aclose()
+
+
 async def test_the_journal_scripts_publish_sharded_on_a_cluster(journal: Journal) -> None:
     finish = registered(journal.client).journal.finish.script
     assert "redis.call('SPUBLISH', " in finish and "redis.call('PUBLISH', " not in finish
