@@ -76,3 +76,11 @@ async def test_the_scripts_are_registered_once_per_client_not_per_call(client):
     assert len(seen) == len(set(seen))  # each text once
     everything = registry.registered(client)
     assert len(seen) == len(vars(everything.journal)) + len(vars(everything.control))
+
+
+def test_every_channel_the_registrys_scripts_publish_on_is_a_tree_channel():
+    """On a cluster the registry makes each of these ``PUBLISH``es a sharded ``SPUBLISH`` in the
+    script's slot (``state/sharded.py``): right only for a tree's own ``:changed``/``:ended``."""
+    published = [m for name in TEXTS
+                 for m in re.findall(r"redis\.call\('PUBLISH', ([^,]+),", (CELERY / name).read_text())]
+    assert published and all(re.fullmatch(r"\w+ \.\. ':(changed|ended)'", p.strip()) for p in published), published
