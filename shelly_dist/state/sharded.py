@@ -125,13 +125,16 @@ class ShardedPubSub:
         self._readers: dict[str, asyncio.Task[None]] = {}
         self._inbox: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
         self._leaving: set[str] = set()
+        self._subscribed = False
         """Channels this side unsubscribed: any other ``sunsubscribe`` is Redis's, on a slot move."""
 
     @property
     def connection(self) -> object | None:
-        """None while no channel is subscribed (nothing to read yet), as a classic ``PubSub``."""
-        nodes = self._pubsub.node_pubsub_mapping
-        return next(iter(nodes.values())).connection if nodes else None
+        """None until the first ``subscribe`` (nothing to read yet), as a classic ``PubSub``'s; then
+        set for good, as a classic one's stays when its last channel leaves: a reader of the hub
+        waits on the inbox, which a later subscription's confirmation reaches at once (redis-py
+        closes a node's connection when its last channel leaves, and opens one for the next)."""
+        return self if self._subscribed else None
 
     async def subscribe(self, *channels: str) -> None:
         """``SSUBSCRIBE`` each channel on the node owning its slot (one slot per command)."""
@@ -142,6 +145,7 @@ class ShardedPubSub:
                 if "unknown command" in str(exc).lower():
                     raise StoreError(f"watch {channel}: {NEEDS} ({exc})") from exc
                 raise
+        self._subscribed = True
         self._start_readers()
 
     async def unsubscribe(self, *channels: str) -> None:
@@ -170,10 +174,15 @@ class ShardedPubSub:
 
     async def _read(self, name: str) -> None:
         """Hand on each message of node ``name``'s connection until redis-py drops it (its channels
-        unsubscribed or moved); a read error goes to the inbox and ends the reader."""
+        unsubscribed or moved); a read error goes to the inbox and ends the reader. A node's
+        connection still being opened (redis-py lists it before its first ``SSUBSCRIBE`` is sent)
+        ends the reader too: :meth:`subscribe` starts one once the command is sent."""
         node = self._client.get_node(node_name=name)
         try:
-            while node is not None and name in self._pubsub.node_pubsub_mapping:
+            while True:
+                pubsub = self._pubsub.node_pubsub_mapping.get(name)
+                if node is None or pubsub is None or pubsub.connection is None:
+                    return
                 message = await self._pubsub.get_sharded_message(target_node=node, timeout=READ_BLOCK)
                 if message is None:
                     continue

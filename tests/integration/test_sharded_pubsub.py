@@ -185,6 +185,23 @@ async def test_a_sharded_watch_follows_its_channels_slot_to_another_node(journal
             await publisher.aclose()
 
 
+async def test_watches_coming_and_going_on_one_node_never_fail_the_sharded_hub(
+        journal: Journal, caplog: pytest.LogCaptureFixture) -> None:
+    client = journal.client
+    node = client.get_node_from_key(journal.keys.run_changed("root1"))
+    roots = [r for r in (uuid.uuid4().hex for _ in range(400))
+             if client.get_node_from_key(journal.keys.run_changed(r)).name == node.name][:60]
+
+    async def come_and_go(root: str) -> None:
+        watch = await hub.watch(journal.keys.run_changed(root))
+        await watch.aclose()
+
+    async with tree_hub(client) as hub:
+        for i in range(0, len(roots), 3):  # the node's connection closes and reopens under the reads
+            await asyncio.gather(*(come_and_go(r) for r in roots[i:i + 3]))
+    assert not [r for r in caplog.records if r.name == "shelly_dist.state.hub"], caplog.text
+
+
 async def test_the_journal_scripts_publish_sharded_on_a_cluster(journal: Journal) -> None:
     finish = registered(journal.client).journal.finish.script
     assert "redis.call('SPUBLISH', " in finish and "redis.call('PUBLISH', " not in finish
