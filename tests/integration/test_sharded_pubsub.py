@@ -14,7 +14,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from shelly_dist.agent import ChildRequest, DelegateEntry
 from shelly_dist.errors import StoreError
-from shelly_dist.runtime.celery import scripts
+from shelly_dist.runtime.celery import control_scripts, scripts
 from shelly_dist.runtime.celery.cancel import cancel_tree
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.registry import registered
@@ -210,7 +210,7 @@ async def test_the_journal_scripts_publish_sharded_on_a_cluster(journal: Journal
 async def test_the_journal_scripts_stay_classic_on_one_redis(redis_url: str) -> None:
     client = connect(redis_url)
     try:
-        assert registered(client).journal.finish.script == scripts.FINISH
+        assert registered(client).journal.finish.script == control_scripts.plain_text(scripts.FINISH)
     finally:
         await client.aclose()
 
