@@ -34,6 +34,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from shelly_dist.runtime.celery.registry import registered
+from shelly_dist.runtime.celery.turn_batch import turn_pipeline
 from shelly_dist.state.connection import is_cluster, redis_errors
 from shelly_dist.state.keys import Keys, tree_tag
 from shelly_dist.state.refusal import write_through
@@ -55,6 +56,7 @@ class DueIndex:
         self.keys = keys
         self.retention = retention
         self.clustered = is_cluster(client)
+        self._pipelined = turn_pipeline(client)
         control = registered(client).control  # ELECT, SETTLE, RESIGN: .control_scripts
         self._elect = control.elect
         self._settle = control.settle
@@ -73,7 +75,14 @@ class DueIndex:
         pipe.expire(versions, self.retention)
 
     async def hint(self, root: str, at_ms: int) -> None:
+        """Hint tree ``root`` at ``at_ms`` now (returns once the hint is written). On a cluster the
+        hints of one loop turn (the concurrent runs of this process, before or after their scripts)
+        go in one pipeline (:class:`.TurnPipeline`): one round trip per due shard's node, not one
+        per hint; each is still its own ``ZADD LT`` and version bump."""
         with redis_errors("due index"):
+            if self.clustered:
+                await self._pipelined(lambda pipe: self.queue_hint(pipe, root, at_ms))
+                return
             async with self.client.pipeline(transaction=False) as pipe:
                 self.queue_hint(pipe, root, at_ms)
                 await pipe.execute()

@@ -24,6 +24,7 @@ from shelly_dist.runtime.celery.events import STREAM_MAXLEN
 from shelly_dist.runtime.celery.registry import registered
 from shelly_dist.runtime.celery.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.turn_batch import turn_pipeline
 from shelly_dist.state.connection import is_cluster, redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.state.refusal import write_through
@@ -43,6 +44,8 @@ class RunStore:
         self.clustered = is_cluster(client)
         """On a Redis Cluster the session's event stream (another slot than the tree) is written
         after a script, not inside it (see ``state/keys.py``)."""
+        self.pipelined = turn_pipeline(client)
+        """On a cluster, this process's writes outside the trees' slots of one loop turn, in one pipeline."""
         self.scripts = registered(client).journal
         self.control = registered(client).control
         """The control paths' scripts (stops, questions, interactive rounds, handoff): :mod:`.registry`."""
@@ -63,15 +66,19 @@ class RunStore:
 
     async def append_events(self, session: str, events: str) -> None:
         """On a cluster, the step's events after its script succeeded (one batch entry, as the
-        script would have written it)."""
+        script would have written it). The appends of one loop turn (this process's concurrent
+        runs finishing or checkpointing) share one pipeline (:class:`.TurnPipeline`); each run's
+        own appends stay in the order it makes them, since each awaits its own."""
         if not events or not self.clustered:
             return
         stream = self.keys.events(session)
+
+        def queue(pipe: Any) -> None:
+            pipe.xadd(stream, {"events": events}, maxlen=STREAM_MAXLEN, approximate=True)
+            pipe.expire(stream, self.settings.retention)
+
         with redis_errors("journal"):
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.xadd(stream, {"events": events}, maxlen=STREAM_MAXLEN, approximate=True)
-                pipe.expire(stream, self.settings.retention)
-                await pipe.execute()
+            await self.pipelined(queue)
 
 
 async def run_script(
