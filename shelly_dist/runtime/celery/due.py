@@ -90,16 +90,18 @@ class DueIndex:
     async def run(self, script: Any, keys: Sequence[str], args: Sequence[Any], root: str, at_ms: int) -> Any:
         """Run a script that may write a deadline no earlier than ``at_ms`` into tree ``root``,
         hinted (see the module docstring): inside the script on a single Redis, one command; before
-        and after it on a cluster. Redis errors are raised as they come (``ResponseError`` for the
-        script's own refusals), like calling the script directly — except, on a cluster, once the
-        script ran: its hint after is then tried again alone while Redis refuses writes
+        and after it on a cluster, where the hints and the script each share the loop turn's
+        pipeline with the other runs' (:class:`.TurnPipeline`). Redis errors are raised as they
+        come (``ResponseError`` for the script's own refusals), like calling the script directly —
+        except, on a cluster, once the script ran: its hint after is then tried again alone while
+        Redis refuses writes
         (:func:`~shelly_dist.state.refusal.write_through`), so a refused hint never makes a caller
         that retries refused writes (:meth:`.RunStore.run_script`) repeat a script that wrote. On a
         single Redis a refused write refuses the script's first write (the hint's, or a lazily
         hinting script's own), so nothing is written and the whole script is safe to repeat."""
         if self.clustered:
             await self.hint(root, at_ms)
-            out = await script(keys=list(keys), args=list(args))
+            out = await self._pipelined.script(script, keys, args)
             await write_through(lambda: self.hint(root, at_ms))
             return out
         hinted = registered(self.client).hinted(script)

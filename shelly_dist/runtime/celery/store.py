@@ -24,7 +24,7 @@ from shelly_dist.runtime.celery.events import STREAM_MAXLEN
 from shelly_dist.runtime.celery.registry import registered
 from shelly_dist.runtime.celery.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.runtime.celery.turn_batch import turn_pipeline
+from shelly_dist.runtime.celery.turn_batch import TurnPipeline, turn_pipeline
 from shelly_dist.state.connection import is_cluster, redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.state.refusal import write_through
@@ -57,8 +57,12 @@ class RunStore:
     async def run_script(
         self, script: Any, keys: list[str], args: list[Any], hint: tuple[str, int] | None = None
     ) -> Any:
-        """Run one of the pool's scripts: :func:`run_script` with this store's due index."""
-        return await run_script(script, keys, args, hint=hint, due=self.due)
+        """Run one of the pool's scripts: :func:`run_script` with this store's due index; on a
+        cluster in the loop turn's pipeline, with the other runs' scripts and hints of the turn
+        (:class:`.TurnPipeline`: one round trip per node for this process's concurrent claims,
+        checkpoints and finishes, not one each)."""
+        return await run_script(script, keys, args, hint=hint, due=self.due,
+                                pipelined=self.pipelined if self.clustered else None)
 
     def stream_keys(self, session: str) -> list[str]:
         """The session's event stream as the scripts' optional last key (none on a cluster)."""
@@ -83,7 +87,7 @@ class RunStore:
 
 async def run_script(
     script: Any, keys: list[str], args: list[Any], *, hint: tuple[str, int] | None = None,
-    due: DueIndex | None = None, origin: str = "journal",
+    due: DueIndex | None = None, origin: str = "journal", pipelined: TurnPipeline | None = None,
 ) -> Any:
     """Run one of the pool's scripts (registered once: :mod:`.registry`); a fencing refusal becomes
     :class:`LeaseLost`, other Redis errors ``StoreError`` naming ``origin``. While Redis refuses
@@ -92,10 +96,13 @@ async def run_script(
     that may write a deadline into a tree's index passes ``hint`` (the root, the earliest such
     deadline in ms) and the ``due`` index, which learns of it (:meth:`.DueIndex.run`). The one way
     every module of ``runtime/celery`` runs a script, whether it holds a :class:`RunStore` or only
-    a client (a cancel from the CLI, a reaper's timeout)."""
+    a client (a cancel from the CLI, a reaper's timeout). With ``pipelined`` (a cluster's store) the
+    script goes in that loop turn's pipeline."""
     with redis_errors(origin):
         try:
             if hint is None:
+                if pipelined is not None:
+                    return await write_through(lambda: pipelined.script(script, keys, args))
                 return await write_through(lambda: script(keys=keys, args=args))
             if due is None:
                 raise ValueError(f"{origin}: a script hinting the due index needs it")
