@@ -34,6 +34,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from shelly_dist.runtime.celery.registry import registered
+from shelly_dist.runtime.celery.turn_batch import turn_pipeline
 from shelly_dist.state.connection import is_cluster, redis_errors
 from shelly_dist.state.keys import Keys, tree_tag
 from shelly_dist.state.refusal import write_through
@@ -55,6 +56,7 @@ class DueIndex:
         self.keys = keys
         self.retention = retention
         self.clustered = is_cluster(client)
+        self._pipelined = turn_pipeline(client)
         control = registered(client).control  # ELECT, SETTLE, RESIGN: .control_scripts
         self._elect = control.elect
         self._settle = control.settle
@@ -73,7 +75,14 @@ class DueIndex:
         pipe.expire(versions, self.retention)
 
     async def hint(self, root: str, at_ms: int) -> None:
+        """Hint tree ``root`` at ``at_ms`` now (returns once the hint is written). On a cluster the
+        hints of one loop turn (the concurrent runs of this process, before or after their scripts)
+        go in one pipeline (:class:`.TurnPipeline`): one round trip per due shard's node, not one
+        per hint; each is still its own ``ZADD LT`` and version bump."""
         with redis_errors("due index"):
+            if self.clustered:
+                await self._pipelined(lambda pipe: self.queue_hint(pipe, root, at_ms))
+                return
             async with self.client.pipeline(transaction=False) as pipe:
                 self.queue_hint(pipe, root, at_ms)
                 await pipe.execute()
@@ -81,16 +90,18 @@ class DueIndex:
     async def run(self, script: Any, keys: Sequence[str], args: Sequence[Any], root: str, at_ms: int) -> Any:
         """Run a script that may write a deadline no earlier than ``at_ms`` into tree ``root``,
         hinted (see the module docstring): inside the script on a single Redis, one command; before
-        and after it on a cluster. Redis errors are raised as they come (``ResponseError`` for the
-        script's own refusals), like calling the script directly — except, on a cluster, once the
-        script ran: its hint after is then tried again alone while Redis refuses writes
+        and after it on a cluster, where the hints and the script each share the loop turn's
+        pipeline with the other runs' (:class:`.TurnPipeline`). Redis errors are raised as they
+        come (``ResponseError`` for the script's own refusals), like calling the script directly —
+        except, on a cluster, once the script ran: its hint after is then tried again alone while
+        Redis refuses writes
         (:func:`~shelly_dist.state.refusal.write_through`), so a refused hint never makes a caller
         that retries refused writes (:meth:`.RunStore.run_script`) repeat a script that wrote. On a
         single Redis a refused write refuses the script's first write (the hint's, or a lazily
         hinting script's own), so nothing is written and the whole script is safe to repeat."""
         if self.clustered:
             await self.hint(root, at_ms)
-            out = await script(keys=list(keys), args=list(args))
+            out = await self._pipelined.script(script, keys, args)
             await write_through(lambda: self.hint(root, at_ms))
             return out
         hinted = registered(self.client).hinted(script)

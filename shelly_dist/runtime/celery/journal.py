@@ -231,14 +231,23 @@ class Journal:
     async def _number_instance(self, run_id: str, session: str, agent: str) -> str:
         """The fresh run's instance number: drawn from the session's counter (another slot than
         the run, so not inside ``CLAIM``) and kept only if the run has none yet (``HSETNX``), so a
-        redelivered fresh run keeps the number of its first claim; a crash in between skips one."""
-        n = await self.next_instance(session, agent)
-        key = self.keys.run(run_id)
+        redelivered fresh run keeps the number of its first claim; a crash in between skips one.
+        Only on a cluster, where both steps share the loop turn's pipeline with the other claims of
+        this process (:class:`.TurnPipeline`): one round trip per node for all of them."""
+        counter, key = self.keys.instance_counter(session, agent), self.keys.run(run_id)
+        retention = self.settings.retention
+
+        def draw(pipe: Any) -> None:
+            pipe.incr(counter)
+            pipe.expire(counter, retention)
+
+        def keep(pipe: Any) -> None:
+            pipe.hsetnx(key, "instance_n", n)
+            pipe.hget(key, "instance_n")
+
         with redis_errors("journal"):
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.hsetnx(key, "instance_n", n)
-                pipe.hget(key, "instance_n")
-                _, kept = await pipe.execute()
+            n = int((await self.store.pipelined(draw))[0])
+            _, kept = await self.store.pipelined(keep)
         return str(kept or n)
 
     # -- the reaper's step ----------------------------------------------------------------------
@@ -256,17 +265,21 @@ class Journal:
 
     async def _record_sent(self, runs: list[tuple[str, str]]) -> list[None]:
         """``SENT`` for the runs whose sends ended in one turn of the loop (a fan-out's children),
-        in one pipeline (one round trip, one connection) when there are several; a run the pipeline
+        in one pipeline (one round trip, one connection; on a cluster one per node the runs' trees
+        are on) when there are several; a run the pipeline
         did not record (the script not yet loaded in this Redis, a write refused) is recorded on
         its own, as a single send is (``run_script``: loaded, a refusal waited out)."""
         backstop = _ms(time.time() + max(self.settings.visibility_timeout, self.settings.requeue_after))
         script, left = self.store.scripts.sent, runs
-        if len(runs) > 1 and not self.clustered:  # a cluster's runs of several trees span slots
+        if len(runs) > 1:
             try:
                 with redis_errors("journal"):
                     async with self.client.pipeline(transaction=False) as pipe:
                         for root, run_id in runs:
-                            pipe.evalsha(script.sha, 3, *self._sent_keys(root, run_id), run_id, backstop)
+                            # EVALSHA by name: a cluster pipeline blocks its ``evalsha`` method
+                            # (redis-py 8.1), not the command, which it routes by its keys' slot
+                            pipe.execute_command("EVALSHA", script.sha, 3, *self._sent_keys(root, run_id),
+                                                 run_id, backstop)
                         results = await pipe.execute(raise_on_error=False)
             except StoreError as exc:
                 logger.warning("runs %s: could not record their sends (%s); they may be re-sent after "

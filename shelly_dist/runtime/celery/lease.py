@@ -168,6 +168,12 @@ class Lease:
         # resume needs a hint of its own only when it may come due before that, requeue_after <
         # lease (not on default settings; on a cluster the hint costs two round trips per child).
         hint = (r.root, args[9]) if r.parent and st.settings.requeue_after < st.settings.lease else None
+        # The finish ends the lease (its script deletes it, fenced by the token): stop renewing it
+        # now. A renewal between the script and the step's end would find the lease gone, call it
+        # lost and cancel the step before it appends the events (a cluster's round trip after the
+        # script) and enqueues the parent's resume, which would then wait for a reaper
+        # (requeue_after). A finish refused for a lost lease raises LeaseLost itself.
+        st.renewer.release(self)
         left, mode = await st.run_script(st.scripts.finish, keys, args, hint=hint)
         if mode == "terminal":
             return -1, ""

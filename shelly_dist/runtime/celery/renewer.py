@@ -236,6 +236,8 @@ class Renewer:
                 self._lose(h, "held by another worker")
 
     def _lose(self, held: _Held, reason: str) -> None:
+        if held.released:  # its step let it go meanwhile (a finish deletes the lease): not a loss
+            return
         logger.warning("run %s: lease lost (%s); abandoning the step", held.lease.run_id, reason)
         metrics.LEASES_LOST.inc()
         with self._lock:

@@ -24,6 +24,7 @@ from shelly_dist.runtime.celery.events import STREAM_MAXLEN
 from shelly_dist.runtime.celery.registry import registered
 from shelly_dist.runtime.celery.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.turn_batch import TurnPipeline, turn_pipeline
 from shelly_dist.state.connection import is_cluster, redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.state.refusal import write_through
@@ -43,6 +44,8 @@ class RunStore:
         self.clustered = is_cluster(client)
         """On a Redis Cluster the session's event stream (another slot than the tree) is written
         after a script, not inside it (see ``state/keys.py``)."""
+        self.pipelined = turn_pipeline(client)
+        """On a cluster, this process's writes outside the trees' slots of one loop turn, in one pipeline."""
         self.scripts = registered(client).journal
         self.control = registered(client).control
         """The control paths' scripts (stops, questions, interactive rounds, handoff): :mod:`.registry`."""
@@ -54,8 +57,12 @@ class RunStore:
     async def run_script(
         self, script: Any, keys: list[str], args: list[Any], hint: tuple[str, int] | None = None
     ) -> Any:
-        """Run one of the pool's scripts: :func:`run_script` with this store's due index."""
-        return await run_script(script, keys, args, hint=hint, due=self.due)
+        """Run one of the pool's scripts: :func:`run_script` with this store's due index; on a
+        cluster in the loop turn's pipeline, with the other runs' scripts and hints of the turn
+        (:class:`.TurnPipeline`: one round trip per node for this process's concurrent claims,
+        checkpoints and finishes, not one each)."""
+        return await run_script(script, keys, args, hint=hint, due=self.due,
+                                pipelined=self.pipelined if self.clustered else None)
 
     def stream_keys(self, session: str) -> list[str]:
         """The session's event stream as the scripts' optional last key (none on a cluster)."""
@@ -63,20 +70,24 @@ class RunStore:
 
     async def append_events(self, session: str, events: str) -> None:
         """On a cluster, the step's events after its script succeeded (one batch entry, as the
-        script would have written it)."""
+        script would have written it). The appends of one loop turn (this process's concurrent
+        runs finishing or checkpointing) share one pipeline (:class:`.TurnPipeline`); each run's
+        own appends stay in the order it makes them, since each awaits its own."""
         if not events or not self.clustered:
             return
         stream = self.keys.events(session)
+
+        def queue(pipe: Any) -> None:
+            pipe.xadd(stream, {"events": events}, maxlen=STREAM_MAXLEN, approximate=True)
+            pipe.expire(stream, self.settings.retention)
+
         with redis_errors("journal"):
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.xadd(stream, {"events": events}, maxlen=STREAM_MAXLEN, approximate=True)
-                pipe.expire(stream, self.settings.retention)
-                await pipe.execute()
+            await self.pipelined(queue)
 
 
 async def run_script(
     script: Any, keys: list[str], args: list[Any], *, hint: tuple[str, int] | None = None,
-    due: DueIndex | None = None, origin: str = "journal",
+    due: DueIndex | None = None, origin: str = "journal", pipelined: TurnPipeline | None = None,
 ) -> Any:
     """Run one of the pool's scripts (registered once: :mod:`.registry`); a fencing refusal becomes
     :class:`LeaseLost`, other Redis errors ``StoreError`` naming ``origin``. While Redis refuses
@@ -85,10 +96,13 @@ async def run_script(
     that may write a deadline into a tree's index passes ``hint`` (the root, the earliest such
     deadline in ms) and the ``due`` index, which learns of it (:meth:`.DueIndex.run`). The one way
     every module of ``runtime/celery`` runs a script, whether it holds a :class:`RunStore` or only
-    a client (a cancel from the CLI, a reaper's timeout)."""
+    a client (a cancel from the CLI, a reaper's timeout). With ``pipelined`` (a cluster's store) the
+    script goes in that loop turn's pipeline."""
     with redis_errors(origin):
         try:
             if hint is None:
+                if pipelined is not None:
+                    return await write_through(lambda: pipelined.script(script, keys, args))
                 return await write_through(lambda: script(keys=keys, args=args))
             if due is None:
                 raise ValueError(f"{origin}: a script hinting the due index needs it")

@@ -186,3 +186,16 @@ async def test_the_renewer_connects_at_start_and_its_ticks_reuse_that_connection
     renewer.hold(lease, asyncio.current_task())  # type: ignore[arg-type]
     await asyncio.to_thread(renewer.tick)
     assert len(connections) == 1 and "EVALSHA" in connections[0].sent  # no new connection mid-step
+
+
+async def test_a_renewal_between_a_finish_and_the_steps_end_does_not_cancel_the_step(world: World):
+    renewer, _ = world.renewer()
+    world.journal.store.renewer = renewer  # the renewer the journal's leases are kept by
+    lease = await world.lease("root1")
+    step = asyncio.create_task(asyncio.sleep(60))  # the step: still after its finish (events, resume)
+    renewer.hold(lease, step)
+    await lease.finish("done", {"result": "ok"})  # its script deletes the lease
+    await asyncio.to_thread(renewer.tick)
+    await asyncio.sleep(0.05)  # an abandon the tick scheduled on this loop would have run
+    assert not lease.lost and not step.cancelled()
+    step.cancel()
