@@ -107,8 +107,24 @@ async def count(prefix: str, action: Callable[[], Awaitable[Any]]) -> Count:
     return mon.count
 
 
+def refuse_broker_apart(broker_url: str) -> None:
+    """``BenchError`` at once when the broker is another server than the journals' Redis: the
+    ``MONITOR`` of one server would miss every broker command (and count 0 for raw Celery)."""
+    journals, broker = redis.Redis.from_url(REDIS_URL), redis.Redis.from_url(broker_url)
+    try:
+        apart = journals.info("server")["run_id"] != broker.info("server")["run_id"]
+    finally:
+        journals.close()
+        broker.close()
+    if apart:
+        raise BenchError(f"bench: {NAME}: cannot run with the broker on a Redis of its own ({broker_url}): it "
+                         "counts every command of a delegation, the broker's included, with MONITOR of the "
+                         "journals' server; unset BENCH_BROKER_URL for this row")
+
+
 async def measure(b: Bench) -> list[Row]:
     refuse_cluster(REDIS_URL, NAME, "it counts the bench's commands with MONITOR of one server")
+    refuse_broker_apart(b.stack.broker_url)
     k = b.sizes.commands_k
     await b.stack.use_workers({"main": b.sizes.concurrency})
     values, refs, executed, whole = [], [], [], []

@@ -5,6 +5,7 @@ under load, hence the generous deadlines."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from bench.report import EXPECTED_ROWS
+
+from .own_redis import own_redis
 
 pytestmark = pytest.mark.integration
 
@@ -73,3 +76,13 @@ def test_the_prompt_cache_bench_reports_a_larger_cached_share_than_shellys_order
     assert out.returncode == 0, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr[-4000:]}"
     shares = [float(line.split("cached share ")[1].split("%")[0]) for line in out.stdout.splitlines()]
     assert len(shares) == 2 and shares[0] > shares[1]
+
+
+@pytest.mark.timeout(360)
+def test_the_commands_row_refuses_a_broker_apart_instead_of_missing_its_commands(redis_url: str, tmp_path: Path):
+    with own_redis(tmp_path) as port:
+        out = subprocess.run([sys.executable, "-m", "bench", "--quick", "--only", "commands", "--runs", "1"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "BENCH_BROKER_URL": f"redis://127.0.0.1:{port}/0"})
+    assert out.returncode != 0, out.stdout
+    assert "commands: cannot run with the broker on a Redis of its own" in out.stderr, out.stderr[-4000:]
