@@ -14,10 +14,10 @@ text per script, rewritten at registration.
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 from shelly_dist.runtime.celery import control_scripts, scripts
+from shelly_dist.state.per_client import PerClient
 from shelly_dist.state.sharded import script_text
 
 
@@ -83,12 +83,6 @@ class Scripts:
         return found
 
 
-_registered: weakref.WeakKeyDictionary[Any, Scripts] = weakref.WeakKeyDictionary()
-
-
-def registered(client: Any) -> Scripts:
-    """The scripts of ``client``, registered on its first use (the same object every time)."""
-    found = _registered.get(client)
-    if found is None:
-        found = _registered[client] = Scripts(client)
-    return found
+registered: PerClient[Scripts] = PerClient(Scripts)
+"""``registered(client)``: the scripts of ``client``, registered on its first use (the same object
+every time)."""

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from redis.exceptions import NoScriptError
+
+from shelly_dist.state.per_client import PerClient
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -119,12 +120,6 @@ class TurnPipeline:
         return [results[start:end] for start, end in itertools.pairwise(bounds)]
 
 
-_pipelines: weakref.WeakKeyDictionary[Any, TurnPipeline] = weakref.WeakKeyDictionary()
-
-
-def turn_pipeline(client: Any) -> TurnPipeline:
-    """The one :class:`TurnPipeline` of ``client`` (every user of the client shares its turns)."""
-    found = _pipelines.get(client)
-    if found is None:
-        found = _pipelines[client] = TurnPipeline(client)
-    return found
+turn_pipeline: PerClient[TurnPipeline] = PerClient(TurnPipeline)
+"""``turn_pipeline(client)``: the one :class:`TurnPipeline` of ``client`` (every user of the client
+shares its turns)."""
