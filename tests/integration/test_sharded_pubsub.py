@@ -29,6 +29,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 LONG_POLL = 30.0
 """A poll interval no test waits out: a watch that moves did so on a message."""
 
+REPUBLISH = 0.1
+"""Seconds between publishes that no subscriber received yet, while a test waits (under its own
+deadline) for the hub to have resubscribed; the first publish a subscriber receives ends the wait."""
+
 
 @pytest.fixture
 async def journal(redis_cluster_url: str) -> AsyncIterator[Journal]:
@@ -147,7 +151,7 @@ async def test_after_its_connections_are_killed_a_sharded_hub_resubscribes_and_m
                         await watch.moved(seen)
                         seen = watch.generation
                     return
-                await asyncio.sleep(0.1)
+                await asyncio.sleep(REPUBLISH)
 
         await asyncio.wait_for(delivered(), 30)
 
@@ -177,7 +181,7 @@ async def test_a_sharded_watch_follows_its_channels_slot_to_another_node(journal
                         while "moved" not in watch.hints_since(position)[0]:
                             await watch.moved(watch.generation)
                         return
-                    await asyncio.sleep(0.1)
+                    await asyncio.sleep(REPUBLISH)
 
             await asyncio.wait_for(delivered(), 20)  # well inside the hub's poll interval (LONG_POLL)
         finally:

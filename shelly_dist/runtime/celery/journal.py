@@ -234,19 +234,14 @@ class Journal:
         redelivered fresh run keeps the number of its first claim; a crash in between skips one.
         Only on a cluster, where both steps share the loop turn's pipeline with the other claims of
         this process (:class:`.TurnPipeline`): one round trip per node for all of them."""
-        counter, key = self.keys.instance_counter(session, agent), self.keys.run(run_id)
-        retention = self.settings.retention
-
-        def draw(pipe: Any) -> None:
-            pipe.incr(counter)
-            pipe.expire(counter, retention)
+        n = await self.next_instance(session, agent)
+        key = self.keys.run(run_id)
 
         def keep(pipe: Any) -> None:
             pipe.hsetnx(key, "instance_n", n)
             pipe.hget(key, "instance_n")
 
         with redis_errors("journal"):
-            n = int((await self.store.pipelined(draw))[0])
             _, kept = await self.store.pipelined(keep)
         return str(kept or n)
 
@@ -362,10 +357,19 @@ class Journal:
             return await self.client.hget(self.keys.run(root), "canceled") == "1"
 
     async def next_instance(self, session: str, agent: str) -> int:
+        """The next instance number of ``agent`` in ``session`` (its counter, kept for the
+        retention); on a cluster in the loop turn's pipeline with the other runs' draws."""
         key = self.keys.instance_counter(session, agent)
+
+        def draw(pipe: Any) -> None:
+            pipe.incr(key)
+            pipe.expire(key, self.settings.retention)
+
         with redis_errors("journal"):
-            async with self.client.pipeline(transaction=False) as pipe:
-                pipe.incr(key)
-                pipe.expire(key, self.settings.retention)
-                n, _ = await pipe.execute()
+            if self.clustered:
+                n, _ = await self.store.pipelined(draw)
+            else:
+                async with self.client.pipeline(transaction=False) as pipe:
+                    draw(pipe)
+                    n, _ = await pipe.execute()
         return int(n)

@@ -22,10 +22,12 @@ from shelly_dist.state.sharded import script_text
 
 
 def _register(client: Any, text: str) -> Any:
-    """``text`` registered on ``client``; on a cluster its ``PUBLISH``es are ``SPUBLISH``es
+    """``text`` registered on ``client`` to run without the due index's hint in it (a script that
+    calls ``due_hint()`` gets it as a no-op: :func:`.control_scripts.plain_text`; :meth:`Scripts.hinted`
+    is the variant with it); on a cluster its ``PUBLISH``es are ``SPUBLISH``es
     (:func:`~shelly_dist.state.sharded.script_text`): every channel these scripts publish on is a
     run tree's, in the slot of the tree's keys the script is given."""
-    return client.register_script(script_text(client, text))
+    return client.register_script(script_text(client, control_scripts.plain_text(text)))
 
 
 class JournalScripts:
@@ -38,7 +40,7 @@ class JournalScripts:
         self.renew = _register(client, scripts.RENEW)
         self.release = _register(client, scripts.RELEASE)
         self.drop = _register(client, scripts.DROP)
-        self.finish = _register(client, control_scripts.plain_text(scripts.FINISH))
+        self.finish = _register(client, scripts.FINISH)
         self.reap = _register(client, scripts.REAP)
         self.sent = _register(client, scripts.SENT)
         self.pull = _register(client, scripts.PULL)

@@ -196,6 +196,9 @@ async def test_a_renewal_between_a_finish_and_the_steps_end_does_not_cancel_the_
     renewer.hold(lease, step)
     await lease.finish("done", {"result": "ok"})  # its script deletes the lease
     await asyncio.to_thread(renewer.tick)
-    await asyncio.sleep(0.05)  # an abandon the tick scheduled on this loop would have run
-    assert not lease.lost and not step.cancelled()
+    # an abandon the tick scheduled on this loop (call_soon_threadsafe) runs before a callback queued now
+    ran = asyncio.get_running_loop().create_future()
+    asyncio.get_running_loop().call_soon(ran.set_result, None)
+    await ran
+    assert not lease.lost and not step.cancelling() and not step.cancelled()
     step.cancel()
