@@ -52,6 +52,7 @@ from shelly_dist.runtime.celery.lease import Lease, LeaseLost
 from shelly_dist.runtime.celery.policy import PoolPolicy
 from shelly_dist.runtime.celery.record import RunRecord
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.steering import RedisInbox
 from shelly_dist.runtime.wake import TeamContext, is_wake_run
 from shelly_dist.state.connection import redis_errors
 
@@ -252,6 +253,7 @@ class Executor:
         run.checkpoint = checkpoint
         run.before_model = before_model
         run.delegator = _WorkerDelegator(self, lease)
+        run.inbox = RedisInbox(self.journal.client, self.journal.keys, lambda: lease.record.steer)
         board = agent.options.task_board if request is not None and request.task_id else None
         if request is not None and run.state.iteration == 0 and offset == 0:
             if (refused := await children.claim_task(board, request, agent.name)) is not None:
@@ -265,7 +267,7 @@ class Executor:
         try:
             while True:
                 if run.state.phase == Phase.SUSPENDED and run.waiting():
-                    await questions.register(lease, run)  # ask_user: counted in pending before release
+                    await questions.register(lease, run)  # decisions: counted in pending before release
                     if parent := await interactive.ask_parent(lease, run):  # request_input to the parent
                         await enqueue_resume(self.journal, self.enqueue, parent)
                     await self._collect(record, run)
@@ -284,6 +286,8 @@ class Executor:
                         children.board_scope(board, request):
                     outcome = await run.step()
                 if isinstance(outcome, Finished):
+                    if await self._steered_at_end(lease, run):  # a person spoke during its last call
+                        continue
                     waits = await self._spawn_wait(lease, run)
                     if waits == "go":  # announcements of spawned children: another step with them
                         continue
@@ -386,6 +390,18 @@ class Executor:
             run.emit(events.RUN_QUEUED, child_run=peer_id, child_agent=peer.spawned(), depth=peer.depth,
                      task=peer.task[:200])
         return Progress("done", f"handed off to {peer.spawned()} ({peer_id})")
+
+    async def _steered_at_end(self, lease: Lease, run: Run) -> bool:
+        """A run about to finish with its plain reply whose inbox holds a message it has not taken
+        is reopened (another step, with the message) instead. The count its last checkpoint read is
+        fresh unless its final reply was held to ride with the finish; then it is read once more."""
+        if not run.steerable_at_end() or not await run.inbox.unread(run, fresh=lease.held is not None):  # type: ignore[union-attr]
+            return False
+        lease.held = None  # discarded: the checkpoint below writes the same reply with the reopened state
+        run.reopen()
+        assert run.checkpoint is not None
+        await run.checkpoint(run, "tools")
+        return True
 
     async def _spawn_wait(self, lease: Lease, run: Run) -> str:
         """A run that spawned children and would finish: ``go`` (announcements wait: step again),
