@@ -37,7 +37,8 @@ class PoolRuntime(Protocol):
 
     async def check(self) -> None: ...
 
-    async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None) -> str: ...
+    async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None,
+                     batch: str = "") -> str: ...
 
     async def record(self, run_id: str) -> RunRecord | None: ...
 
@@ -95,7 +96,7 @@ class PoolItems:
             # still in flight on a dropped connection) would leave a queued root that the cancel
             # does not see and the reaper later runs: it is finished first, then cancelled.
             submit = asyncio.ensure_future(
-                self.runtime.submit(agent, messages, session=new_session_id(), run_id=run_id))
+                self.runtime.submit(agent, messages, session=new_session_id(), run_id=run_id, batch=self.batch))
             self.submitting.add(submit)
             submit.add_done_callback(self.submitting.discard)
             await asyncio.shield(submit)

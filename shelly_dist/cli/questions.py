@@ -79,10 +79,13 @@ def questions_command(session_id: str, as_json: bool, config_path: str | None, s
 @click.argument("text")
 @config_options
 def answer_command(session_id: str, question_id: str, text: str, config_path: str | None, shelly_dir: str) -> None:
-    """Answer ask_user question QUESTION_ID with TEXT; the asking run resumes on any worker."""
+    """Answer decision QUESTION_ID with TEXT (an ask_user question; an approval with yes or no
+    [reason]); the asking run resumes on any worker."""
+    from shelly_dist.engine.decisions import who
 
     async def main() -> None:
-        done = await _with_pool(config_path, shelly_dir, lambda rt: rt.respond(session_id, question_id, text))
+        done = await _with_pool(config_path, shelly_dir,
+                                lambda rt: rt.respond(session_id, question_id, text, by=who("cli")))
         click.echo(f"answered {question_id}; run {done.run} resumes", err=True)
 
     run_async(main())

@@ -51,15 +51,23 @@ class Decisions:
     """The decisions of one engine's runtime (``Engine.decisions``); ``Session`` has the same
     calls for its own session."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine | None = None, *, pool: Any = None) -> None:
+        """Over ``engine``'s runtime, or straight over a pool runtime (``pool``: what the CLI opens,
+        without building an engine)."""
         self.engine = engine
+        self.pool = pool
 
     @property
     def _pool(self) -> Any:
-        runtime = self.engine.runtime
+        if self.pool is not None:
+            return self.pool
+        runtime = self.engine.runtime if self.engine is not None else None
         return runtime if hasattr(runtime, "decisions") else None  # the CeleryRuntime (no import of it here)
 
     def _here(self, what: str) -> WaitingAnswerer:
+        if self.engine is None:
+            raise UsageError(f"{what}: no worker pool configured (distributed.broker_url): embedded runs are "
+                             "decided in the process that runs them")
         answerer = self.engine.toolboxes.responder.answerer
         if not isinstance(answerer, WaitingAnswerer):
             raise UsageError(f"{what}: this engine's decisions are answered by its answerer "
@@ -74,8 +82,10 @@ class Decisions:
         pool = self._pool
         if pool is not None:
             found = await pool.decisions(session)
+        elif self.engine is None:
+            found = self._here("decisions").decisions(session)  # raises: nothing to list from here
         else:
-            answerer = self.engine.toolboxes.responder.answerer
+            answerer = self.engine.toolboxes.responder.answerer  # a terminal's decisions are its own
             found = answerer.decisions(session) if isinstance(answerer, WaitingAnswerer) else []
         return [d for d in found if _matches(d, agent=agent, kind=kind, tool=tool, batch=batch)]
 
@@ -139,7 +149,11 @@ class Decisions:
     async def live_runs(self, session: str) -> list[LiveRun]:
         """The runs of ``session`` that have not ended, roots first (what ``steer`` addresses)."""
         pool = self._pool
-        return await pool.live_runs(session) if pool is not None else self.engine.inbox.live(session)
+        if pool is not None:
+            return list(await pool.live_runs(session))
+        self._here("steer")
+        assert self.engine is not None
+        return self.engine.inbox.live(session)
 
     async def steer(self, session: str, text: str, *, agent: str | None = None, run: str | None = None,
                     interrupt: bool = False, by: str = "python") -> str:
@@ -155,6 +169,7 @@ class Decisions:
         if pool is not None:
             await pool.steer(session, target.id, message)
         else:
+            assert self.engine is not None
             self.engine.inbox.post(target.id, message)
         if interrupt:  # after the message: the run it lets go takes it in its next model call
             for d in await self.list(session=session, kind=APPROVAL):

@@ -211,10 +211,12 @@ class CeleryRuntime:
     # -- root runs on the pool (batch) ---------------------------------------------------------
 
     async def submit(
-        self, agent: str, task: str | list[Message], *, session: str, run_id: str | None = None
+        self, agent: str, task: str | list[Message], *, session: str, run_id: str | None = None, batch: str = ""
     ) -> str:
         """Start ``agent`` on ``task`` (a text, or the user messages) as a root run on the pool;
-        returns its run id. The run never touches this process again.
+        returns its run id. The run never touches this process again. ``batch``: the identity of
+        the batch the run is an item of, kept for the session (what ``--batch`` filters decisions
+        by, and the scope of a batch's ``--always`` verdicts).
 
         A given ``run_id`` is an idempotency key: when a run is already recorded under it, nothing
         is created, and it is sent again only while still ``queued`` (the first send may have died
@@ -224,6 +226,10 @@ class CeleryRuntime:
         run_id = run_id or uuid.uuid4().hex[:12]
         messages = [Message.text("user", Role.USER, task)] if isinstance(task, str) else task
         task = messages[-1].text_content() if messages else ""
+        if batch:  # before the run exists: its first decision finds it
+            key = self.journal.keys.session_batch(session)
+            await read_through("submit", lambda: self.client.set(key, batch, ex=self.settings.retention),
+                               until=time.monotonic() + SUBMIT_OUTAGE)
         # Safe to repeat (the same record, indexed with NX), so a Redis outage is waited out.
         created = await read_through(
             "submit", lambda: self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
