@@ -189,7 +189,7 @@ def test_approve_all_with_a_tool_decides_every_gated_item_of_a_batch_while_the_o
         approved = cluster.shelly("approve", "--all", "--tool", "deploy", "--batch", str(output))
         assert approved.returncode == 0, approved.stderr
         assert approved.stdout.strip() == "approved 12"
-        stdout, stderr = batch.communicate(timeout=180)
+        _, stderr = batch.communicate(timeout=180)
     finally:
         if batch.poll() is None:
             batch.kill()
