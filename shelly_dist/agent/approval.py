@@ -111,8 +111,8 @@ def apply_verdict(run: Run, call_id: str, tool: str, verdict: Verdict, *, asked:
         content = INTERRUPTED if verdict.decision == "skip" else rejected_text(tool, verdict.reason)
         state.tool_results[call_id] = ToolResult(tool_call_id=call_id, content=content, is_error=True)
         run.emit(events.TOOL_CALL_END, tool=tool, call_id=call_id, is_error=True)
-    data: dict[str, Any] = {"id": decision_id, "tool": tool, "call_id": call_id, "decision": verdict.decision,
-                            "by": verdict.by}
+    data: dict[str, Any] = {"id": decision_id or verdict.id, "tool": tool, "call_id": call_id,
+                            "decision": verdict.decision, "by": verdict.by}
     if verdict.reason:
         data["reason"] = verdict.reason
     if verdict.arguments:

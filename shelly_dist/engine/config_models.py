@@ -155,6 +155,8 @@ class ScriptStep(OursSection):
     error: str = ""
     until: str = ""
     """A file path: the reply waits until that file exists (tests and demos)."""
+    mark: str = ""
+    """A file path the call creates as it starts: a test knows the call is in flight."""
 
 
 def _str_or_obj(value: Any) -> str:

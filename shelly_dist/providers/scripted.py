@@ -8,11 +8,12 @@ and every instance of an agent replays its script from the start.
 A reply is a string (text), a :class:`Message`, or a mapping::
 
     {"text": "…", "tool_calls": [{"name": "delegate", "arguments": {…}, "id"?: "…", "metadata"?: {…}}],
-     "delay": 0.5, "error": "simulated outage", "until": "/path/to/file"}
+     "delay": 0.5, "error": "simulated outage", "until": "/path/to/file", "mark": "/path/to/file"}
 
 ``until`` holds the reply until that file exists (checked every 50 ms), then ``delay`` applies: a
 test or a demo decides when a model call ends, on whichever process it runs, without guessing how
-long the rest takes.
+long the rest takes. ``mark`` is a file the call creates as it starts: the test knows the call is
+in flight (to say something to the run while it works).
 
 ``{task}`` in a text or in string arguments is replaced by the latest user message's text, so
 one script can answer many different tasks (batches, benchmarks); ``{result}`` by the content of
@@ -152,6 +153,8 @@ class ScriptedCompleter:
             index = len(self.replies) - 1
         spec = self.replies[index]
         reply, delay, error = build_reply(spec, index=index, task=_last_user_text(chat), result=_last_tool_result(chat))
+        if isinstance(spec, Mapping) and spec.get("mark"):
+            await asyncio.to_thread(Path(str(spec["mark"])).touch)
         if isinstance(spec, Mapping) and spec.get("until"):
             await wait_for_file(Path(str(spec["until"])), self._sleep)
         if delay:

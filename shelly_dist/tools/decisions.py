@@ -90,6 +90,8 @@ class Verdict(BaseModel):
     reason: str = ""
     by: str = ""
     always: bool = False
+    id: str = ""
+    """The decision it answers (``a-N``), when the one who asked stamps it."""
 
     def to_text(self) -> str:
         """The verdict as answer text (what an answer channel carries)."""

@@ -190,10 +190,10 @@ class Responder:
                 async with asyncio.timeout(approval.timeout):
                     text = await self.answerer.answer(approval)
         except TimeoutError:
-            return timed_out()
+            return timed_out().model_copy(update={"id": approval.id})
         except ToolError as exc:
-            return Verdict.reject(str(exc), by="nobody")
-        verdict = Verdict.parse(text)
+            return Verdict.reject(str(exc), by="nobody").model_copy(update={"id": approval.id})
+        verdict = Verdict.parse(text).model_copy(update={"id": approval.id})
         if verdict.always and verdict.decision != "skip":
             self.always[(session, approval.tool)] = verdict
         return verdict
