@@ -136,6 +136,11 @@ class Decisions:
 
         return sum(await asyncio.gather(*(one(d) for d in pending)))
 
+    async def try_answer(self, session: str, decision_id: str, text: str, *, by: str = "") -> bool:
+        """:meth:`answer`, but a decision answered meanwhile (or whose run ended) is ``False``, not
+        an error: what a prompt that lost a race to another person wants."""
+        return await self._try(session, decision_id, text, by)
+
     async def _try(self, session: str, decision_id: str, text: str, by: str) -> bool:
         pool = self._pool
         if pool is not None:
