@@ -24,9 +24,10 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from shelly_dist import events, identity
+from shelly_dist.agent.records import RunState
 from shelly_dist.chats import ToolCall, ToolResult
 from shelly_dist.observability import metrics
 from shelly_dist.tools.decisions import APPROVAL, INTERRUPTED, Approval, Verdict, rejected_text
@@ -34,8 +35,13 @@ from shelly_dist.tools.policy import matches
 from shelly_dist.tools.suspend import SuspendCall
 from shelly_dist.tools.tool import Tool
 
-if TYPE_CHECKING:
-    from shelly_dist.agent.run import Run
+
+class Run(Protocol):
+    """What the gate needs of a run (:class:`~shelly_dist.agent.run.Run`): its state and events."""
+
+    state: RunState
+
+    def emit(self, kind: str, **data: object) -> None: ...
 
 __all__ = ["ApprovalPolicy", "Decider", "apply_verdict", "screen"]
 

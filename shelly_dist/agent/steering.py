@@ -17,17 +17,29 @@ and the approvals it waits for end the same way (the runtime answers them as ski
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel, Field
 
 from shelly_dist import events
-from shelly_dist.chats import Message, Role, ToolCall, ToolResult
+from shelly_dist.agent.records import RunState
+from shelly_dist.chats import Chat, Message, Role, ToolCall, ToolResult
 from shelly_dist.observability import metrics
 from shelly_dist.tools.decisions import INTERRUPTED
 
-if TYPE_CHECKING:
-    from shelly_dist.agent.run import Run
+
+class _Speaker(Protocol):
+    chat: Chat
+
+
+class Run(Protocol):
+    """What steering needs of a run (:class:`~shelly_dist.agent.run.Run`): its state, its agent's
+    chat, its events."""
+
+    state: RunState
+    agent: _Speaker
+
+    def emit(self, kind: str, **data: object) -> None: ...
 
 __all__ = ["Inbox", "SteerMessage", "drain", "interrupt", "waiting_at_end"]
 

@@ -30,7 +30,7 @@ async def with_decisions(config_path: str | None, shelly_dir: str, fn: Any) -> A
     broker is opened)."""
     from shelly_dist.cli.distributed import load_settings
     from shelly_dist.engine.decisions import Decisions
-    from shelly_dist.runtime.celery.coordinator import CeleryRuntime
+    from shelly_dist.runtime.celery.client.coordinator import CeleryRuntime
 
     runtime = CeleryRuntime(load_settings(config_path, shelly_dir), fingerprint="")
     try:
