@@ -23,7 +23,10 @@ def busy_team(cluster: Cluster) -> None:
     cluster.write_config(
         [scripted(lead=[delegate(("busy", "watch the weather")), "lead heard: {result}"],
                   busy=[first, complete("then saw: {task}")])],
-        [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "busy", "toolboxes": ["state"]}])
+        [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "busy", "toolboxes": ["state"]}],
+        # the held call outlasts a `shelly steer` start-up, which under load takes longer than the
+        # cluster's 10 s step limit
+        distributed={"step_time_limit": 120, "visibility_timeout": 180})
 
 
 def state(cluster: Cluster, session: str, key: str) -> Any:

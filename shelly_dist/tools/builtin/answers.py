@@ -87,7 +87,8 @@ class WaitingAnswerer:
         not open is a ``UsageError`` (the pool's text)."""
         waiting = self._open.get(question_id)
         if waiting is None or waiting.session != session or waiting.answer.done():
-            raise UsageError(f"answer: no open question {question_id} in session {session} (see `shelly decisions "
+            noun = "question" if question_id.startswith("q-") else "decision"
+            raise UsageError(f"answer: no open {noun} {question_id} in session {session} (see `shelly decisions "
                              f"--session {session}`)")
         if waiting.listing["kind"] == "approval":
             try:

@@ -413,8 +413,9 @@ async def expire_due(client: aioredis.Redis, keys: Keys, roots: list[str], *, re
 
 def require_open(found: Answered, qid: str, session: str, what: str = "answer") -> None:
     """A clear one-line error for an answer that went nowhere (``what``: the command)."""
+    noun = "question" if qid.startswith("q-") else "decision"
     if found.outcome == "unknown":
-        raise UsageError(f"{what}: no open decision {qid} in session {session} (see `shelly decisions --session "
+        raise UsageError(f"{what}: no open {noun} {qid} in session {session} (see `shelly decisions --session "
                          f"{session}`)")
     if found.outcome == "gone":
-        raise UsageError(f"{what}: decision {qid} of session {session}: its run has ended")
+        raise UsageError(f"{what}: {noun} {qid} of session {session}: its run has ended")
