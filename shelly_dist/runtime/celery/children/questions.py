@@ -65,7 +65,8 @@ from shelly_dist.tools.builtin.ask import ASK_USER, Question, timeout_error
 from shelly_dist.tools.decisions import APPROVAL, QUESTION, Approval, Verdict, timed_out
 
 __all__ = ["KINDS", "Answered", "Registered", "answer", "answer_field", "ask", "collect", "deadline_of",
-           "expire_due", "open_decisions", "open_questions", "register", "require_open", "sticky", "time_out"]
+           "expire_due", "open_decisions", "open_questions", "pending_counts", "register", "require_open", "sticky",
+           "time_out"]
 
 KINDS = (QUESTION, APPROVAL)
 """The decision kinds of the index (a vote of the team workspace is not one yet)."""
@@ -345,6 +346,17 @@ async def open_decisions(client: aioredis.Redis, keys: Keys, *, session: str | N
     out = [_listing(qid, q) for (qid, q), status in zip(live, statuses, strict=True)
            if status is not None and status not in ("done", "failed", "canceled")]
     return sorted(out, key=lambda q: (q["asked"], q["session"], q["id"]))
+
+
+async def pending_counts(client: aioredis.Redis, keys: Keys) -> dict[str, int]:
+    """How many decisions of each kind the pool-wide index holds (one round trip; entries a crash
+    left behind count until a listing drops them)."""
+    with redis_errors("questions"):
+        async with client.pipeline(transaction=False) as pipe:
+            for kind in KINDS:
+                pipe.zcard(keys.decisions(kind))
+            counts = await pipe.execute()
+    return {kind: int(n) for kind, n in zip(KINDS, counts, strict=True)}
 
 
 async def open_questions(client: aioredis.Redis, keys: Keys, session: str) -> list[dict[str, Any]]:
