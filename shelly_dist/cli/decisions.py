@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from shelly_dist.errors import UsageError
 
 if TYPE_CHECKING:
     from shelly_dist.engine.decisions import Decisions
+    from shelly_dist.tools.decisions import Verdict
 
 
 async def with_decisions(config_path: str | None, shelly_dir: str, fn: Any) -> Any:
@@ -113,6 +115,26 @@ def _target(what: str, decision_id: str | None, session_id: str | None, all_: bo
         raise UsageError(f"{what}: --tool and --batch filter --all")
 
 
+def _decide(verb: str, verdict_of: Callable[[str], Verdict], decision_id: str | None, session_id: str | None,
+            all_: bool, tool: str | None, batch: str | None, config_path: str | None, shelly_dir: str) -> None:
+    """``shelly approve``/``reject``: one decision, or ``--all`` matching (printing how many)."""
+    from shelly_dist.engine.decisions import who
+
+    past = f"{verb}d" if verb.endswith("e") else f"{verb}ed"
+
+    async def main(decisions: Decisions) -> None:
+        verdict = verdict_of(who("cli"))
+        if all_:
+            n = await decisions.decide_all(verdict, tool=tool, session=session_id, batch=batch_of(batch))
+            click.echo(f"{past} {n}")
+            return
+        assert decision_id is not None and session_id is not None
+        await decisions.decide(session_id, decision_id, verdict)
+        click.echo(f"{past} {decision_id}", err=True)
+
+    run_async(with_decisions(config_path, shelly_dir, main))
+
+
 @click.command("approve")
 @click.argument("decision_id", required=False)
 @click.option("--args", "arguments", default=None, help="Run it with these arguments (a JSON object) instead.")
@@ -121,29 +143,17 @@ def _target(what: str, decision_id: str | None, session_id: str | None, all_: bo
 def approve_command(decision_id: str | None, arguments: str | None, session_id: str | None, always: bool, all_: bool,
                     tool: str | None, batch: str | None, config_path: str | None, shelly_dir: str) -> None:
     """Approve gated tool call DECISION_ID (or --all matching): it runs, on any worker."""
-    from shelly_dist.engine.decisions import who
+    from shelly_dist.tools.decisions import Verdict, check_arguments
 
     try:
         _target("approve", decision_id, session_id, all_, tool, batch)
         if all_ and arguments:
             raise UsageError("approve: --args edits one call: give a decision id, not --all")
-    except UsageError as exc:
-        fail(exc)
-
-    async def main(decisions: Decisions) -> None:
-        by = who("cli")
-        if all_:
-            from shelly_dist.tools.decisions import Verdict
-
-            n = await decisions.decide_all(Verdict.approve(by=by, always=always), tool=tool, session=session_id,
-                                           batch=batch_of(batch))
-            click.echo(f"approved {n}")
-            return
-        assert decision_id is not None and session_id is not None
-        await decisions.approve(session_id, decision_id, arguments=arguments, always=always, by=by)
-        click.echo(f"approved {decision_id}", err=True)
-
-    run_async(with_decisions(config_path, shelly_dir, main))
+        edited = check_arguments(arguments) if arguments is not None else None
+    except (UsageError, ValueError) as exc:
+        fail(exc if isinstance(exc, UsageError) else UsageError(f"approve: {exc}"))
+    _decide("approve", lambda by: Verdict.approve(arguments=edited, by=by, always=always), decision_id, session_id,
+            all_, tool, batch, config_path, shelly_dir)
 
 
 @click.command("reject")
@@ -155,27 +165,14 @@ def reject_command(decision_id: str | None, reason: str, session_id: str | None,
                    tool: str | None, batch: str | None, config_path: str | None, shelly_dir: str) -> None:
     """Reject gated tool call DECISION_ID (or --all matching): the tool never runs; the model reads
     that it was rejected, and why."""
-    from shelly_dist.engine.decisions import who
+    from shelly_dist.tools.decisions import Verdict
 
     try:
         _target("reject", decision_id, session_id, all_, tool, batch)
     except UsageError as exc:
         fail(exc)
-
-    async def main(decisions: Decisions) -> None:
-        by = who("cli")
-        if all_:
-            from shelly_dist.tools.decisions import Verdict
-
-            n = await decisions.decide_all(Verdict.reject(reason, by=by, always=always), tool=tool,
-                                           session=session_id, batch=batch_of(batch))
-            click.echo(f"rejected {n}")
-            return
-        assert decision_id is not None and session_id is not None
-        await decisions.reject(session_id, decision_id, reason=reason, always=always, by=by)
-        click.echo(f"rejected {decision_id}", err=True)
-
-    run_async(with_decisions(config_path, shelly_dir, main))
+    _decide("reject", lambda by: Verdict.reject(reason, by=by, always=always), decision_id, session_id, all_, tool,
+            batch, config_path, shelly_dir)
 
 
 @click.command("steer")

@@ -103,16 +103,18 @@ class Decisions:
                       by: str = "python") -> None:
         """Approve gated call ``decision_id`` of ``session`` (with ``arguments``, a JSON object, in
         place of the model's); ``always``: the tool's later calls there are approved at once."""
-        verdict = Verdict.approve(arguments=_arguments(arguments), by=by, always=always)
-        await self._decide(session, decision_id, verdict, "approve")
+        await self.decide(session, decision_id, Verdict.approve(arguments=_arguments(arguments), by=by, always=always))
 
     async def reject(self, session: str, decision_id: str, *, reason: str = "", always: bool = False,
                      by: str = "python") -> None:
         """Reject gated call ``decision_id`` of ``session``: the model gets an error result saying it
         was rejected and ``reason``; the tool never runs."""
-        await self._decide(session, decision_id, Verdict.reject(reason, by=by, always=always), "reject")
+        await self.decide(session, decision_id, Verdict.reject(reason, by=by, always=always))
 
-    async def _decide(self, session: str, decision_id: str, verdict: Verdict, what: str) -> None:
+    async def decide(self, session: str, decision_id: str, verdict: Verdict) -> None:
+        """Give ``verdict`` to approval ``decision_id`` of ``session`` (:meth:`approve` and
+        :meth:`reject` build it); a question, or a decision not open, is a ``UsageError``."""
+        what = "approve" if verdict.decision == "approve" else "reject"
         found = [d for d in await self.list(session=session) if d["id"] == decision_id]
         if found and found[0]["kind"] != APPROVAL:
             raise UsageError(f"{what}: {decision_id} of session {session} is a question: answer it with "

@@ -6,9 +6,11 @@ approval and before the tool's result leaves the tool run at most once while the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import textwrap
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -68,6 +70,17 @@ def project(cluster: Cluster, *, lead: list[Any] | None = None, deployer: list[A
     )
 
 
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """``proc``, killed on the way out if the test left it running."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def deploys(cluster: Cluster) -> list[str]:
     runs = cluster.root / "deploys.txt"
     return runs.read_text().splitlines() if runs.exists() else []
@@ -95,8 +108,7 @@ def pending_approval(cluster: Cluster) -> dict[str, Any]:
 def test_a_gated_call_waits_holding_no_slot_and_shelly_approve_runs_it_exactly_once(cluster: Cluster) -> None:
     project(cluster)
     cluster.start_worker("solo", concurrency=1)
-    first = cluster.popen("run", "release", "--agent", "lead", "--json", "--quiet")
-    try:
+    with reaped(cluster.popen("run", "release", "--agent", "lead", "--json", "--quiet")) as first:
         pending = pending_approval(cluster)
         assert (pending["id"], pending["tool"], pending["arguments"]) == ("a-1", "deploy", {"env": "prod"})
         assert pending["path"][0] == "lead" and pending["path"][1].startswith("deployer-")
@@ -115,10 +127,6 @@ def test_a_gated_call_waits_holding_no_slot_and_shelly_approve_runs_it_exactly_o
         approved = cluster.shelly("approve", "--session", session, "a-1")
         assert approved.returncode == 0, approved.stderr
         out = finished(first, cluster)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.communicate()
     assert [line.split()[0] for line in deploys(cluster)] == ["prod"]
     assert "deploy said: deployed to prod" in out["reply"]
     assert decisions(cluster) == []
@@ -129,16 +137,11 @@ def test_a_gated_call_waits_holding_no_slot_and_shelly_approve_runs_it_exactly_o
 def test_shelly_reject_with_a_reason_reaches_the_model_and_the_tool_never_runs(cluster: Cluster) -> None:
     project(cluster)
     cluster.start_worker("solo", concurrency=1)
-    first = cluster.popen("run", "release", "--agent", "lead", "--json", "--quiet")
-    try:
+    with reaped(cluster.popen("run", "release", "--agent", "lead", "--json", "--quiet")) as first:
         pending = pending_approval(cluster)
         rejected = cluster.shelly("reject", "--session", pending["session"], "a-1", "--reason", "not on Fridays")
         assert rejected.returncode == 0, rejected.stderr
         out = finished(first, cluster)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.communicate()
     assert deploys(cluster) == []
     assert "deploy said: deploy: rejected: not on Fridays" in out["reply"]
     decided = [e for e in cluster.events(pending["session"]) if e["kind"] == "approval_decided"]
@@ -151,8 +154,7 @@ def test_a_worker_killed_after_the_approval_before_the_tools_result_leaves_it_ru
     hold = cluster.root / "hold"
     hold.write_text("")  # the tool, once running, waits here until the worker is killed
     doomed = cluster.start_worker("doomed", concurrency=1, may_die=True)
-    first = cluster.popen("run", "release", "--agent", "lead", "--json", "--quiet")
-    try:
+    with reaped(cluster.popen("run", "release", "--agent", "lead", "--json", "--quiet")) as first:
         pending = pending_approval(cluster)
         assert cluster.shelly("approve", "--session", pending["session"], "a-1").returncode == 0
         wait_until(lambda: deploys(cluster), 90, "the approved tool to start")
@@ -160,10 +162,6 @@ def test_a_worker_killed_after_the_approval_before_the_tools_result_leaves_it_ru
         hold.unlink()
         cluster.start_worker("heir", concurrency=1)
         out = finished(first, cluster, timeout=180)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.communicate()
     assert len(deploys(cluster)) == 1  # at most once: the heir did not run it again
     assert "deploy said: tool outcome unknown: the worker running it stopped" in out["reply"]
 
@@ -178,8 +176,7 @@ def test_approve_all_with_a_tool_decides_every_gated_item_of_a_batch_while_the_o
     gated = [{"id": f"g{i}", "agent": "deployer", "task": f"env{i}"} for i in range(12)]
     plain = [{"id": f"p{i}", "agent": "plain", "task": "plain job"} for i in range(3)]
     tasks.write_text("".join(json.dumps(item) + "\n" for item in gated + plain))
-    batch = cluster.popen("batch", "--tasks", str(tasks), "--output", str(output), "--quiet")
-    try:
+    with reaped(cluster.popen("batch", "--tasks", str(tasks), "--output", str(output), "--quiet")) as batch:
         waiting = wait_until(lambda: len(found := decisions(cluster, "--kind", "approval")) == 12 and found, 120,
                              "12 approvals")
         assert {d["tool"] for d in waiting} == {"deploy"} and len({d["batch"] for d in waiting}) == 1
@@ -190,10 +187,6 @@ def test_approve_all_with_a_tool_decides_every_gated_item_of_a_batch_while_the_o
         assert approved.returncode == 0, approved.stderr
         assert approved.stdout.strip() == "approved 12"
         _, stderr = batch.communicate(timeout=180)
-    finally:
-        if batch.poll() is None:
-            batch.kill()
-            batch.communicate()
     assert batch.returncode == 0, f"{stderr}\n{cluster.worker_log()}"
     lines = [json.loads(line) for line in output.read_text().splitlines()]
     assert sorted(r["id"] for r in lines if r["status"] == "completed") == sorted(i["id"] for i in gated + plain)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from .cluster import Cluster, complete, delegate, scripted, wait_until
-from .test_approvals import decisions, deploys, finished, pending_approval, project
+from .test_approvals import decisions, deploys, finished, pending_approval, project, reaped
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -39,18 +39,13 @@ def test_shelly_steer_reaches_the_busy_runs_next_model_call_on_a_worker_and_not_
         cluster: Cluster) -> None:
     busy_team(cluster)
     cluster.start_worker("w", concurrency=2)
-    lead = cluster.popen("run", "forecast", "--agent", "lead", "--json", "--quiet")
-    try:
+    with reaped(cluster.popen("run", "forecast", "--agent", "lead", "--json", "--quiet")) as lead:
         wait_until(lambda: (cluster.root / "calling").exists(), 90, "the busy child's model call")
         session = cluster.session_ids()[0]
         steered = cluster.shelly("steer", "--session", session, "--agent", "busy", "use the blue one")
         assert steered.returncode == 0, steered.stderr
         (cluster.root / "go").touch()
         out = finished(lead, cluster)
-    finally:
-        if lead.poll() is None:
-            lead.kill()
-            lead.communicate()
     assert '"result": "then saw: use the blue one"' in out["reply"]
     assert state(cluster, session, "first_saw")["value"] == "watch the weather"
     steered_events = [e for e in cluster.events(session) if e["kind"] == "steered"]
@@ -62,17 +57,12 @@ def test_steer_interrupt_ends_the_approval_a_run_waits_for_and_the_run_goes_on_w
     project(cluster, deployer=[{"tool_calls": [{"name": "deploy", "arguments": {"env": "prod"}}]},
                                complete("{result} | {task}")])
     cluster.start_worker("solo", concurrency=1)
-    lead = cluster.popen("run", "release", "--agent", "lead", "--json", "--quiet")
-    try:
+    with reaped(cluster.popen("run", "release", "--agent", "lead", "--json", "--quiet")) as lead:
         pending = pending_approval(cluster)
         steered = cluster.shelly("steer", "--session", pending["session"], "--agent", "deployer", "--interrupt",
                                  "stop: deploy to staging first")
         assert steered.returncode == 0, steered.stderr
         out = finished(lead, cluster)
-    finally:
-        if lead.poll() is None:
-            lead.kill()
-            lead.communicate()
     assert '"result": "skipped: the user interrupted | stop: deploy to staging first"' in out["reply"]
     assert deploys(cluster) == [] and decisions(cluster) == []
 

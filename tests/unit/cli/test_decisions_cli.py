@@ -53,3 +53,9 @@ def test_the_live_view_shows_an_approval_asked_and_decided_and_a_steering_messag
     heard = board.apply(Event(kind=events.STEERED, agent="lead", data={"text": "use staging", "by": "cli:ana@h",
                                                                         "interrupt": True}))
     assert heard == "» lead heard (cli:ana@h) [interrupt]: use staging"
+
+
+def test_edited_arguments_that_are_not_a_json_object_are_refused_before_anything_opens() -> None:
+    out = CliRunner().invoke(approve_command, ["--session", "s", "a-1", "--args", "[1]"])
+    assert out.exit_code == 2
+    assert out.output.strip().splitlines()[-1] == "shelly: approve: --args: the arguments must be a JSON object"
