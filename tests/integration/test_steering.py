@@ -67,6 +67,25 @@ def test_steer_interrupt_ends_the_approval_a_run_waits_for_and_the_run_goes_on_w
     assert deploys(cluster) == [] and decisions(cluster) == []
 
 
+def test_a_message_sent_during_a_childs_last_model_call_gives_it_another_step_on_a_worker(
+        cluster: Cluster) -> None:
+    last = {"text": "first answer", "mark": str(cluster.root / "calling"), "until": str(cluster.root / "go")}
+    cluster.write_config(
+        [scripted(lead=[delegate(("busy", "watch the weather")), "lead heard: {result}"],
+                  busy=[last, "second answer, hearing: {task}"])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "busy"}],
+        distributed={"step_time_limit": 120, "visibility_timeout": 180})
+    cluster.start_worker("w", concurrency=2)
+    with reaped(cluster.popen("run", "forecast", "--agent", "lead", "--json", "--quiet")) as lead:
+        wait_until(lambda: (cluster.root / "calling").exists(), 90, "the busy child's last model call")
+        session = cluster.session_ids()[0]
+        steered = cluster.shelly("steer", "--session", session, "--agent", "busy", "mention the rain")
+        assert steered.returncode == 0, steered.stderr
+        (cluster.root / "go").touch()
+        out = finished(lead, cluster)
+    assert '"result": "second answer, hearing: mention the rain"' in out["reply"]
+
+
 def test_steering_a_run_that_has_ended_is_a_one_line_error(cluster: Cluster) -> None:
     cluster.write_config([scripted(solo=["done"])], [{"name": "solo"}])
     out = cluster.shelly("run", "hi", "--json", "--quiet")

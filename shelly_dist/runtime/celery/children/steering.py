@@ -5,9 +5,12 @@ run's record (``steer``) in one script (``control_scripts.STEER``: nothing for a
 ended). The run learns the count for free — with its claim and every checkpoint — so a run nobody
 steers reads nothing more; one that is steered reads its inbox past its journaled cursor before its
 next model call (:mod:`shelly_dist.agent.steering`), on whatever worker continues it. A run whose
-final reply was held to ride with its finish reads the count once more before finishing
-(``fresh``), so a message sent during its last model call starts another step instead of being
-dropped.
+final reply was held to ride with its finish knows the count of its previous checkpoint only: it
+reads the count once more before finishing (``fresh``) when the worker heard a hint that its
+inbox moved (``steer:<run>`` on the cancel channel, :class:`~.cancel.CancelWatch`), so a message
+sent during its last model call starts another step instead of being dropped, and a run nobody
+steers pays nothing at its end. The hint is only that: lost (a pub/sub blip in that moment), the
+message is still in the inbox, counted, but the run has finished.
 
 ``--interrupt`` also ends the run's open approvals as skipped (the same answer path as ``shelly
 reject``), so a run waiting for a person goes on at once with the message.
@@ -23,6 +26,7 @@ import redis.asyncio as aioredis
 from shelly_dist.agent import Run
 from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.steering import SteerMessage
+from shelly_dist.runtime.celery.children.cancel import STEER_HINT
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
 from shelly_dist.runtime.local.steering import LiveRun
@@ -61,7 +65,11 @@ async def post(client: aioredis.Redis, keys: Keys, run_id: str, message: SteerMe
     many messages its inbox holds)."""
     out = await run_script(registered(client).control.steer, [keys.run(run_id), keys.run_steer(run_id)],
                            [message.model_dump_json(), retention], origin="steer")
-    return str(out[0]), int(out[1])
+    status = str(out[0])
+    if status not in ("ended", "missing"):  # the hint for a worker whose run may be in its last call
+        with redis_errors("steer"):
+            await client.publish(keys.cancel_channel(), f"{STEER_HINT}{run_id}")
+    return status, int(out[1])
 
 
 async def live_runs(client: aioredis.Redis, keys: Keys, session: str) -> list[LiveRun]:

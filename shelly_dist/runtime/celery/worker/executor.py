@@ -384,8 +384,10 @@ class Executor:
     async def _steered_at_end(self, lease: Lease, run: Run) -> bool:
         """A run about to finish with its plain reply whose inbox holds a message it has not taken
         is reopened (another step, with the message) instead. The count its last checkpoint read is
-        fresh unless its final reply was held to ride with the finish; then it is read once more."""
-        if not run.steerable_at_end() or not await run.inbox.unread(run, fresh=lease.held is not None):  # type: ignore[union-attr]
+        fresh unless its final reply was held to ride with the finish; then it is read once more,
+        when a steering hint for it was heard (``children/steering.py``)."""
+        fresh = lease.held is not None and self.cancel_watch.steered(lease.record.id)
+        if not run.steerable_at_end() or not await run.inbox.unread(run, fresh=fresh):  # type: ignore[union-attr]
             return False
         lease.held = None  # discarded: the checkpoint below writes the same reply with the reopened state
         run.reopen()
