@@ -44,7 +44,7 @@ OPS_MODULE = textwrap.dedent('''
 
 
 def project(cluster: Cluster, *, lead: list[Any] | None = None, deployer: list[Any] | None = None,
-            **extra_scripts: list[Any]) -> None:
+            max_concurrency: int = 0, **extra_scripts: list[Any]) -> None:
     """``lead`` delegates to ``deployer``, whose one tool (``deploy``) is gated; ``other`` delegates
     to ``quick``: another tree to run on the only slot while the approval waits."""
     (cluster.root / "team").mkdir(exist_ok=True)
@@ -61,7 +61,7 @@ def project(cluster: Cluster, *, lead: list[Any] | None = None, deployer: list[A
             **extra_scripts,
         )],
         [{"name": "lead", "options": {"max_delegation_depth": 1}},
-         {"name": "deployer", "toolboxes": ["ops"]},
+         {"name": "deployer", "toolboxes": ["ops"], "max_concurrency": max_concurrency},
          {"name": "other", "options": {"max_delegation_depth": 1}},
          {"name": "quick"},
          {"name": "plain"},
@@ -168,9 +168,9 @@ def test_a_worker_killed_after_the_approval_before_the_tools_result_leaves_it_ru
 
 def test_approve_all_with_a_tool_decides_every_gated_item_of_a_batch_while_the_others_complete(
         cluster: Cluster) -> None:
-    project(cluster, lead=[complete("unused")], deployer=[{"tool_calls": [{"name": "deploy",
-                                                                            "arguments": {"env": "{task}"}}]},
-                                                           "deploy said: {result}"])
+    # max_concurrency 4: twelve approvals wait at once only if a waiting run holds no slot of its agent
+    project(cluster, lead=[complete("unused")], max_concurrency=4,
+            deployer=[{"tool_calls": [{"name": "deploy", "arguments": {"env": "{task}"}}]}, "deploy said: {result}"])
     cluster.start_worker("w", concurrency=4)
     tasks, output = cluster.root / "tasks.jsonl", cluster.root / "out.jsonl"
     gated = [{"id": f"g{i}", "agent": "deployer", "task": f"env{i}"} for i in range(12)]
