@@ -52,7 +52,7 @@ from shelly_dist.agent.records import (
 from shelly_dist.agent.spawn import Spawner, drain, spawn_toolbox
 from shelly_dist.cancellation import raise_if_cancelled
 from shelly_dist.chats import Message, Role, Text, ToolCall, ToolResult
-from shelly_dist.chats.replies import STOP_REASON, argument_problem, truncated
+from shelly_dist.chats.replies import STOP_REASON, argument_problem, parse_arguments, truncated
 from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
 from shelly_dist.events import REPLY_TRUNCATED, Event
 from shelly_dist.identity import acting_as
@@ -447,17 +447,21 @@ class Run:
         return await self._tools_step()
 
     def _refuse_truncated(self, reply: Message, calls: list[ToolCall]) -> None:
-        """A reply the output limit cut is named (a ``warning`` event), and its tool calls — whose
-        arguments may be cut anywhere — are never executed: each gets an error result instead."""
+        """A reply the output limit cut is named (a ``warning`` event), and its tool calls whose
+        arguments are not a whole JSON object — the one the limit cut — are never executed: each
+        gets an error result instead. The calls before it are complete and run as usual (a reply
+        cut while writing its fourth ``get_weather`` call still runs the first three)."""
         reason = str(reply.metadata.get(STOP_REASON))
-        self.emit(events.WARNING, code=REPLY_TRUNCATED, stop_reason=reason, tool_calls=[c.name for c in calls],
+        cut = [c for c in calls if not c.arguments.strip() or parse_arguments(c.arguments) is None]
+        self.emit(events.WARNING, code=REPLY_TRUNCATED, stop_reason=reason, tool_calls=[c.name for c in cut],
                   message=f"the reply was cut at the output limit (stop reason {reason!r})"
-                  + (f"; {len(calls)} tool call(s) not executed" if calls else ""))
-        for call in calls:
+                  + (f"; {len(cut)} cut tool call(s) not executed" if cut else "")
+                  + (f"; {len(calls) - len(cut)} complete call(s) run" if len(calls) > len(cut) else ""))
+        for call in cut:
             self.state.tool_results[call.id] = ToolResult(
                 tool_call_id=call.id, is_error=True,
                 content=f"{call.name} not executed: your reply was cut at the output limit (stop reason "
-                        f"{reason!r}), so its arguments may be incomplete; send a shorter call",
+                        f"{reason!r}), so its arguments are incomplete; send a shorter call",
             )
 
     def _iteration_context(self, slot: dict[str, Any]) -> IterationContext:

@@ -104,6 +104,28 @@ async def test_a_tool_call_cut_by_max_tokens_is_not_run_and_the_run_goes_on() ->
     assert [w.data["code"] for w in warnings] == [REPLY_TRUNCATED] and warnings[0].data["tool_calls"] == ["write"]
 
 
+async def test_a_reply_cut_by_max_tokens_runs_its_complete_tool_calls_and_refuses_only_the_cut_one() -> None:
+    cities: list[str] = []
+
+    async def get_weather(arguments: str) -> str:
+        cities.append(json.loads(arguments)["city"])
+        return "sunny"
+
+    box = ToolBox([Tool("get_weather", "weather of a city", {"type": "object"}, get_weather)], name="w")
+    events: list[Event] = []
+    whole = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    with ModelServer(strict_alternation=True, strict_arguments=True) as server:
+        server.push(Reply(text="", tool_calls=[whole, whole, whole, {"name": "get_weather", "arguments": '{"ci'}],
+                          finish_reason="length"),
+                    Reply(text="three answers"))
+        reply = await team(server, events=events, toolboxes=(box,)).spawn("worker").run("weather")
+    assert reply.text_content() == "three answers" and cities == ["Paris", "Paris", "Paris"]
+    results = [m["content"] for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert results[:3] == ["sunny"] * 3 and "not executed" in results[3]
+    [warning] = [e for e in events if e.kind == WARNING]
+    assert warning.data["tool_calls"] == ["get_weather"] and "3 complete call(s) run" in warning.data["message"]
+
+
 async def test_a_final_answer_cut_by_max_tokens_is_named_in_a_warning() -> None:
     events: list[Event] = []
     with ModelServer() as server:
