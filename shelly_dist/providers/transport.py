@@ -105,12 +105,28 @@ async def post_json(
     url: str, body: Any, *, headers: dict[str, str], read_timeout: float | None, provider: str, model: str
 ) -> Any:
     """POST ``body`` as JSON and return the decoded answer; raise a typed model error otherwise."""
+    return await request_json("POST", url, body, headers=headers, read_timeout=read_timeout, provider=provider,
+                              model=model)
+
+
+async def get_json(url: str, *, headers: dict[str, str], read_timeout: float | None, provider: str, model: str) -> Any:
+    """GET ``url`` and return the decoded answer (a server's ``/props`` or ``/v1/models``)."""
+    return await request_json("GET", url, None, headers=headers, read_timeout=read_timeout, provider=provider,
+                              model=model)
+
+
+async def request_json(
+    method: str, url: str, body: Any, *, headers: dict[str, str], read_timeout: float | None, provider: str,
+    model: str,
+) -> Any:
+    """One request with an optional JSON body; the decoded answer, or a typed model error."""
     parts = urlsplit(url)
     try:
-        async with http_session().post(
+        async with http_session().request(
+            method,
             url,
-            data=_encode(body),
-            headers={"Content-Type": "application/json", **headers},
+            data=_encode(body) if body is not None else None,
+            headers={"Content-Type": "application/json", **headers} if body is not None else headers,
             timeout=_timeout(read_timeout),
             allow_redirects=False,
             proxy=_proxy(parts.scheme, parts.hostname or ""),
