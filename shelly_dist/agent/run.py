@@ -416,11 +416,19 @@ class Run:
         if self._hooks:
             await self._hooks.before_model(self)
         raise_if_cancelled()  # a cancel swallowed under a hook or a journal write asks no model
-        reply = raw = await complete_or_shrink(
-            self._completer, agent.chat, tools, agent_name=agent.name, effects=self._effects,
-            states=state.effects, context=self._iteration_context, window=opts.window,
-            checkpoint=lambda: self._checkpoint("rewrite"), emit=self.emit,
-        )
+        try:
+            reply = raw = await complete_or_shrink(
+                self._completer, agent.chat, tools, agent_name=agent.name, effects=self._effects,
+                states=state.effects, context=self._iteration_context, window=opts.window,
+                checkpoint=lambda: self._checkpoint("rewrite"), emit=self.emit,
+            )
+        except Exception as exc:  # calls made before the failure (a team coordinator's) still count
+            spent = getattr(exc, "usage", None)
+            if isinstance(spent, Usage) and spent.total_tokens:
+                spent = spent.model_copy(update={"model_requests": 1})  # one step's call, as a reply's
+                state.usage = state.usage + spent
+                agent.usage.add(spent)
+            raise
         if self._hooks:  # a reply a hook replaces still counts the model call's usage (``raw``)
             reply = await self._hooks.after_model(self, reply)
             if not reply.tool_calls():

@@ -152,6 +152,24 @@ async def test_arguments_that_are_not_a_json_object_get_an_error_result_naming_t
     assert result.startswith("invalid arguments for echo: not a JSON object: '[1, 2]'")
 
 
+async def test_arguments_holding_nan_get_an_error_result_and_are_sent_back_as_json_llama_server_parses() -> None:
+    ran: list[str] = []
+
+    async def measure(arguments: str) -> str:
+        ran.append(arguments)
+        return "measured"
+
+    box = ToolBox([Tool("measure", "measure", {"type": "object"}, measure)], name="t")
+    with ModelServer(strict_arguments=True) as server:
+        server.push(Reply(text="", tool_calls=[{"name": "measure", "arguments": '{"value": NaN}'}]),
+                    Reply(text="fine"))
+        reply = await team(server, toolboxes=(box,)).spawn("worker").run("measure")
+    assert reply.text_content() == "fine" and ran == []
+    assert server.requests[1].body["messages"][-1]["content"].startswith("invalid arguments for measure")
+    history = server.requests[1].body["messages"][-2]["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(history) == {"_raw": '{"value": NaN}'}
+
+
 async def test_a_16_child_fan_out_sends_identical_tools_and_system_prompt_prefixes() -> None:
     with ModelServer(responder=fan_out(16)) as server:
         reply = await team(server).spawn("lead").run("split it sixteen ways")
