@@ -185,7 +185,7 @@ class Engine:
                 engine.runtime = runtime
             elif config.distributed.broker_url:
                 engine.runtime = await _open_distributed_runtime(engine)
-            if engine.runtime.name == "local":  # no pool's Redis stream keeps them
+            if engine.runtime.name == "local" and not engine.stores.shared:  # nothing else keeps them
                 engine.event_log = EventRecorder(engine.bus, sd.sessions)
             engine.wakes = team_wakes(engine)
             engine.stores.on_post = engine.wakes.on_post

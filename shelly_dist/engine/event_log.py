@@ -24,6 +24,7 @@ from pathlib import Path
 
 from shelly_dist.engine.eventbus import EventBus, Subscription
 from shelly_dist.engine.sessions import check_session_id
+from shelly_dist.errors import UsageError
 from shelly_dist.events import Event
 
 logger = logging.getLogger(__name__)
@@ -39,10 +40,19 @@ def events_path(sessions: Path, session_id: str) -> Path:
     return sessions / check_session_id(session_id) / EVENTS
 
 
+def _saved_id(session_id: str) -> bool:
+    """Whether ``session_id`` can be a saved session's (a Python API caller may name its own)."""
+    try:
+        check_session_id(session_id)
+    except UsageError:
+        return False
+    return True
+
+
 def _append(sessions: Path, batch: list[Event]) -> None:
     by_session: dict[str, list[str]] = {}
     for event in batch:
-        if event.session_id:
+        if event.session_id and _saved_id(event.session_id):
             by_session.setdefault(event.session_id, []).append(event.model_dump_json())
     for session_id, lines in by_session.items():
         path = events_path(sessions, session_id)
