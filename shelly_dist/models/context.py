@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from shelly_dist.chats import Message, Text, ToolCall, ToolResult
 from shelly_dist.models.completer import ToolSpec
 
-__all__ = ["ContextWindow", "estimate_tokens", "window_from_error"]
+__all__ = ["ContextWindow", "estimate_tokens", "prompt_from_error", "window_from_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -191,19 +191,35 @@ class ContextWindow:
 
 
 _VLLM_WINDOW = re.compile(r"maximum context length is (\d+)")
+_VLLM_PROMPT = re.compile(r"\((\d+) in the messages")
+
+
+def _error_object(body: str) -> dict:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return data["error"] if isinstance(data.get("error"), dict) else data
 
 
 def window_from_error(body: str) -> int | None:
     """The window an overflow error names: llama.cpp's ``n_ctx`` field, vLLM's "maximum context
     length is N tokens"; ``None`` when it names none."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        data = None
-    if isinstance(data, dict):
-        error = data.get("error") if isinstance(data.get("error"), dict) else data
-        n_ctx = error.get("n_ctx") if isinstance(error, dict) else None
-        if isinstance(n_ctx, int) and n_ctx > 0:
-            return n_ctx
+    n_ctx = _error_object(body).get("n_ctx")
+    if isinstance(n_ctx, int) and n_ctx > 0:
+        return n_ctx
     match = _VLLM_WINDOW.search(body)
+    return int(match.group(1)) if match else None
+
+
+def prompt_from_error(body: str) -> int | None:
+    """The prompt's size in the server's tokens as an overflow error counts it: llama.cpp's
+    ``n_prompt_tokens``, vLLM's "(N in the messages, …)"; ``None`` when it says none. A refused
+    prompt calibrates the ratio too: the retry after compacting must not overflow again."""
+    n_prompt = _error_object(body).get("n_prompt_tokens")
+    if isinstance(n_prompt, int) and n_prompt > 0:
+        return n_prompt
+    match = _VLLM_PROMPT.search(body)
     return int(match.group(1)) if match else None

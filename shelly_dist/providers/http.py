@@ -19,7 +19,7 @@ from shelly_dist.chats.replies import STOP_REASON, arguments_object
 from shelly_dist.errors import ContextTooLong, ModelError
 from shelly_dist.models.classify import SERVER, transport_error
 from shelly_dist.models.completer import ToolSpec
-from shelly_dist.models.context import ContextWindow, estimate_tokens, window_from_error
+from shelly_dist.models.context import ContextWindow, estimate_tokens, prompt_from_error, window_from_error
 from shelly_dist.models.speed import SPEED, server_speed
 from shelly_dist.models.usage import Usage, UsageTracker
 from shelly_dist.providers.transport import aclose_http_client as aclose_http_client  # re-exported
@@ -170,8 +170,12 @@ class HTTPCompleter:
                 model=self.model,
             )
         except ContextTooLong as exc:
-            if self.window is not None and (tokens := window_from_error(exc.body)):
-                self.window.learned(tokens, "the server's overflow error")
+            if self.window is not None:
+                if tokens := window_from_error(exc.body):
+                    self.window.learned(tokens, "the server's overflow error")
+                if counted := prompt_from_error(exc.body):
+                    self.window.observe(estimate_tokens(messages, tools), counted,
+                                        source="the server's overflow error")
             raise
         try:
             reply, usage = self.decode(data)

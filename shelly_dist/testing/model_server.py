@@ -290,7 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
             arrived=time.monotonic(),
         )
-        if self.path.split("?")[0] == "/tokenize" and isinstance(body, dict):  # llama-server's tokenizer
+        if self.path.split("?")[0] == "/tokenize" and isinstance(body, dict) and owner.tokenizer:
             count = owner.count(str(body.get("content") or ""))
             self._send(200, json.dumps({"tokens": list(range(count))}).encode())
             return
@@ -350,6 +350,7 @@ class ModelServer:
         context_size: int = 0,
         token_ratio: float = 1.0,
         timings: bool = False,
+        tokenizer: bool = True,
     ) -> None:
         if format is not None and format not in FORMATS:
             raise ValueError(f"model_server: unknown format {format!r} (one of {', '.join(FORMATS)})")
@@ -373,6 +374,8 @@ class ModelServer:
         """This server's tokens per characters/4: 1.65 counts as llama.cpp's tokenizer counted
         German text, 7.9 Chinese (measured with a real llama-server's ``/tokenize``)."""
         self.timings = timings
+        self.tokenizer = tokenizer
+        """Answer ``POST /tokenize`` as llama-server does (``False``: a server without one)."""
         self.probes: list[str] = []
         """The paths GET asked, in order (a client reading ``/props`` or ``/v1/models``)."""
         """Add llama-server's ``timings`` (prompt and generation tokens per second) to answers."""
