@@ -200,14 +200,17 @@ class Board:
 
     def table(self) -> Table:
         table = Table(box=None, pad_edge=False, header_style="bold")
-        for column in ("agent", "depth", "worker", "status", "last action", "tokens", "tok/s"):
+        speeds = any(r.speed for r in self.rows.values())  # a column only once a server said its speed
+        columns = ("agent", "depth", "worker", "status", "last action", "tokens") + (("tok/s",) if speeds else ())
+        for column in columns:
             table.add_column(column, justify="right" if column in ("depth", "tokens", "tok/s") else "left")
         style = {"running": "yellow", "waiting": "cyan", "done": "green", "failed": "red", "canceled": "magenta",
                  "retrying": "yellow"}
         for r in self.rows.values():  # Text, not markup: a team's status (idle) or an action may hold anything
             status = Text(r.status, style=style.get(r.status, ""))
-            table.add_row(Text("  " * r.depth + r.name), str(r.depth), Text(r.worker or "-"), status,
-                          Text(r.action), str(r.tokens), f"{r.speed:g}" if r.speed else "-")
+            cells = [Text("  " * r.depth + r.name), str(r.depth), Text(r.worker or "-"), status, Text(r.action),
+                     str(r.tokens)]
+            table.add_row(*cells, *([f"{r.speed:g}" if r.speed else "-"] if speeds else []))
         return table
 
     def render(self) -> RenderableType:

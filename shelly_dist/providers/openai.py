@@ -200,7 +200,9 @@ class OpenAICompleter(HTTPCompleter):
         asked = {"headers": self._headers, "read_timeout": PROBE_TIMEOUT, "provider": self.name, "model": self.model}
         try:
             models = await get_json(api_url(self.base_url, self.api_version, "/models"), **asked)
-            for entry in models.get("data") or []:
+            entries = [e for e in models.get("data") or [] if isinstance(e, dict)]
+            mine = [e for e in entries if e.get("id") == self.model]  # a gateway lists many models
+            for entry in mine or (entries if len(entries) == 1 else []):
                 tokens = entry.get("max_model_len") or (entry.get("meta") or {}).get("n_ctx")
                 if isinstance(tokens, int) and tokens > 0:
                     return tokens

@@ -58,6 +58,10 @@ from shelly_dist.testing.server_rules import PrefixCache
 
 FORMATS = ("openai", "anthropic", "gemini")
 
+PROBE_PATHS = frozenset({"/api/show", "/tokenize"})
+"""What clients ask a local server besides model calls (Ollama's model info, llama.cpp's and vLLM's
+tokenizer): never a model call, whatever ``format`` says; recorded in ``probes``."""
+
 _ANTHROPIC_ERRORS = {
     400: "invalid_request_error",
     401: "authentication_error",
@@ -294,16 +298,19 @@ class _Handler(BaseHTTPRequestHandler):
             count = owner.count(str(body.get("content") or ""))
             self._send(200, json.dumps({"tokens": list(range(count))}).encode())
             return
-        fmt = _format_of(self.path.split("?")[0], owner.format)
-        reply = owner._arrive(record, choose=fmt is not None)  # an unknown path takes no queued reply
+        path = self.path.split("?")[0]
+        fmt = None if path in PROBE_PATHS else _format_of(path, owner.format)
+        if fmt is None:  # not a model call (a client probing /api/show, say): answered, not counted
+            owner.probes.append(path)
+            self._send(404, json.dumps({"error": f"mock: unknown path {self.path}"}).encode())
+            return
+        reply = owner._arrive(record)
         refusal, prompt = owner._judge(fmt, body)
         owner._pause(reply)
         # Stamped before the answer is written: once the client has it, a test may read it.
         record.answered = time.monotonic()
         try:
-            if fmt is None:
-                self._send(404, json.dumps({"error": f"mock: unknown path {self.path}"}).encode())
-            elif refusal is not None:
+            if refusal is not None:
                 self._send(refusal[0], json.dumps(refusal[1]).encode())
             elif reply.malformed:
                 self._send(200, b'{"choices": [ this is not json')
@@ -377,7 +384,8 @@ class ModelServer:
         self.tokenizer = tokenizer
         """Answer ``POST /tokenize`` as llama-server does (``False``: a server without one)."""
         self.probes: list[str] = []
-        """The paths GET asked, in order (a client reading ``/props`` or ``/v1/models``)."""
+        """Paths asked that are not model calls, in order (a client reading ``/props`` or
+        ``/v1/models``, or trying Ollama's ``/api/show``): not in :attr:`requests`."""
         """Add llama-server's ``timings`` (prompt and generation tokens per second) to answers."""
         self._host, self._port = host, port
         self._queue: deque[Reply] = deque()
@@ -416,12 +424,10 @@ class ModelServer:
                 raise TimeoutError(f"model_server: {len(self._requests)} of {n} requests after {timeout}s")
             return list(self._requests)
 
-    def _arrive(self, record: RecordedRequest, *, choose: bool = True) -> Reply:
+    def _arrive(self, record: RecordedRequest) -> Reply:
         with self._cond:
             self._requests.append(record)
             self._cond.notify_all()
-            if not choose:
-                return self.default
             chosen = self.responder(record) if self.responder is not None else None
             if chosen is not None:
                 return chosen
