@@ -16,6 +16,7 @@ from shelly_dist.agent.prompt import SkillLike
 from shelly_dist.agent.reflections import ReflectionStore
 from shelly_dist.agent.steering import Inbox
 from shelly_dist.events import EventSink
+from shelly_dist.models.context import ContextWindow
 from shelly_dist.tools import Tool
 from shelly_dist.tools.hooks import ToolHook
 
@@ -88,3 +89,7 @@ class AgentOptions:
     decider is rejected: nobody can approve it."""
     inbox: Inbox | None = None
     """Where a person's steering messages for this agent's runs wait (``Session.steer``)."""
+    window: ContextWindow | None = None
+    """The provider's context window and token ratio as this process knows them, shared with the
+    provider that learns them (:mod:`shelly_dist.models.context`); ``None``: the effects' own
+    ``context_window`` and Shelly's plain estimate."""

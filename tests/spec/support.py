@@ -4,8 +4,9 @@ A scenario is a team (scripted models per agent) and a task. :func:`observe` run
 engine as ``shelly run`` does — embedded (children as asyncio tasks) or on the pool (children on a
 real ``shelly worker`` subprocess, the coordinator in this process) — and returns what a user can
 see: the ``delegate`` results the lead got, how each child run ended, the event kinds of each
-child, the tokens spent and the final answer. The spec tests assert that both runtimes give the
-same :class:`Observed` (DESIGN §6: a behaviour that differs is a failing test).
+child, the tokens spent, the board and the final answer. Every scenario goes through :func:`both`,
+which asserts that both runtimes give the whole same :class:`Observed` (DESIGN §6: a behaviour
+that differs is a failing test) before the scenario asserts what that result is.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from shelly_dist.tasks import board as board_module
 from tests.integration.cluster import Cluster
 from tests.integration.conftest import cluster
 
-__all__ = ["Cluster", "Observed", "Scenario", "cluster", "complete", "delegate", "observe"]
+__all__ = ["Cluster", "Observed", "Scenario", "both", "cluster", "complete", "delegate", "observe"]
 
 VOLATILE = {"call_id"}
 """Event fields that differ per run (a tool call's id)."""
@@ -57,6 +58,9 @@ class Scenario:
     during: Callable[[Any, Path], Awaitable[Any]] | None = None
     """What a person does while the run works, from outside it: called with the session and the
     project directory once the send has started; what it returns is ``Observed.during``."""
+    concurrency: int = 8
+    """The pool worker's concurrency: 1 runs the children one after the other, so a sibling a
+    failure stops is still queued when it is stopped (the embedded runtime starts them all)."""
 
 
 @dataclass
@@ -90,6 +94,16 @@ class Observed:
     without what differs per run or per process)."""
 
 
+async def both(cluster: Cluster, scenario: Scenario) -> Observed:
+    """The scenario observed embedded, then on the pool (same project, same scripts): the whole
+    observed result — entries, endings, every child's event kinds, tokens, board, questions,
+    reply — must be the same on both; returns it."""
+    embedded = await observe(cluster, scenario, "embedded")
+    pool = await observe(cluster, scenario, "pool")
+    assert embedded == pool, f"the runtimes differ:\nembedded: {embedded}\npool:     {pool}\n{cluster.worker_log()}"
+    return embedded
+
+
 def write_team(cluster: Cluster, scenario: Scenario, runtime: str) -> None:
     """The scenario's config in the cluster's project; embedded, without a ``distributed:`` section."""
     providers = [{"name": "team", "kind": "scripted", "model": "script", "script": scenario.scripts,
@@ -105,7 +119,7 @@ async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observe
     """Run ``scenario`` on ``runtime`` (``embedded`` or ``pool``) and observe it."""
     write_team(cluster, scenario, runtime)
     if runtime == "pool":
-        cluster.start_worker("w1")
+        cluster.start_worker("w1", concurrency=scenario.concurrency)
     seen: list[Event] = []
     async with await Engine.open(None, shelly_dir=cluster.root / ".shelly", env=cluster.env()) as engine:
         assert engine.runtime.name == ("celery" if runtime == "pool" else "local")

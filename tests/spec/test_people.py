@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .support import Cluster, Observed, Scenario, cluster, complete, delegate, observe
+from .support import Cluster, Scenario, both, cluster, complete, delegate
 
 __all__ = ["cluster"]
 
@@ -31,10 +31,6 @@ def gated(**approval: Any) -> Scenario:
     return Scenario(scripts={"lead": [delegate({"agent": "deployer", "task": "ship it"}), "lead heard: {result}"],
                              "deployer": [SET_ENV, complete("set said: {result}")]},
                     agents=[LEAD, deployer({"tools": ["shared_state_set"], **approval})])
-
-
-async def both(cluster: Cluster, scenario: Scenario) -> tuple[Observed, Observed]:
-    return await observe(cluster, scenario, "embedded"), await observe(cluster, scenario, "pool")
 
 
 async def the_approval(session: Any) -> dict[str, Any]:
@@ -67,33 +63,30 @@ def rejecting(reason: str) -> Any:
 async def test_an_approved_call_runs_with_the_edited_arguments_on_both(cluster: Cluster) -> None:
     scenario = gated()
     scenario.during = approving(arguments='{"key": "env", "value": "staging"}')
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert embedded.during == {"id": "a-1", "kind": "approval", "path": ["lead", "deployer-ship-1"],
+    observed = await both(cluster, scenario)
+    assert observed.during == {"id": "a-1", "kind": "approval", "path": ["lead", "deployer-ship-1"],
                                "tool": "shared_state_set", "arguments": {"key": "env", "value": "prod"},
                                "timeout": 0.0, "agent": "deployer"}
-    result = embedded.entries[0][0]["result"]
+    result = observed.entries[0][0]["result"]
     assert result.startswith("set said: [the user approved this call with edited arguments:")
     assert '"value": "staging"' in result
-    kinds = [k for k, _, _ in embedded.people]
+    kinds = [k for k, _, _ in observed.people]
     assert kinds == ["approval_requested", "approval_decided"]
-    assert embedded.people[0][2]["path"] == ["lead", "deployer-ship-1"]
+    assert observed.people[0][2]["path"] == ["lead", "deployer-ship-1"]
 
 
 async def test_a_rejected_calls_reason_reaches_the_model_on_both(cluster: Cluster) -> None:
     scenario = gated()
     scenario.during = rejecting("not on Fridays")
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert embedded.entries[0][0]["result"] == "set said: shared_state_set: rejected: not on Fridays"
-    assert embedded.people[1][2]["decision"] == "reject"
+    observed = await both(cluster, scenario)
+    assert observed.entries[0][0]["result"] == "set said: shared_state_set: rejected: not on Fridays"
+    assert observed.people[1][2]["decision"] == "reject"
 
 
 async def test_an_approval_nobody_gives_in_time_is_rejected_on_both(cluster: Cluster) -> None:
-    embedded, pool = await both(cluster, gated(timeout="1s"))
-    assert embedded == pool
-    assert embedded.entries[0][0]["result"] == "set said: shared_state_set: rejected: approval timed out"
-    assert embedded.people[1][2] | {"by": "timeout"} == embedded.people[1][2]
+    observed = await both(cluster, gated(timeout="1s"))
+    assert observed.entries[0][0]["result"] == "set said: shared_state_set: rejected: approval timed out"
+    assert observed.people[1][2] | {"by": "timeout"} == observed.people[1][2]
 
 
 async def test_steer_reaches_the_busy_childs_next_model_call_and_not_the_one_in_flight_on_both(
@@ -119,12 +112,11 @@ async def test_steer_reaches_the_busy_childs_next_model_call_and_not_the_one_in_
         return seen.value  # what the call in flight saw: its tool call wrote it
 
     scenario.during = during
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert embedded.entries[0][0]["result"] == "then saw: use the blue one"
-    steered = [(k, data) for k, _, data in embedded.people]
+    observed = await both(cluster, scenario)
+    assert observed.entries[0][0]["result"] == "then saw: use the blue one"
+    steered = [(k, data) for k, _, data in observed.people]
     assert steered == [("steered", {"text": "use the blue one", "interrupt": False, "by": "python"})]
-    assert embedded.during == "watch the weather"  # the call in flight saw the task, not the message
+    assert observed.during == "watch the weather"  # the call in flight saw the task, not the message
 
 
 async def test_steer_interrupt_skips_the_calls_of_the_reply_in_flight_on_both(cluster: Cluster) -> None:
@@ -149,8 +141,7 @@ async def test_steer_interrupt_skips_the_calls_of_the_reply_in_flight_on_both(cl
         return []
 
     scenario.during = during
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert embedded.entries[0][0]["result"] == "skipped: the user interrupted | stop: wrong city"
-    assert embedded.people == [("steered", "busy-watch-1",
+    observed = await both(cluster, scenario)
+    assert observed.entries[0][0]["result"] == "skipped: the user interrupted | stop: wrong city"
+    assert observed.people == [("steered", "busy-watch-1",
                                 {"text": "stop: wrong city", "interrupt": True, "by": "python"})]
