@@ -7,8 +7,8 @@ import asyncio
 import time
 from typing import Any
 
+from tests.integration.support.sse import read_sse
 from tests.unit.console.conftest import team_config
-from tests.unit.console.sse_client import read_sse
 
 DEADLINE = 30.0
 

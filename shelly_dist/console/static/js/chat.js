@@ -18,12 +18,13 @@ export async function showChat(panel, runId) {
   const chat = await get(`/api/runs/${encodeURIComponent(runId)}/chat`);
   const run = chat.run;
   panel.dataset.run = runId;
-  panel.replaceChildren(
+  panel.replaceChildren(...[
     h("h2", {}, `Conversation of ${run.instance || run.agent}`),
     h("p", { class: "muted" }, `run ${run.id} · ${run.status}${run.worker ? " on " + run.worker : ""}`),
     chat.complete ? null : h("p", { class: "muted" },
       "Rebuilt from the run's events (in-process): long texts are cut at 2,000 characters."),
-    ...chat.messages.map(message));
+    ...chat.messages.map(message),
+  ].filter((child) => child !== null));
 }
 
 function message(m, i) {

@@ -6,12 +6,12 @@ import { sessionPage } from "./session.js";
 
 const app = document.getElementById("app");
 
-function loginForm(reason) {
+function loginForm() {
   const input = h("input", { id: "token", type: "password", autocomplete: "current-password", required: true });
   const error = h("p", { class: "error", role: "alert" });
   const form = h("form", { id: "login", class: "card" },
     h("h1", {}, "Token required"),
-    h("p", {}, reason, " Enter the server's token (SHELLY_SERVE_TOKEN); it is kept in a cookie for this site."),
+    h("p", {}, "This console needs the server's token (SHELLY_SERVE_TOKEN). It is kept in a cookie for this site."),
     h("label", { for: "token" }, "Token "), input, " ",
     h("button", { type: "submit" }, "Log in"), error);
   form.addEventListener("submit", async (e) => {
@@ -35,7 +35,7 @@ async function route() {
     if (match) await sessionPage(app, decodeURIComponent(match[1]));
     else await sessionsPage(app);
   } catch (err) {
-    if (err instanceof Unauthorized) loginForm(err.message);
+    if (err instanceof Unauthorized) loginForm();
     else app.replaceChildren(h("p", { class: "error", role: "alert" }, err.message));
   }
 }

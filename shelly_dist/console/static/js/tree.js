@@ -45,7 +45,7 @@ export class RunTree {
     item.open.setAttribute("aria-label", `${name}, ${run.status}: show its conversation`);
     const now = run.status === "running" || run.status === "waiting" ? this.activity.get(run.id) : null;
     const hasChildren = this.rows.some((r) => r.parent === run.id);
-    item.line.replaceChildren(
+    item.line.replaceChildren(...[
       item.open, " ", status(run.status),
       h("span", { class: "worker", title: "worker" }, run.worker || "–"),
       h("span", { class: "num", title: "tokens (own)" }, `${tokens(run.own.total_tokens)} tok`),
@@ -56,7 +56,8 @@ export class RunTree {
       run.spawned ? h("span", { class: "tag" }, "spawned") : null,
       run.handoff ? h("span", { class: "tag" }, `handed off`) : null,
       now ? h("span", { class: "now" }, now) : null,
-      run.error ? h("span", { class: "reason", role: "note" }, `reason: ${run.error}`) : null);
+      run.error ? h("span", { class: "reason", role: "note" }, `reason: ${run.error}`) : null,
+    ].filter((child) => child !== null));
   }
 
   // What a running run is doing, from its events; shown beside it until the next refresh.

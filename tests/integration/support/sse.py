@@ -1,4 +1,4 @@
-"""Reading a Server-Sent Events answer in tests: messages as (id, data) and comments."""
+"""Reading a Server-Sent Events answer in tests (the console's streams): messages as (id, data)."""
 
 from __future__ import annotations
 
