@@ -5,7 +5,9 @@ alike (a session started through one is listed, followed and cancelled through a
 
 - sessions are listed from the index of sessions with runs (``…:run-sessions``, scored by their
   newest root, written with each root: ``Journal.create_root``), each summed from its roots'
-  records (own usage plus the usage their children delivered);
+  records alone (own usage plus what their children delivered so far: a root waiting on its
+  children counts them once it resumes), so a page of 50 costs two round trips whatever the
+  trees' sizes; one session's answer sums every run of its trees;
 - a session's tree is its runs' records (``shelly runs`` reads the same); a run's chat its journal;
 - a new session is a root run submitted to the workers as ``shelly batch`` submits an item: no
   coordinator process is needed, the run's record is the truth (``CeleryRuntime.submit``);
@@ -33,7 +35,7 @@ from shelly_dist.engine.session import user_messages
 from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.errors import UsageError
 from shelly_dist.events import Event
-from shelly_dist.runtime.spending import Spent
+from shelly_dist.runtime.spending import Spent, spent_by_run
 
 if TYPE_CHECKING:
     from shelly_dist.engine.config_models import Config
@@ -132,8 +134,17 @@ class PoolBackend:
         return Page(views, repr(scored[-1][1]) if len(scored) == limit else None)
 
     async def session(self, session: str) -> SessionView | None:
+        """The session with what its whole trees spent, summed from every run's record (the list
+        reads only the roots' records: see :func:`tree_spent`)."""
         roots = (await self._roots([session]))[session]
-        return self._view(session, roots) if roots else None
+        if not roots:
+            return None
+        runs = await self.runs(session) or []
+        totals = spent_by_run((r.id, r.parent, r.usage) for r in runs)
+        spent = Spent()
+        for r in roots:
+            spent = spent + (totals[r.id][1] if r.id in totals else tree_spent(r))
+        return SessionView(id=session, roots=[run_view(r) for r in roots], spent=spent)
 
     async def runs(self, session: str) -> list[RunView] | None:
         from shelly_dist.cli.runs import load_runs

@@ -17,7 +17,7 @@ export function h(tag, attrs = {}, ...children) {
 }
 
 // A status as a symbol and a word, so it reads the same without colour.
-const SYMBOLS = { queued: "○", running: "▶", waiting: "⏸", done: "✔", failed: "✗", canceled: "⊘" };
+const SYMBOLS = { queued: "○", running: "▶", waiting: "‖", done: "✔", failed: "✗", canceled: "⊘" };
 
 export function status(value) {
   return h("span", { class: `status status-${value}`, "data-status": value },
