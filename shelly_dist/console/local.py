@@ -4,9 +4,10 @@ What the pool reads from Redis is kept here in memory, rebuilt from the engine's
 events the pool's workers write to Redis): each session's tree (``run_started``,
 ``run_finished``, ``message_added``), each run's chat, and the events themselves for the stream.
 It is bounded — the :data:`KEEP_SESSIONS` sessions started last, :data:`KEEP_EVENTS` events each,
-:data:`KEEP_MESSAGES` messages per run — and gone when the process ends. A run's chat is rebuilt
-from its events, so its texts are cut where the events cut them (2,000 characters) and
-``complete`` says so. Event ids are this process's sequence numbers.
+:data:`KEEP_MESSAGES` messages per run — and gone when the process ends. A top-level run's chat is
+its agent's whole chat; a delegated run's is rebuilt from its events, so its texts are cut where
+the events cut them (2,000 characters) and ``complete`` says so. Event ids are this process's
+sequence numbers.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ class _Session:
     runs: dict[str, _Run]
     events: deque[tuple[int, Event]] = field(default_factory=lambda: deque(maxlen=KEEP_EVENTS))
     task: asyncio.Task[None] | None = None
+    conversation: Any = None
+    """The engine's session: its top-level agent's chat is the root run's whole conversation."""
 
 
 def _add_usage(total: dict[str, Any], more: dict[str, Any]) -> dict[str, Any]:
@@ -83,7 +86,7 @@ class LocalBackend:
         run_id = uuid.uuid4().hex[:12]
         root = RunView(id=run_id, agent=name, root=run_id, instance=session.agent.name, status="running",
                        task=task, created=time.time())
-        kept = _Session(session.id, run_id, {run_id: _Run(root)})
+        kept = _Session(session.id, run_id, {run_id: _Run(root)}, conversation=session)
         kept.runs[run_id].messages.append(_message("user", "user", task))
         self._keep(kept)
         kept.task = asyncio.ensure_future(self._drive(kept, session, user_messages(task, context)))
@@ -211,9 +214,14 @@ class LocalBackend:
         return sorted((r.view for r in kept.runs.values()), key=lambda v: (v.depth, v.created))
 
     async def chat(self, run_id: str) -> tuple[RunView, list[dict[str, Any]], bool] | None:
+        """A top-level run's whole chat (its agent's); a delegated run's rebuilt from its events."""
         kept = self._sessions.get(self._root_session.get(run_id.split("-", 1)[0], ""))
         run = kept.runs.get(run_id) if kept is not None else None
-        return (run.view, list(run.messages), False) if run is not None else None
+        if kept is None or run is None:
+            return None
+        if run_id == kept.root:
+            return run.view, [m.model_dump(mode="json") for m in kept.conversation.agent.chat.messages()], True
+        return run.view, list(run.messages), False
 
     def events(self, session: str | None, after: str | None) -> AsyncIterator[tuple[str, Event]]:
         if after is not None and not after.isdigit():

@@ -4,6 +4,7 @@ events and cancel, from the engine's own runs."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
@@ -61,13 +62,20 @@ async def test_a_runs_chat_lists_its_messages_step_by_step(console) -> None:
     session, root = await start(client)
     await wait_json(client, f"/api/sessions/{session}", lambda s: s["status"] == "done", "the reply")
     chat = await (await client.get(f"/api/runs/{root}/chat")).json()
-    roles = [m["role"] for m in chat["messages"]]
-    assert roles == ["user", "assistant", "tool", "assistant"]
-    call = chat["messages"][1]["parts"][0]
-    assert call["kind"] == "tool_call" and call["name"] == "delegate" and call["id"]
-    assert chat["messages"][2]["parts"][0]["tool_call_id"] == call["id"]
-    assert chat["messages"][3]["parts"][0]["text"] == "lead done"
-    assert chat["complete"] is False and chat["run"]["id"] == root
+    assert [m["role"] for m in chat["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
+    assert chat["complete"] is True and chat["run"]["id"] == root  # the top-level agent's own chat
+    assert chat["messages"][4]["parts"][0]["text"] == "lead done"
+    runs = (await (await client.get(f"/api/sessions/{session}/runs")).json())["runs"]
+    child = next(r for r in runs if r["instance"] == "helper-one-1")
+    rebuilt = await (await client.get(f"/api/runs/{child['id']}/chat")).json()
+    assert rebuilt["complete"] is False  # a delegated run's, from its events
+    assert [m["role"] for m in rebuilt["messages"]] == ["user", "assistant", "tool"]
+    assert rebuilt["messages"][0]["parts"][0]["text"] == "one"
+    call = rebuilt["messages"][1]["parts"][0]
+    assert call["kind"] == "tool_call" and call["name"] == "task_complete" and call["id"]
+    assert json.loads(call["arguments"]) == {"status": "completed", "summary": "helped one"}
+    assert rebuilt["messages"][2]["parts"][0] == {"kind": "tool_result", "tool_call_id": call["id"],
+                                                  "content": "Task marked as completed."}
 
 
 async def test_the_event_stream_resumes_after_the_last_event_id(console) -> None:
