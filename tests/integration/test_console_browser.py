@@ -13,7 +13,7 @@ import yaml
 
 from shelly_dist.testing.model_server import ModelServer, Reply
 
-from .cluster import NEVER_IN_TIME, Cluster, scripted, slow_team, wait_until
+from .cluster import NEVER_IN_TIME, Cluster, complete, delegate, scripted, slow_team, wait_until
 from .ops import Processes
 from .support.browser import browser_page
 from .support.console import call, start_console
@@ -91,3 +91,29 @@ async def test_behind_a_token_the_page_asks_for_it_then_lists_the_sessions(clust
         await page.wait_for(f"!!document.querySelector('tr[data-session=\"{session}\"] [data-status=\"done\"]')",
                             "the session listed as done")
         assert await page.evaluate("document.body.innerText.includes('say hi')")
+
+
+async def test_a_tree_of_forty_agents_reads_at_a_glance(cluster: Cluster, procs: Processes) -> None:
+    """40 runs: a count by status at the top, each failure with its reason on its row, and a
+    keyboard-reachable filter that leaves only what needs a look (in-process: no broker)."""
+    tasks = [("helper", f"part {n}") for n in range(37)] + [("flaky", "part x"), ("flaky", "part y")]
+    config = cluster.write_config(
+        [scripted(lead=[delegate(*tasks), "lead done"], helper=[complete("did {task}")],
+                  flaky=[{"error": "quota exceeded"}])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "helper"}, {"name": "flaky"}])
+    data = yaml.safe_load(config.read_text())
+    data.pop("distributed")
+    config.write_text(yaml.safe_dump(data))
+    url = start_console(procs)
+    session = call(f"{url}api/sessions", "POST", {"task": "go"})[1]["session"]
+    async with browser_page() as page:
+        await page.goto(f"{url}sessions/{session}")
+        await page.wait_for("document.querySelector('#session-status')?.dataset.status === 'done'", "the lead done")
+        await page.wait_for(f"{ROWS}.length === 40", "40 rows")
+        assert await page.evaluate("document.querySelector('#counts').textContent") == "40 runs: 38 done, 2 failed"
+        reasons = await page.evaluate(f"{ROWS}.filter((li) => li.dataset.status === 'failed')"
+                                      ".map((li) => li.querySelector('.reason').textContent)")
+        assert len(reasons) == 2 and all("quota exceeded" in r for r in reasons)
+        await page.press("#only-open", " ")  # a checkbox toggled from the keyboard
+        visible = await page.evaluate(f"{ROWS}.filter((li) => !li.hidden).map((li) => li.dataset.status)")
+        assert sorted(visible) == ["done", "failed", "failed"]  # the lead (a failure under it) and the two

@@ -15,6 +15,9 @@ export async function sessionPage(app, id) {
   const cancel = h("button", { type: "button", id: "cancel", class: "danger" }, "Cancel session");
   const live = h("span", { id: "live", class: "muted" }, "connecting…");
   const counts = h("p", { id: "counts", class: "muted" });
+  const onlyOpen = h("input", { type: "checkbox", id: "only-open" });
+  onlyOpen.addEventListener("change", () => tree.setOnlyUnfinished(onlyOpen.checked));
+  const filter = h("label", { for: "only-open", class: "filter" }, onlyOpen, " hide finished subtrees");
   const chat = h("section", { id: "chat", class: "card chat", "aria-label": "Conversation", tabindex: -1 },
     h("p", { class: "muted" }, "Choose a run in the tree to read its conversation."));
   const activity = h("ol", { id: "activity", class: "activity", reversed: true });
@@ -57,7 +60,7 @@ export async function sessionPage(app, id) {
     h("h1", {}, "Session ", h("code", {}, id)),
     h("section", { class: "card" }, summary, h("div", { class: "actions" }, cancel, " ", live)),
     h("div", { class: "split" },
-      h("section", { class: "card", "aria-label": "Run tree" }, h("h2", {}, "Agents"), counts, tree.root),
+      h("section", { class: "card", "aria-label": "Run tree" }, h("h2", {}, "Agents"), counts, filter, tree.root),
       chat),
     h("section", { class: "card", "aria-label": "Activity" }, h("h2", {}, "Activity"), activity));
 

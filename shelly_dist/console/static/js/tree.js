@@ -27,6 +27,7 @@ export class RunTree {
   // Draw `rows` (the /runs answer: roots first, then by depth): each under its parent, in order.
   update(rows) {
     this.rows = rows;
+    this.quiet = quietRuns(rows);
     const present = new Set(rows.map((r) => r.id));
     for (const [id, item] of this.items) if (!present.has(id)) { item.li.remove(); this.items.delete(id); }
     for (const run of rows) {
@@ -37,8 +38,15 @@ export class RunTree {
     }
   }
 
+  // Only the runs that need a look: hide every finished subtree with nothing failed in it.
+  setOnlyUnfinished(on) {
+    this.onlyUnfinished = on;
+    for (const [id, item] of this.items) item.li.hidden = on && this.quiet.has(id);
+  }
+
   draw(item, run) {
     item.li.dataset.status = run.status;
+    item.li.hidden = Boolean(this.onlyUnfinished && this.quiet?.has(run.id));
     item.li.classList.toggle("ended", ["done", "failed", "canceled"].includes(run.status));
     const name = run.instance || run.agent;
     item.open.textContent = name;
@@ -80,4 +88,20 @@ export class RunTree {
     const order = ["running", "waiting", "queued", "done", "failed", "canceled"];
     return `${this.rows.length} runs: ` + order.filter((s) => by[s]).map((s) => `${by[s]} ${s}`).join(", ");
   }
+}
+
+// The ids of runs that ended `done` with every descendant `done` too (nothing to look at).
+function quietRuns(rows) {
+  const children = new Map();
+  for (const r of rows) children.set(r.parent, [...(children.get(r.parent) || []), r]);
+  const quiet = new Set();
+  const visit = (run) => {
+    const kids = children.get(run.id) || [];
+    const allKids = kids.map(visit).every(Boolean);
+    const isQuiet = run.status === "done" && allKids;
+    if (isQuiet) quiet.add(run.id);
+    return isQuiet;
+  };
+  for (const root of children.get("") || []) visit(root);
+  return quiet;
 }
