@@ -22,23 +22,6 @@ if TYPE_CHECKING:  # the pool's modules import Celery: only once a command reads
     from shelly_dist.runtime.celery.journal import RunRecord
 
 
-async def load_runs(client: Any, keys: Any, session: str) -> list[RunRecord]:
-    """Every run of the session's trees, roots first then by depth and creation, parsed once."""
-    from shelly_dist.runtime.celery.journal import RunRecord
-
-    roots = await client.zrange(keys.session_runs(session), 0, -1)
-    out: list[RunRecord] = []
-    for root in roots:
-        ids = sorted(await client.smembers(keys.tree_runs(root)))
-        async with client.pipeline(transaction=False) as pipe:
-            for rid in ids:
-                pipe.hgetall(keys.run(rid))
-            raw = await pipe.execute()
-        records = [RunRecord.parse({"id": rid, **r}) for rid, r in zip(ids, raw, strict=True) if r]
-        out.extend(sorted(records, key=lambda r: (r.depth, r.created)))
-    return out
-
-
 def spent_by_record(records: list[RunRecord]) -> dict[str, tuple[Spent, Spent]]:
     """(own, subtree) of every run in ``records``, by run id (:func:`~shelly_dist.runtime.spending.spent_by_run`)."""
     return spent_by_run((r.id, r.parent, r.spent()) for r in records)
@@ -85,6 +68,8 @@ def runs_command(session_id: str, as_json: bool, config_path: str | None, shelly
     """Show the session's run tree: agent, status, worker, and what each run and its subtree spent."""
 
     async def main() -> None:
+        from shelly_dist.runtime.celery.client.trees import load_runs
+
         async with redis_for(config_path, shelly_dir) as (client, keys):
             records = await load_runs(client, keys, session_id)
         if as_json:

@@ -40,7 +40,7 @@ from shelly_dist.runtime.spending import Spent, spent_by_run
 if TYPE_CHECKING:
     from shelly_dist.engine.config_models import Config
     from shelly_dist.runtime.celery import CeleryRuntime
-    from shelly_dist.runtime.celery.record import RunRecord
+    from shelly_dist.runtime.celery.journal import RunRecord
 
 SUMMARY_FIELDS = ("agent", "status", "task", "created", "updated", "usage", "state", "error", "reply", "depth",
                   "instance", "worker", "session")
@@ -99,7 +99,7 @@ class PoolBackend:
 
     async def _roots(self, sessions: list[str]) -> dict[str, list[RunRecord]]:
         """Each session's root records, oldest first (two round trips for any number)."""
-        from shelly_dist.runtime.celery.record import RunRecord
+        from shelly_dist.runtime.celery.journal import RunRecord
 
         async with self.client.pipeline(transaction=False) as pipe:
             for s in sessions:
@@ -147,7 +147,7 @@ class PoolBackend:
         return SessionView(id=session, roots=[run_view(r) for r in roots], spent=spent)
 
     async def runs(self, session: str) -> list[RunView] | None:
-        from shelly_dist.cli.runs import load_runs
+        from shelly_dist.runtime.celery.client.trees import load_runs
 
         records = await load_runs(self.client, self.keys, session)
         return [run_view(r) for r in records] if records else None
@@ -162,7 +162,7 @@ class PoolBackend:
         return None
 
     async def cancel(self, session: str) -> list[str] | None:
-        from shelly_dist.runtime.celery.cancel import cancel_session, end_orphaned_root
+        from shelly_dist.runtime.celery.children.cancel import cancel_session, end_orphaned_root
 
         if not await self.client.exists(self.keys.session_runs(session)):
             return None

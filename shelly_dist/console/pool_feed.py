@@ -79,7 +79,7 @@ async def stream_after(
 ) -> AsyncIterator[tuple[str, Event]]:
     """``(id, event)`` of ``session`` after event ``<entry>:<skip>`` (``skip`` -1: after ``entry``
     itself), following new ones until the caller stops."""
-    from shelly_dist.runtime.celery.events import read_entries
+    from shelly_dist.runtime.celery.client.events import read_entries
 
     start = before(entry) if skip >= 0 else entry
     async for entry_id, batch in read_entries(client, keys, session, after=start, follow=True, block_ms=block_ms):

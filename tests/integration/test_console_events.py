@@ -13,7 +13,7 @@ import pytest
 
 from shelly_dist.console.pool_feed import every_session, stream_after, stream_position
 from shelly_dist.events import Event
-from shelly_dist.runtime.celery.events import StreamSink
+from shelly_dist.runtime.celery.journal.stream import StreamSink
 from shelly_dist.state.connection import connect
 from shelly_dist.state.keys import Keys
 
