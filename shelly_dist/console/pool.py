@@ -36,6 +36,7 @@ from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.errors import UsageError
 from shelly_dist.events import Event
 from shelly_dist.runtime.spending import Spent, spent_by_run
+from shelly_dist.state.connection import redis_errors
 
 if TYPE_CHECKING:
     from shelly_dist.engine.config_models import Config
@@ -101,15 +102,16 @@ class PoolBackend:
         """Each session's root records, oldest first (two round trips for any number)."""
         from shelly_dist.runtime.celery.journal import RunRecord
 
-        async with self.client.pipeline(transaction=False) as pipe:
-            for s in sessions:
-                pipe.zrange(self.keys.session_runs(s), 0, -1)
-            ids: list[list[str]] = await pipe.execute()
-        async with self.client.pipeline(transaction=False) as pipe:
-            for roots in ids:
-                for rid in roots:
-                    pipe.hmget(self.keys.run(rid), SUMMARY_FIELDS)
-            raw = iter(await pipe.execute())
+        with redis_errors("serve"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                for s in sessions:
+                    pipe.zrange(self.keys.session_runs(s), 0, -1)
+                ids: list[list[str]] = await pipe.execute()
+            async with self.client.pipeline(transaction=False) as pipe:
+                for roots in ids:
+                    for rid in roots:
+                        pipe.hmget(self.keys.run(rid), SUMMARY_FIELDS)
+                raw = iter(await pipe.execute())
         out: dict[str, list[RunRecord]] = {}
         for s, roots in zip(sessions, ids, strict=True):
             found = [(rid, next(raw)) for rid in roots]
@@ -126,9 +128,13 @@ class PoolBackend:
         return SessionView(id=session, roots=[run_view(r) for r in roots], spent=spent)
 
     async def sessions(self, *, limit: int, cursor: str | None) -> Page:
-        top = f"({cursor}" if cursor else "+inf"
-        scored = await self.client.zrevrangebyscore(self.keys.run_sessions(), top, "-inf", start=0, num=limit,
-                                                    withscores=True)
+        try:
+            top = f"({float(cursor)!r}" if cursor else "+inf"
+        except ValueError:
+            raise UsageError(f"serve: cursor {cursor!r} is not a cursor of this server") from None
+        with redis_errors("serve"):
+            scored = await self.client.zrevrangebyscore(self.keys.run_sessions(), top, "-inf", start=0, num=limit,
+                                                        withscores=True)
         roots = await self._roots([s for s, _ in scored])
         views = [self._view(s, roots[s]) for s, _ in scored if roots[s]]
         return Page(views, repr(scored[-1][1]) if len(scored) == limit else None)
@@ -149,7 +155,8 @@ class PoolBackend:
     async def runs(self, session: str) -> list[RunView] | None:
         from shelly_dist.runtime.celery.client.trees import load_runs
 
-        records = await load_runs(self.client, self.keys, session)
+        with redis_errors("serve"):
+            records = await load_runs(self.client, self.keys, session)
         return [run_view(r) for r in records] if records else None
 
     async def chat(self, run_id: str) -> tuple[RunView, list[dict[str, Any]], bool] | None:
@@ -164,8 +171,9 @@ class PoolBackend:
     async def cancel(self, session: str) -> list[str] | None:
         from shelly_dist.runtime.celery.children.cancel import cancel_session, end_orphaned_root
 
-        if not await self.client.exists(self.keys.session_runs(session)):
-            return None
+        with redis_errors("serve"):
+            if not await self.client.exists(self.keys.session_runs(session)):
+                return None
         roots = await cancel_session(self.client, self.keys, session)
         for root in roots:  # a root whose coordinator was killed would stay `running` forever
             task = asyncio.ensure_future(end_orphaned_root(self.client, self.keys, root))
@@ -181,8 +189,6 @@ class PoolBackend:
         return stream_after(self.client, self.keys, session, entry, skip)
 
     async def health(self) -> dict[str, Any]:
-        from shelly_dist.state.connection import redis_errors
-
         with redis_errors("serve"):
             await self.client.ping()
         return {"ok": True, "backend": self.name, "queue": self.runtime.settings.queue}
