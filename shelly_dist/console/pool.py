@@ -81,13 +81,16 @@ def tree_spent(record: RunRecord) -> Spent:
 
 
 class PoolBackend:
-    """Answers from the pool's Redis; submits through ``runtime`` (which this backend closes)."""
+    """Answers from the pool's Redis; submits through ``runtime`` (closed with the backend when it
+    owns it)."""
 
     name = "pool"
 
-    def __init__(self, config: Config, runtime: CeleryRuntime) -> None:
+    def __init__(self, config: Config, runtime: CeleryRuntime, *, owns_runtime: bool = True) -> None:
         self.config = config
         self.runtime = runtime
+        self._owns_runtime = owns_runtime
+        """Whether :meth:`aclose` closes ``runtime`` (not when an engine that opened it does)."""
         self.client = runtime.client
         self.keys = runtime.journal.keys
         self._background: set[asyncio.Task[Any]] = set()
@@ -197,4 +200,5 @@ class PoolBackend:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        await self.runtime.aclose()
+        if self._owns_runtime:
+            await self.runtime.aclose()

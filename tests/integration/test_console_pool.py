@@ -43,8 +43,8 @@ def holding_two(release: threading.Event) -> ModelServer:
         tool_calls=[DONE], release=release if speaker(request).startswith("helper-two") else None))
 
 
-def runs_of(url: str, session: str) -> list[dict[str, Any]]:
-    status, body = call(f"{url}api/sessions/{session}/runs")
+def runs_of(url: str, session: str, token: str | None = None) -> list[dict[str, Any]]:
+    status, body = call(f"{url}api/sessions/{session}/runs", token=token)
     return list(body["runs"]) if status == 200 else []
 
 
@@ -122,3 +122,27 @@ def test_serve_on_every_address_without_a_token_refuses_to_start(cluster: Cluste
     out = cluster.shelly("serve", "--host", "0.0.0.0", "--port", "0", timeout=60)
     assert out.returncode == 2
     assert "--host 0.0.0.0 is reachable from other machines: set SHELLY_SERVE_TOKEN" in out.stderr
+
+
+async def test_mcp_on_the_same_port_runs_an_agent_on_the_pool_with_the_same_token(
+        cluster: Cluster, procs: Processes) -> None:
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    with ModelServer(format="openai", default=Reply(tool_calls=[DONE])) as server:
+        team(cluster, server)
+        cluster.start_worker("w1")
+        url = start_console(procs, "--mcp", env={"SHELLY_SERVE_TOKEN": "t0ken"})
+        client = httpx2.AsyncClient(headers={"authorization": "Bearer t0ken"}, timeout=120)
+        async with client, streamable_http_client(f"{url}mcp", http_client=client) as (read, write), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            answer = await session.call_tool("agent_lead", {"task": "go"})
+        assert not answer.is_error and answer.content[0].text == "lead done"
+        async with httpx2.AsyncClient() as anonymous:
+            assert (await anonymous.post(f"{url}mcp", json={})).status_code == 401
+        # the run went through the pool: its children ran on the worker, as the console lists them
+        listed = call(f"{url}api/sessions", token="t0ken")[1]["sessions"]
+        runs = runs_of(url, listed[0]["id"], "t0ken")
+        assert len(runs) == 3 and {r["worker"] for r in runs[1:]} == {"w1@" + cluster.id}
