@@ -1,9 +1,8 @@
 """Reading a session's run trees from the journal, for the processes that show them
 (``shelly runs``, the console): every record parsed once, roots first.
 
-A session's roots are its index (``…:s:{S}:runs``); each root's runs are its tree set. A record
-past its retention is simply missing (the index and the set outlive no record by design: the
-readers drop ids whose record is gone).
+A session's roots are its index (``…:s:{S}:runs``); each root's runs are its tree set. An id
+whose record is gone (past its retention) is skipped.
 """
 
 from __future__ import annotations
