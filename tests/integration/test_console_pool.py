@@ -88,7 +88,7 @@ async def test_the_event_stream_carries_a_childs_events_while_it_works(cluster: 
             assert two["status"] == "running"  # its model call is still held: it is working
             release.set()
             ended = await read_sse(stream, of_two("run_finished"), timeout=120)
-        finished = next(e for _, e in ended if e["kind"] == "run_finished")
+        finished = next(e for _, e in ended if e["kind"] == "run_finished" and e["agent"].startswith("helper-two"))
         assert finished["data"]["status"] == "done" and finished["run_id"] == two["id"]
         assert all(i.count(":") == 1 for i, _ in ended)  # <stream entry id>:<index>
 

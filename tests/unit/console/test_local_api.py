@@ -66,7 +66,7 @@ async def test_a_runs_chat_lists_its_messages_step_by_step(console) -> None:
     assert chat["complete"] is True and chat["run"]["id"] == root  # the top-level agent's own chat
     assert chat["messages"][4]["parts"][0]["text"] == "lead done"
     runs = (await (await client.get(f"/api/sessions/{session}/runs")).json())["runs"]
-    child = next(r for r in runs if r["instance"] == "helper-one-1")
+    child = next(r for r in runs if r["task"] == "one")
     rebuilt = await (await client.get(f"/api/runs/{child['id']}/chat")).json()
     assert rebuilt["complete"] is False  # a delegated run's, from its events
     assert [m["role"] for m in rebuilt["messages"]] == ["user", "assistant", "tool"]
