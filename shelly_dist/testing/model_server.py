@@ -24,7 +24,8 @@ In a test::
   ``status`` + ``body`` + ``retry_after`` for errors (the body defaults to the vendor's error
   JSON), ``malformed`` (a 200 whose body is not JSON), ``raw`` (a JSON answer sent as is),
   ``delay`` (seconds before answering), ``hold_until`` (hold the answer until that many requests
-  have arrived in total — proves concurrency without timing).
+  have arrived in total — proves concurrency without timing), ``release`` (hold it until the test
+  sets that ``threading.Event``).
 - ``strict_alternation``, ``strict_arguments``, ``prefix_cache`` and ``context_size`` make it
   answer as a real llama-server does (:mod:`shelly_dist.testing.server_rules`): refuse turns that
   do not alternate, 500 on tool-call arguments that are not JSON, count a shared prompt prefix as
@@ -86,6 +87,9 @@ class Reply:
     raw: dict[str, Any] | None = None
     delay: float = 0.0
     hold_until: int = 0
+    release: threading.Event | None = None
+    """Hold the answer until the test sets this event (or the server stops): a model call that
+    lasts exactly as long as the test wants, without timing."""
     finish_reason: str | None = None
     """``length`` makes the answer one the output limit cut (Anthropic ``max_tokens``, Gemini
     ``MAX_TOKENS``); default: ``tool_calls``/``stop`` as the reply says."""
@@ -472,6 +476,8 @@ class ModelServer:
                 self._cond.wait_for(
                     lambda: len(self._requests) >= reply.hold_until or self._stopping.is_set(), 10.0
                 )
+        while reply.release is not None and not reply.release.wait(0.05) and not self._stopping.is_set():
+            pass
         wait = self.latency + reply.delay
         if wait > 0:
             self._stopping.wait(wait)
