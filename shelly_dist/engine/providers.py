@@ -24,16 +24,25 @@ from shelly_dist.engine.config_models import Config, ProviderConfig
 from shelly_dist.errors import ConfigError, ModelError
 from shelly_dist.events import EventSink, discard
 from shelly_dist.models import Completer, ToolSpec
+from shelly_dist.models.batching import BatchSettings
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
 from shelly_dist.models.observed import ObservedCompleter
 from shelly_dist.models.pricing import PricedCompleter, PriceEntry, PriceTable
 from shelly_dist.models.ratelimit import RateLimitSettings
-from shelly_dist.providers.factory import create_completer, default_max_tokens, with_fallback
+from shelly_dist.providers.factory import Batching, create_completer, default_max_tokens, with_fallback
 from shelly_dist.providers.scripted import ScriptedCompleter
 
 SCRIPTED = "scripted"
 
 log = logging.getLogger(__name__)
+
+
+def batch_settings(provider: ProviderConfig) -> BatchSettings | None:
+    """The provider's ``batch:`` block with Shelly's defaults, when its calls go through a batch API."""
+    b = provider.batch
+    if b is None or provider.batch_api() is None:
+        return None
+    return BatchSettings.of(b.collect_window, b.poll_interval, b.timeout, b.max_batch_size)
 
 
 def rate_limit_settings(provider: ProviderConfig) -> RateLimitSettings | None:
@@ -64,6 +73,10 @@ class Providers:
         self.cooldowns: CooldownStore = cooldowns or MemoryCooldownStore()
         self.prices = prices if prices is not None else PriceTable.default(config.pricing)
         self._on_event = on_event
+        self.batching: Batching | None = None
+        """The batch layer of providers with ``batch:`` (``None``: Shelly's collector, in this
+        process); a worker sets the pool's, which suspends the run instead. Set before any agent
+        is built."""
         self._shared: dict[str, Completer] = {}
         self._lock = threading.Lock()
         self._base: Providers | None = None
@@ -75,6 +88,7 @@ class Providers:
         using it; the added providers are built for the widened set alone (their names, such as
         ``main@helper``, may mean another model in another session)."""
         other = Providers(config, cooldowns=self.cooldowns, on_event=self._on_event, prices=self.prices)
+        other.batching = self.batching
         other._base = self
         return other
 
@@ -162,7 +176,8 @@ class Providers:
             log.debug("pricing: no price for provider %s (%s %r): its calls cost 0",
                       provider.name, provider.kind, provider.model)
         else:
-            completer = PricedCompleter(completer, price)
+            completer = PricedCompleter(completer, price,
+                                        batch=self.prices.batch_multiplier(provider.kind, provider.model))
         return ObservedCompleter(completer, provider=provider.name, model=provider.model, kind=provider.kind)
 
     def _build(self, provider: ProviderConfig) -> Completer:
@@ -184,6 +199,9 @@ class Providers:
             options=provider.options,
             cooldowns=self.cooldowns,
             on_event=self._on_event,
+            batch=batch_settings(provider),
+            batch_vendor=provider.batch_api(),
+            batching=self.batching,
         )
 
 
