@@ -52,6 +52,10 @@ CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 OPS = ("upload", "create", "list", "poll", "results", "cancel")
 """What :meth:`BatchAPIs.fail` can make fail."""
 
+BATCH_HEADER = "x-stand-in-batch"
+"""The header a batched request carries when the server's responder chooses its reply: the batch's id
+(a direct call never has it)."""
+
 Answer = tuple[int, bytes, str]
 """(status, body, content type)."""
 
@@ -323,7 +327,7 @@ class BatchAPIs:
                            "has_more": len(newest) > limit})
 
     def _openai_view(self, b: _Batch) -> dict[str, Any]:
-        done = [r for r in b.results if r.get("response", {}).get("status_code") == 200]
+        done = [r for r in b.results if (r.get("response") or {}).get("status_code") == 200]
         return {
             "id": b.id, "object": "batch", "endpoint": b.endpoint, "input_file_id": b.input_file_id,
             "completion_window": "24h", "status": b.status, "created_at": int(b.created),
@@ -428,7 +432,7 @@ class BatchAPIs:
             b.status = "ended"
             return b
         b.status = "cancelled" if b.canceled else "completed"
-        ok = [r for r in b.results if r.get("response", {}).get("status_code") == 200]
+        ok = [r for r in b.results if (r.get("response") or {}).get("status_code") == 200]
         failed = [r for r in b.results if r not in ok]
         if ok:
             b.output_file_id = self._file(ok)
@@ -445,7 +449,7 @@ class BatchAPIs:
         from shelly_dist.testing.model_server import RecordedRequest
 
         path = "/v1/chat/completions" if b.vendor == "openai" else "/v1/messages"
-        return self.server._choose(RecordedRequest("POST", path, {}, body, time.monotonic()))
+        return self.server._choose(RecordedRequest("POST", path, {BATCH_HEADER: b.id}, body, time.monotonic()))
 
     def _line(self, b: _Batch, line: BatchLine, reply: Reply | None) -> dict[str, Any]:
         from shelly_dist.testing.model_server import answer_body, error_body
