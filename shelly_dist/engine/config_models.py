@@ -204,12 +204,13 @@ class ProviderConfig(Section):
     options: dict[str, Any] = Field(default_factory=dict)
     """A ``@provider`` kind's own settings, handed to its factory as ``options=`` (ours)."""
 
-    def batch_api(self) -> str | None:
+    def batch_api(self, *, force: bool = False) -> str | None:
         """The batch API this provider's calls go through (``openai``/``anthropic``), or ``None``:
-        batches off, or no batch API known for it (the config rules warn then; calls go direct)."""
-        if self.batch is None or not self.batch.enabled:
+        batches off, or no batch API known for it (the config rules warn then; calls go direct).
+        ``force``: the API its calls would go through with ``batch.enabled`` (``--provider-batch``)."""
+        if not force and (self.batch is None or not self.batch.enabled):
             return None
-        if self.batch.api:
+        if self.batch is not None and self.batch.api:
             return self.batch.api
         if self.kind == "anthropic":
             return "anthropic"

@@ -56,6 +56,16 @@ RUNS_REAPED = Counter("shelly_runs_reaped_total", "Runs past their deadline this
 LOOP_LAG = Gauge("shelly_event_loop_lag_seconds",
                  f"How late the worker's event loop ran a callback due {LOOP_LAG_INTERVAL:g}s after the last.")
 
+BATCH_REQUESTS_WAITING = Gauge("shelly_provider_batch_requests_pending",
+                               "Model calls waiting on a provider batch, by provider and where (window: not sent "
+                               "yet; sent: in a vendor batch), as the desk's holder last saw them.",
+                               ["provider", "where"])
+BATCHES = Gauge("shelly_provider_batches", "Vendor batches of a provider by step (sending, polling, delivering), "
+                "as the desk's holder last saw them.", ["provider", "status"])
+BATCH_FALLBACKS = Counter("shelly_provider_batch_fallbacks_total",
+                          "Model calls meant for a provider batch made directly instead, by reason.",
+                          ["provider", "reason"])
+
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_creation")
 
 

@@ -107,6 +107,110 @@ return {'ok', out[1], out[2]}
 """
 """Join an answer into the asking run, once (the first answer wins; a timeout is an answer)."""
 
+# -- provider batches (batches/) -------------------------------------------------------------------
+
+_DESK = """
+local function desk_holds(lock, token)
+  return token ~= '' and redis.call('GET', lock) == token
+end
+local function keep(retention, ...)
+  for _, key in ipairs({...}) do redis.call('EXPIRE', key, retention) end
+end
+"""
+
+BATCH_JOIN = _DESK + """
+local window, requests, payloads, states, replies = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local cid, ident, payload, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local state = redis.call('HGET', states, cid)
+if state then
+  return {state, redis.call('HGET', replies, cid) or '', redis.call('LLEN', window)}
+end
+redis.call('HSET', requests, cid, ident)
+redis.call('HSET', payloads, cid, payload)
+redis.call('HSET', states, cid, 'window')
+local n = redis.call('RPUSH', window, cid)
+keep(retention, window, requests, payloads, states)
+return {'window', '', n}
+"""
+"""A model call joins its provider key's open window, once per ``custom_id`` (a redelivered step
+finds its request, and the reply when one came). Answers ``{state, reply or '', window size}``."""
+
+BATCH_OPEN = _DESK + """
+local lock, window, flushes, states, polls = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, fid, max, now, retention = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+if not desk_holds(lock, token) then return {} end
+local cids = redis.call('LRANGE', window, 0, max - 1)
+if #cids == 0 then return {} end
+redis.call('LTRIM', window, #cids, -1)
+redis.call('HSET', flushes, fid, cjson.encode({cids = cids, state = 'open', opened = tonumber(now)}))
+redis.call('ZADD', polls, 0, fid)
+for _, cid in ipairs(cids) do redis.call('HSET', states, cid, 'flush:' .. fid) end
+keep(retention, window, flushes, states, polls)
+return cids
+"""
+"""Move the oldest ``max`` requests of the window into flush ``fid`` (fenced by the desk's lock), due
+at once: the requests of one vendor batch, recorded before anything is sent for them."""
+
+BATCH_SAVE = _DESK + """
+local lock, flushes, polls, states, replies, payloads = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local token, retention, fid, record, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if not desk_holds(lock, token) then return 0 end
+if record == '' then
+  redis.call('HDEL', flushes, fid)
+  redis.call('ZREM', polls, fid)
+else
+  redis.call('HSET', flushes, fid, record)
+  if due ~= '' then redis.call('ZADD', polls, due, fid) end
+end
+for i = 6, #ARGV, 3 do
+  local cid, state, reply = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  redis.call('HSET', states, cid, state)
+  if reply ~= '' then redis.call('HSET', replies, cid, reply) end
+  if state == 'done' then redis.call('HDEL', payloads, cid) end
+end
+keep(retention, flushes, polls, states, replies)
+return 1
+"""
+"""Journal a flush's record (``''``: it is over) with its next due time, and the requests' states
+(and replies) it changed, in one step, fenced by the desk's lock (0: the lock is someone else's)."""
+
+BATCH_LOCK = """
+local lock, token, ms = KEYS[1], ARGV[1], ARGV[2]
+local held = redis.call('GET', lock)
+if held == token then
+  redis.call('PEXPIRE', lock, ms)
+  return 1
+end
+if held then return 0 end
+redis.call('SET', lock, token, 'PX', ms)
+return 1
+"""
+"""Take or keep a desk's lock (the one process working its provider key now) for ``ms``."""
+
+BATCH_UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
+BATCH_DROP = _DESK + """
+local window, states, canceled = KEYS[1], KEYS[2], KEYS[3]
+local cid, retention = ARGV[1], ARGV[2]
+local state = redis.call('HGET', states, cid)
+if not state then return '' end
+if state == 'window' then
+  redis.call('LREM', window, 0, cid)
+elseif string.sub(state, 1, 6) == 'flush:' then
+  redis.call('HINCRBY', canceled, string.sub(state, 7), 1)
+  keep(retention, canceled)
+else
+  return ''
+end
+redis.call('HSET', states, cid, 'canceled')
+return state
+"""
+"""A canceled run's request leaves its window, or is counted as canceled in its flush (whose vendor
+batch is cancelled once every request in it is)."""
+
 # -- interactive delegation (interactive.py, round_timeout.py) -------------------------------------
 
 ASK_PARENT = _FENCE + JOINED + """
