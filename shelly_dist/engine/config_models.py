@@ -166,6 +166,9 @@ class ScriptStep(OursSection):
     error: str = ""
     until: str = ""
     """A file path: the reply waits until that file exists (tests and demos)."""
+    suspend: float | Literal["reply"] | None = None
+    """The call suspends its run the first time it is asked: for that many seconds, or (``reply``)
+    until a reply is delivered for it (a model call that must wait: tests and demos)."""
 
 
 def _str_or_obj(value: Any) -> str:

@@ -71,12 +71,14 @@ TOKEN_KINDS = ("input", "output", "cache_read", "cache_creation")
 
 @contextlib.contextmanager
 def model_call(provider: str, model: str) -> Iterator[None]:
-    """Time one model call; a call that raises is counted as an error."""
+    """Time one model call; a call that raises is counted as an error, but for a control signal
+    (``control_signal``: a call suspended until later, ``SuspendModel``), which sent nothing."""
     start = time.perf_counter()
     try:
         yield
-    except BaseException:
-        MODEL_CALL_ERRORS.labels(provider, model).inc()
+    except BaseException as exc:
+        if not getattr(exc, "control_signal", False):
+            MODEL_CALL_ERRORS.labels(provider, model).inc()
         raise
     finally:
         MODEL_CALL_SECONDS.labels(provider, model).observe(time.perf_counter() - start)

@@ -210,6 +210,48 @@ return state
 """
 """A canceled run's request leaves its window, or is counted as canceled in its flush (whose vendor
 batch is cancelled once every request in it is)."""
+# -- suspended model calls (model_waits.py) -------------------------------------------------------
+
+MODEL_SUSPEND = _FENCE + """
+local record, lease, children, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local token, field, run_id, due_ms, waiting_for, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
+if not holds(record, lease, token) then return lost(record) end
+if redis.call('HEXISTS', children, field) == 1 then return 0 end
+redis.call('HSET', record, 'status', 'waiting', 'attempts', 0, 'waiting_for', waiting_for, 'updated', now)
+redis.call('DEL', lease)
+if due_ms > 0 then
+  redis.call('ZADD', deadlines, due_ms, run_id)
+else
+  redis.call('ZREM', deadlines, run_id)
+end
+return 1
+"""
+"""Let a run whose model call is suspended go (fenced): ``waiting`` with its deadline at the wait's
+due time (the reaper resumes it then: ``REAP`` re-enqueues a waiting run with nothing pending), or
+none when only a delivered reply ends the wait. A suspension is progress (the attempts without
+progress start again). Answers 0, keeping the lease, when the reply was delivered meanwhile (the
+caller takes it at once), else 1."""
+
+MODEL_DELIVER = """
+local record, children, deadlines, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local field, reply, retention, resume_at, run_id, wait_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local f = redis.call('HMGET', record, 'status', 'mode')
+if not f[1] or f[1] == 'done' or f[1] == 'failed' or f[1] == 'canceled' then return {'gone', ''} end
+if redis.call('HSETNX', children, field, reply) == 0 then return {'duplicate', f[2] or ''} end
+redis.call('EXPIRE', children, retention)
+redis.call('PUBLISH', record .. ':changed', 'model|' .. wait_id)
+if f[1] == 'waiting' and redis.call('EXISTS', lease) == 0 and (f[2] or '') == 'worker' then
+  redis.call('ZADD', deadlines, resume_at, run_id)
+  redis.call('EXPIRE', deadlines, retention)
+  return {'resume', 'worker'}
+end
+return {'stored', f[2] or ''}
+"""
+"""Deliver the reply of a suspended model call, once (``HSETNX``: a second delivery is a
+``duplicate``). A worker-driven run that waits and that nobody holds is made due (the caller
+enqueues its resume now; the reaper does at ``resume_at`` if the caller dies first); a run being
+advanced takes it before it lets go (``MODEL_SUSPEND`` looks for it atomically); a coordinator's
+run is woken on its channel."""
 
 # -- interactive delegation (interactive.py, round_timeout.py) -------------------------------------
 

@@ -25,7 +25,7 @@ from shelly_dist.errors import RunCancelled, RunError
 from shelly_dist.events import Event, EventSink
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome
-from shelly_dist.runtime.celery import interactive
+from shelly_dist.runtime.celery import interactive, model_waits
 from shelly_dist.runtime.celery.app import create_app, ensure_broker, run_task_sender
 from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.events import StreamSink, last_id, not_before, read_entries
@@ -329,6 +329,13 @@ class _Awaiter:
                 self._wakeups = await rt.hub().watch(rt.journal.keys.run_changed(self.record.id))
                 self._stack.push_async_callback(self._wakeups.aclose)
             return self._wakeups
+
+    async def wait_model(self, run: Run) -> None:
+        """The root's model call is suspended: wait here (this process holds no worker) until it is
+        due or its reply is delivered to the root's record, from any process."""
+        rt = self.runtime
+        await self.stream.flush()
+        await model_waits.wait_in_coordinator(rt.client, rt.journal.keys, run, await self._subscribed())
 
     async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
         rt = self.runtime
