@@ -29,8 +29,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from shelly_dist.chats import Chat, Message, Role
-from shelly_dist.errors import ModelError
+from shelly_dist.chats import Chat, Message
 from shelly_dist.identity import agent_name, run_id, session_id
 from shelly_dist.models.batching import BatchAPI, BatchSettings
 from shelly_dist.models.completer import Completer, ToolSpec
@@ -43,10 +42,6 @@ logger = logging.getLogger(__name__)
 
 PROVIDER_BATCH = "provider_batch"
 """The ``kind`` of a model wait for a provider batch (``RunState.model_wait``)."""
-
-FAILED = "model_error"
-"""``Message.metadata`` key of a delivered reply that is a failure: the direct call a batch fell
-back to failed too; the run fails with this error as if its own call had (``Run.deliver_reply``)."""
 
 SESSIONS_KEPT = 1024
 """Sessions whose ``--provider-batch`` flag a worker remembers (a session's flag never changes)."""
@@ -64,13 +59,6 @@ def custom_id(run: str, line: dict[str, Any]) -> str:
     """The request's ``custom_id``: a digest of the run and its request body (every vendor takes
     ``^[a-zA-Z0-9_-]{1,64}$``)."""
     return "s" + hashlib.sha1(f"{run}\0{json.dumps(line, sort_keys=True)}".encode()).hexdigest()[:40]
-
-
-def failed_reply(error: ModelError) -> Message:
-    """What is delivered for a request whose direct call failed: no answer, the error named."""
-    reply = Message(role=Role.ASSISTANT, parts=[])
-    reply.metadata[FAILED] = {"error": str(error), "provider": error.provider, "model": error.model}
-    return reply
 
 
 def payload_of(messages: list[Message], tools: list[ToolSpec]) -> str:
@@ -155,7 +143,7 @@ class PoolBatchLayer:
         cid = custom_id(run, api.encode("", messages, tools))
         desk = self.pool.desk(self.desk.id)
         now = time.time()
-        state, reply, waiting = await desk.join(cid, Request(run=run, session=session_id(), agent=agent_name()),
+        _, reply, waiting = await desk.join(cid, Request(run=run, session=session_id(), agent=agent_name()),
                                                 payload_of(messages, tools), due=now + settings.collect_window)
         if waiting >= settings.max_batch_size:
             await desk.mark_due(now)

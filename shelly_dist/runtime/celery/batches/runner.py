@@ -52,11 +52,12 @@ from shelly_dist.identity import acting_as
 from shelly_dist.models.batching import Outcome, Poll
 from shelly_dist.models.batching.api import MISSING, SUCCEEDED
 from shelly_dist.models.batching.collector import POLL_ERROR, POLL_TRIES, SUBMIT_ERROR, TIMEOUT, batch_reply
+from shelly_dist.models.suspend import failed_reply
 from shelly_dist.models.usage import Usage
 from shelly_dist.observability import metrics
 from shelly_dist.runtime.celery import model_waits
 from shelly_dist.runtime.celery.batches.desk import IDLE, ORIGIN, Desk, Flush, Request, due_desks, next_due
-from shelly_dist.runtime.celery.batches.layer import PROVIDER_BATCH, PoolBatching, ProviderDesk, failed_reply
+from shelly_dist.runtime.celery.batches.layer import PROVIDER_BATCH, PoolBatching, ProviderDesk
 from shelly_dist.runtime.celery.events import StreamSink
 from shelly_dist.runtime.celery.registry import registered
 from shelly_dist.runtime.celery.store import run_script
