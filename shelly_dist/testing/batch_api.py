@@ -120,6 +120,7 @@ class BatchAPIs:
         self._batches: dict[str, _Batch] = {}
         self._held = False
         self._failing: dict[str, list[int | None]] = {}
+        self._stalled: dict[str, threading.Event] = {}
 
     # -- what tests use -------------------------------------------------------------------------
 
@@ -138,6 +139,20 @@ class BatchAPIs:
             raise ValueError(f"batch_api: unknown op {op!r} (one of {', '.join(OPS)})")
         with self._lock:
             self._failing[op] = [status, times]
+
+    def stall(self, op: str) -> None:
+        """Do what ``op`` asks but withhold the answer until :meth:`unstall` (at most 120 s): a
+        caller that dies meanwhile never learns, say, the id of the batch it created."""
+        if op not in OPS:
+            raise ValueError(f"batch_api: unknown op {op!r} (one of {', '.join(OPS)})")
+        with self._lock:
+            self._stalled[op] = threading.Event()
+
+    def unstall(self, op: str) -> None:
+        with self._lock:
+            found = self._stalled.pop(op, None)
+        if found is not None:
+            found.set()
 
     def batches(self, vendor: str | None = None) -> list[dict[str, Any]]:
         """Every batch created so far, oldest first: ``{id, vendor, status, requests, canceled}``."""
@@ -177,8 +192,13 @@ class BatchAPIs:
                 else _openai_error(failure, f"stand-in {op} failure", "server_error")
         with self._lock:
             if anthropic:
-                return self._anthropic(method, path, query, raw)
-            return self._openai(method, path, query, headers, raw)
+                answer = self._anthropic(method, path, query, raw)
+            else:
+                answer = self._openai(method, path, query, headers, raw)
+            stalled = self._stalled.get(op)
+        if stalled is not None:
+            stalled.wait(120)
+        return answer
 
     @staticmethod
     def _op(method: str, path: str) -> str | None:

@@ -4,13 +4,15 @@ their runs wait holding no worker slot, and every reply comes back once, at the 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shelly_dist.testing.model_server import ModelServer, Reply
 
-from .cluster import Cluster
+from .cluster import Cluster, wait_until
+from .support.redis_server import RedisServer
 from .test_batch_pool import output_lines, roots
 
 pytestmark = pytest.mark.integration
@@ -64,3 +66,101 @@ def test_sixty_items_on_eight_slots_are_all_answered_from_provider_batches_each_
         costs = {round(json.loads(r["usage"])["cost_usd"], 9) for r in roots(cluster)}
         if kind == "openai":
             assert costs == {round(DIRECT_COST / 2, 9)}
+
+
+def test_a_failing_batch_endpoint_falls_back_to_direct_calls_and_every_item_completes(cluster: Cluster) -> None:
+    with ModelServer(batch_delay=0.5, default=Reply(text="the answer", usage=USAGE)) as server:
+        server.batches.fail("create", 500)
+        batch_team(cluster, server)
+        cluster.start_workers("w1", "w2", concurrency=4)
+        lines = run_batch(cluster, 12)
+        assert {line["status"] for line in lines} == {"completed"} and len(lines) == 12
+        assert len(direct_calls(server)) == 12 and server.batches.batches() == []
+        fallbacks = [e for e in all_events(cluster) if e["kind"] == "batch_fallback"]
+        assert len(fallbacks) == 12 and {e["data"]["reason"] for e in fallbacks} == {"submit_error"}
+        costs = {round(json.loads(r["usage"])["cost_usd"], 9) for r in roots(cluster)}
+        assert costs == {round(DIRECT_COST, 9)}  # a direct call costs the interactive price
+
+
+def all_events(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every event of every session's stream (read from Redis: one `shelly events` per session is slow)."""
+    out: list[dict[str, Any]] = []
+    for key in cluster.redis.scan_iter(match=cluster.prefix + "s:*:events"):
+        for _, entry in cluster.redis.xrange(key):
+            out.extend(json.loads(entry["events"]))
+    return out
+
+
+def holder_pid(cluster: Cluster) -> int | None:
+    """The pid of the worker holding a batch desk's lock now, if any (its token: host:pid:…)."""
+    for key in cluster.redis.scan_iter(match=cluster.prefix + "bk:*:lock"):
+        token = cluster.redis.get(key)
+        if token:
+            return int(token.split(":")[1])
+    return None
+
+
+def worker_of(cluster: Cluster, pid: int) -> str:
+    return next(h for h, proc in cluster.workers.items() if proc.pid == pid)
+
+
+def test_a_holder_killed_while_its_create_is_unanswered_is_re_attached_not_sent_again(cluster: Cluster) -> None:
+    with ModelServer(batch_delay=0.5, default=Reply(text="the answer", usage=USAGE)) as server:
+        server.batches.stall("create")  # the vendor creates the batch; its id never reaches the holder
+        batch_team(cluster, server)
+        cluster.start_workers("w1", "w2", concurrency=4)
+        items(cluster, 10)
+        batch = cluster.popen("batch", "--tasks", "in.jsonl", "--output", "out.jsonl", "--quiet", "--concurrency", "10")
+        try:
+            server.batches.wait_for_batches(1, timeout=120)
+            pid = wait_until(lambda: holder_pid(cluster), 30, "the desk's holder")
+            cluster.kill_worker(worker_of(cluster, pid))
+            server.batches.unstall("create")
+            _, stderr = batch.communicate(timeout=240)
+        finally:
+            if batch.poll() is None:
+                batch.kill()
+                batch.wait()
+        assert batch.returncode == 0, stderr + cluster.worker_log()
+        assert {line["status"] for line in output_lines(cluster)} == {"completed"}
+        assert len(server.batches.batches()) == 1 and set(server.batches.submitted.values()) == {1}
+        assert direct_calls(server) == []
+
+
+def test_a_killed_worker_and_a_restarted_redis_while_batches_wait_lose_nothing_and_send_nothing_twice(
+        tmp_path: Path) -> None:
+    redis_server = RedisServer(tmp_path / "redis-data")  # AOF, appendfsync always: a restart keeps every write
+    redis_server.start()
+    cluster = Cluster(tmp_path / "project", redis_url=redis_server.url())
+    try:
+        with ModelServer(batch_delay=0.5, default=Reply(text="the answer", usage=USAGE)) as server:
+            server.batches.hold()  # every batch stays in progress until released
+            batch_team(cluster, server)
+            cluster.start_workers("w1", "w2", concurrency=4)
+            items(cluster, 30)
+            batch = cluster.popen("batch", "--tasks", "in.jsonl", "--output", "out.jsonl", "--quiet",
+                                  "--concurrency", "30")
+            try:
+                wait_until(lambda: sum(b["requests"] for b in server.batches.batches()) == 30, 120,
+                           "every request in a vendor batch")
+                created = wait_until(lambda: next((h for h, log in cluster.logs.items()
+                                                   if "batch_" in log.read_text() and "created" in log.read_text()),
+                                                  None), 30, "the worker that created the batch")
+                cluster.kill_worker(created)
+                redis_server.kill()
+                redis_server.start()
+                server.batches.release()
+                cluster.start_worker("w3", concurrency=4)
+                _, stderr = batch.communicate(timeout=240)
+            finally:
+                if batch.poll() is None:
+                    batch.kill()
+                    batch.wait()
+            assert batch.returncode == 0, stderr + cluster.worker_log()
+            lines = output_lines(cluster)
+            assert len(lines) == 30 and {line["status"] for line in lines} == {"completed"}
+            assert len(server.batches.submitted) == 30 and set(server.batches.submitted.values()) == {1}
+            assert direct_calls(server) == []
+    finally:
+        cluster.stop()
+        redis_server.stop()

@@ -23,7 +23,7 @@ from shelly_dist.chats import Message
 from shelly_dist.models.batching.api import CANCELED, ERRORED, EXPIRED, SUCCEEDED, Outcome, Poll
 from shelly_dist.models.completer import ToolSpec
 from shelly_dist.providers.anthropic import AnthropicCompleter
-from shelly_dist.providers.batches.wire import Wire
+from shelly_dist.providers.batches.wire import CREATE_TIMEOUT, Wire
 
 BATCHES = "/messages/batches"
 _STATES = {"succeeded": SUCCEEDED, "errored": ERRORED, "canceled": CANCELED, "expired": EXPIRED}
@@ -55,7 +55,7 @@ class AnthropicBatches:
         return ""
 
     async def create(self, lines: list[dict[str, Any]], upload: str) -> str:
-        return str((await self.wire.post_json(BATCHES, {"requests": lines}))["id"])
+        return str((await self.wire.post_json(BATCHES, {"requests": lines}, read_timeout=CREATE_TIMEOUT))["id"])
 
     async def find(self, upload: str, lines: list[dict[str, Any]], since: float) -> str | None:
         page = await self.wire.get_json(f"{BATCHES}?limit=100")

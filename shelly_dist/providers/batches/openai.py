@@ -23,7 +23,7 @@ import aiohttp
 from shelly_dist.chats import Message
 from shelly_dist.models.batching.api import CANCELED, ERRORED, EXPIRED, SUCCEEDED, Outcome, Poll
 from shelly_dist.models.completer import ToolSpec
-from shelly_dist.providers.batches.wire import Wire, jsonl
+from shelly_dist.providers.batches.wire import CREATE_TIMEOUT, Wire, jsonl
 from shelly_dist.providers.openai import OpenAICompleter
 
 ENDPOINT = "/v1/chat/completions"
@@ -56,7 +56,7 @@ class OpenAIBatches:
 
     async def create(self, lines: list[dict[str, Any]], upload: str) -> str:
         answer = await self.wire.post_json("/batches", {"input_file_id": upload, "endpoint": ENDPOINT,
-                                                        "completion_window": "24h"})
+                                                        "completion_window": "24h"}, read_timeout=CREATE_TIMEOUT)
         return str(answer["id"])
 
     async def find(self, upload: str, lines: list[dict[str, Any]], since: float) -> str | None:

@@ -20,6 +20,10 @@ from shelly_dist.providers.http import HTTPCompleter
 READ_TIMEOUT = 120.0
 """Seconds to wait for a batch endpoint's answer (an upload or a results file can be large)."""
 
+CREATE_TIMEOUT = 20.0
+"""Seconds to wait for the answer to a batch's create: the pool re-attaches a create left without
+answer only once no such create can still be in flight (``batches.runner.CREATE_GRACE``)."""
+
 
 class Wire:
     """Requests to the API of ``completer``'s provider, with its headers."""
@@ -38,9 +42,9 @@ class Wire:
         return (mine.scheme, mine.netloc) == (theirs.scheme, theirs.netloc)
 
     async def _send(self, method: str, url: str, data: bytes | aiohttp.FormData | None = None,
-                    headers: dict[str, str] | None = None) -> bytes:
+                    headers: dict[str, str] | None = None, read_timeout: float = READ_TIMEOUT) -> bytes:
         return await transport.request(method, url, headers={**self.completer.headers, **(headers or {})}, data=data,
-                                       read_timeout=READ_TIMEOUT, provider=self.provider, model=self.model)
+                                       read_timeout=read_timeout, provider=self.provider, model=self.model)
 
     async def get(self, path_or_url: str) -> bytes:
         url = path_or_url if "://" in path_or_url else self.url(path_or_url)
@@ -49,9 +53,9 @@ class Wire:
     async def get_json(self, path: str) -> Any:
         return transport.decode_json(await self.get(path), provider=self.provider, model=self.model)
 
-    async def post_json(self, path: str, body: Any) -> Any:
+    async def post_json(self, path: str, body: Any, *, read_timeout: float = READ_TIMEOUT) -> Any:
         raw = await self._send("POST", self.url(path), transport.encode_json(body),
-                               {"Content-Type": "application/json"})
+                               {"Content-Type": "application/json"}, read_timeout)
         return transport.decode_json(raw, provider=self.provider, model=self.model) if raw.strip() else {}
 
     async def post_form(self, path: str, form: aiohttp.FormData) -> Any:

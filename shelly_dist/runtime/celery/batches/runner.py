@@ -55,6 +55,7 @@ from shelly_dist.models.batching.collector import POLL_ERROR, POLL_TRIES, SUBMIT
 from shelly_dist.models.suspend import failed_reply
 from shelly_dist.models.usage import Usage
 from shelly_dist.observability import metrics
+from shelly_dist.providers.batches.wire import CREATE_TIMEOUT
 from shelly_dist.runtime.celery import model_waits
 from shelly_dist.runtime.celery.batches.desk import IDLE, ORIGIN, Desk, Flush, Request, due_desks, next_due
 from shelly_dist.runtime.celery.batches.layer import PROVIDER_BATCH, PoolBatching, ProviderDesk
@@ -73,9 +74,9 @@ this much past its ``collect_window``)."""
 LOCK_TTL = 15.0
 """Seconds a desk's lock lasts without renewal: a dead holder's desk is taken over after this."""
 
-CREATE_GRACE = 30.0
-"""Seconds a create may take (its request timeout): a flush found *creating* is re-attached only
-after this, when no create sent by its dead holder can still reach the vendor."""
+CREATE_GRACE = CREATE_TIMEOUT + 10.0
+"""Seconds after a create was sent when it can no longer be in flight (its request timed out): a
+flush found *creating* is re-attached (or created) only after this."""
 
 DELIVER_RETRY = 1.0
 """Seconds before a reply whose run has not journaled its wait yet is delivered again."""
