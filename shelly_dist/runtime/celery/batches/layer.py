@@ -32,9 +32,10 @@ import redis.asyncio as aioredis
 from shelly_dist.chats import Chat, Message
 from shelly_dist.identity import agent_name, run_id, session_id
 from shelly_dist.models.batching import BatchAPI, BatchSettings
+from shelly_dist.models.batching.desk import ProviderDesk, Request
 from shelly_dist.models.completer import Completer, ToolSpec
 from shelly_dist.models.suspend import SuspendModel, model_call
-from shelly_dist.runtime.celery.batches.desk import Desk, Request
+from shelly_dist.runtime.celery.batches.desk import RedisDesk, asked_json
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 
@@ -61,28 +62,6 @@ def custom_id(run: str, line: dict[str, Any]) -> str:
     return "s" + hashlib.sha1(f"{run}\0{json.dumps(line, sort_keys=True)}".encode()).hexdigest()[:40]
 
 
-def payload_of(messages: list[Message], tools: list[ToolSpec]) -> str:
-    """What is asked, as the desk keeps it: the chat and the tools (the batch line is encoded from
-    it when the window is sent, and the direct call made from it when the batch fails)."""
-    return json.dumps({
-        "messages": [m.model_dump(mode="json") for m in messages],
-        "tools": [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in tools],
-    })
-
-
-class ProviderDesk:
-    """What the worker knows of one provider key's desk: its API, settings, direct stack, pricing."""
-
-    def __init__(self, desk: str, api: BatchAPI, settings: BatchSettings, direct: Completer,
-                 price: Callable[[Message], Message], model: str) -> None:
-        self.id = desk
-        self.api = api
-        self.settings = settings
-        self.direct = direct
-        self.price = price
-        self.model = model
-
-
 class PoolBatching:
     """The pool's batch layer factory (``Providers.batching`` on a worker), and the registry of the
     desks this process can work (every provider it built with a batch API)."""
@@ -101,8 +80,8 @@ class PoolBatching:
         self.desks.setdefault(found.id, found)
         return PoolBatchLayer(self, self.desks[found.id], enabled=enabled)
 
-    def desk(self, desk: str) -> Desk:
-        return Desk(self.client, self.keys, desk, self.retention)
+    def desk(self, desk: str) -> RedisDesk:
+        return RedisDesk(self.client, self.keys, desk, self.retention)
 
     async def session_batches(self, session: str) -> bool:
         """Whether ``session`` asked for provider batches (``shelly batch --provider-batch``)."""
@@ -144,7 +123,7 @@ class PoolBatchLayer:
         desk = self.pool.desk(self.desk.id)
         now = time.time()
         _, reply, waiting = await desk.join(cid, Request(run=run, session=session_id(), agent=agent_name()),
-                                                payload_of(messages, tools), due=now + settings.collect_window)
+                                                asked_json(messages, tools), due=now + settings.collect_window)
         if waiting >= settings.max_batch_size:
             await desk.mark_due(now)
         if reply:  # it came while this step was being run again: take it

@@ -12,7 +12,7 @@ from shelly_dist.chats import Chat, Message, Role
 from shelly_dist.events import Event
 from shelly_dist.identity import acting_as
 from shelly_dist.models.batching import BATCH_KEY, BatchSettings
-from shelly_dist.models.batching.collector import POLL_ERROR, SUBMIT_ERROR, TIMEOUT
+from shelly_dist.models.batching.work import POLL_ERROR, SUBMIT_ERROR, TIMEOUT
 from shelly_dist.models.usage import Usage
 from shelly_dist.providers.factory import create_completer
 from shelly_dist.providers.http import aclose_http_client
