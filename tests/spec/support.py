@@ -49,6 +49,8 @@ class Scenario:
     answers: dict[str, str] = field(default_factory=dict)
     """``ask_user`` answers by question text, given from outside the run with ``Session.respond``
     once the question is listed by ``Session.questions``."""
+    providers: list[dict[str, Any]] = field(default_factory=list)
+    """More providers (an agent names one with ``provider:``), e.g. a vendor's loopback stand-in."""
 
 
 @dataclass
@@ -80,7 +82,7 @@ class Observed:
 def write_team(cluster: Cluster, scenario: Scenario, runtime: str) -> None:
     """The scenario's config in the cluster's project; embedded, without a ``distributed:`` section."""
     providers = [{"name": "team", "kind": "scripted", "model": "script", "script": scenario.scripts,
-                  **scenario.provider}]
+                  **scenario.provider}, *scenario.providers]
     if runtime == "pool":
         cluster.write_config(providers, scenario.agents, entry_agent=scenario.entry_agent)
         return

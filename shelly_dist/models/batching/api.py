@@ -26,6 +26,10 @@ CANCELED = "canceled"
 MISSING = "missing"
 """Outcome states of one request; ``missing``: the batch ended without a line for it."""
 
+PROVIDER_BATCH = "provider_batch"
+"""The ``kind`` of a model call's wait for a provider batch (``model_waiting`` events; on a pool the
+run's ``RunState.model_wait``)."""
+
 BATCH_KEY = "batch"
 """``Message.metadata`` key of a reply that came from a provider batch: ``{vendor, batch_id,
 custom_id}``. Pricing reads it (batch price); the journal keeps it with the reply."""

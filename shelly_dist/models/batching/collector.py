@@ -22,10 +22,11 @@ import logging
 import time
 import uuid
 
+from shelly_dist import events
 from shelly_dist.chats import Chat, Message
 from shelly_dist.events import EventSink, discard
 from shelly_dist.identity import agent_name, run_id, session_id
-from shelly_dist.models.batching.api import BatchAPI, BatchSettings
+from shelly_dist.models.batching.api import PROVIDER_BATCH, BatchAPI, BatchSettings
 from shelly_dist.models.batching.desk import MemoryDesk, ProviderDesk, Request, Waiters
 from shelly_dist.models.batching.work import BatchWork
 from shelly_dist.models.completer import Completer, ToolSpec
@@ -68,8 +69,11 @@ class BatchCollector:
         cid = new_custom_id()
         future: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         self.waiters.futures[cid] = future
-        waiting = self.desk.join(cid, Request(run=run_id(), session=session_id(), agent=agent_name()),
-                                 (list(chat.view()), list(tools)))
+        who = Request(run=run_id(), session=session_id(), agent=agent_name())
+        waiting = self.desk.join(cid, who, (list(chat.view()), list(tools)))
+        # What the step machine says of a call it suspends on a pool: here the call waits in its task.
+        self.waiters.on_event(who.event(events.MODEL_WAITING, {"wait": PROVIDER_BATCH,
+                                                                 "reason": f"{self.api.vendor} batch", "due_at": None}))
         self._nudge(full=waiting >= self.settings.max_batch_size)
         try:
             reply = await asyncio.shield(future)

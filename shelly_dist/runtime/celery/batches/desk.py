@@ -31,6 +31,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from shelly_dist.chats import Message
+from shelly_dist.models.batching.api import PROVIDER_BATCH
 from shelly_dist.models.batching.desk import Asked, Flush, Request, StateChange
 from shelly_dist.models.batching.work import Lost
 from shelly_dist.models.completer import ToolSpec
@@ -225,7 +226,7 @@ async def drop_runs(client: aioredis.Redis, keys: Keys, run_ids: list[str], *, r
     for raw in states:
         wait = (json.loads(raw).get("model_wait") if raw else None) or {}
         payload = wait.get("payload") or {}
-        if wait.get("kind") == "provider_batch" and payload.get("desk") and payload.get("custom_id"):
+        if wait.get("kind") == PROVIDER_BATCH and payload.get("desk") and payload.get("custom_id"):
             await RedisDesk(client, keys, str(payload["desk"]), retention).drop(str(payload["custom_id"]))
             n += 1
     return n

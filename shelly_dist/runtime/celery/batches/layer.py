@@ -32,6 +32,7 @@ import redis.asyncio as aioredis
 from shelly_dist.chats import Chat, Message
 from shelly_dist.identity import agent_name, run_id, session_id
 from shelly_dist.models.batching import BatchAPI, BatchSettings
+from shelly_dist.models.batching.api import PROVIDER_BATCH
 from shelly_dist.models.batching.desk import ProviderDesk, Request
 from shelly_dist.models.completer import Completer, ToolSpec
 from shelly_dist.models.suspend import SuspendModel, model_call
@@ -40,9 +41,6 @@ from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 
 logger = logging.getLogger(__name__)
-
-PROVIDER_BATCH = "provider_batch"
-"""The ``kind`` of a model wait for a provider batch (``RunState.model_wait``)."""
 
 SESSIONS_KEPT = 1024
 """Sessions whose ``--provider-batch`` flag a worker remembers (a session's flag never changes)."""

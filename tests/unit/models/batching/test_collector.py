@@ -146,8 +146,8 @@ async def test_events_name_the_waiting_run_and_its_provider_batch(server: ModelS
     with acting_as("writer", run="r1", session="s1"):
         await completer.complete(chat("q"), [])
     kinds = [e.kind for e in seen]
-    assert kinds == [events.BATCH_SUBMITTED, events.BATCH_POLLING, events.BATCH_COMPLETED]
-    polling = seen[1]
+    assert kinds == [events.MODEL_WAITING, events.BATCH_SUBMITTED, events.BATCH_POLLING, events.BATCH_COMPLETED]
+    polling = seen[2]
     assert (polling.agent, polling.run_id, polling.session_id) == ("writer", "r1", "s1")
     assert polling.data["batch_id"] == server.batches.batches()[0]["id"] and polling.data["count"] == 1
     assert polling.data["vendor"] == "openai" and polling.data["provider"] == "p"
