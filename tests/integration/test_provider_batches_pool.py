@@ -164,3 +164,31 @@ def test_a_killed_worker_and_a_restarted_redis_while_batches_wait_lose_nothing_a
     finally:
         cluster.stop()
         redis_server.stop()
+
+
+def test_provider_batch_sends_a_pool_batchs_calls_through_batches_without_editing_the_provider(
+        cluster: Cluster) -> None:
+    with ModelServer(batch_delay=0.5, default=Reply(text="the answer", usage=USAGE)) as server:
+        batch_team(cluster, server, enabled=False)  # the provider speaks the Batch API but does not use it
+        cluster.start_workers("w1", concurrency=4)
+        lines = run_batch(cluster, 10, "--provider-batch")
+        assert {line["status"] for line in lines} == {"completed"} and len(lines) == 10
+        assert direct_calls(server) == [] and sum(b["requests"] for b in server.batches.batches()) == 10
+
+
+def test_shelly_run_warns_that_it_waits_for_a_provider_batch_and_detach_leaves_the_run_on_the_pool(
+        cluster: Cluster) -> None:
+    with ModelServer(batch_delay=0.5, default=Reply(text="the answer", usage=USAGE)) as server:
+        batch_team(cluster, server, kind="anthropic")
+        cluster.start_workers("w1", concurrency=2)
+        attached = cluster.shelly("run", "a question")
+        assert attached.returncode == 0 and attached.stdout.strip() == "the answer", attached.stderr
+        assert "waits for a provider batch (anthropic)" in attached.stderr and "shelly run --detach" in attached.stderr
+
+        detached = cluster.shelly("run", "--detach", "--json", "another question")
+        assert detached.returncode == 0, detached.stderr
+        started = json.loads(detached.stdout)
+        assert "shelly runs --session " + started["session"] in detached.stderr
+        key = cluster.prefix + "run:{" + started["run"] + "}"
+        wait_until(lambda: cluster.redis.hget(key, "status") == "done", 60, "the detached run to end")
+        assert cluster.redis.hget(key, "reply") == "the answer"

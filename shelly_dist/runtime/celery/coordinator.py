@@ -227,6 +227,16 @@ class CeleryRuntime:
                          {"agent": agent, "depth": 0, "session": session, "preview": task[:80]})
         return run_id
 
+    async def provider_batches(self, session: str) -> None:
+        """Send the model calls of ``session``'s runs through their providers' batch APIs (``shelly
+        batch --provider-batch``): a flag the workers' batch layer reads once per session."""
+        key = self.journal.keys.session_meta(session)
+        with redis_errors("submit"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.hset(key, "provider_batch", "1")
+                pipe.expire(key, self.settings.retention)
+                await pipe.execute()
+
     async def record(self, run_id: str) -> RunRecord | None:
         """The run's record as it is now (``None`` when there is none)."""
         return await self.journal.record(run_id)
