@@ -4,6 +4,7 @@ their runs wait holding no worker slot, and every reply comes back once, at the 
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +193,23 @@ def test_shelly_run_warns_that_it_waits_for_a_provider_batch_and_detach_leaves_t
         key = cluster.prefix + "run:{" + started["run"] + "}"
         wait_until(lambda: cluster.redis.hget(key, "status") == "done", 60, "the detached run to end")
         assert cluster.redis.hget(key, "reply") == "the answer"
+
+
+def test_cancelling_every_run_waiting_on_a_vendor_batch_cancels_the_vendor_batch(cluster: Cluster) -> None:
+    with ModelServer(batch_delay=0.5, default=Reply(text="the answer", usage=USAGE)) as server:
+        server.batches.hold()
+        batch_team(cluster, server)
+        cluster.start_workers("w1", concurrency=4)
+        items(cluster, 3)
+        batch = cluster.popen("batch", "--tasks", "in.jsonl", "--output", "out.jsonl", "--quiet")
+        try:
+            wait_until(lambda: sum(b["requests"] for b in server.batches.batches()) == 3, 60, "the vendor batch")
+            batch.send_signal(signal.SIGINT)  # Ctrl-C: the batch cancels the tree of every run it waits for
+            batch.communicate(timeout=60)
+        finally:
+            if batch.poll() is None:
+                batch.kill()
+                batch.wait()
+        assert batch.returncode == 130
+        wait_until(lambda: server.batches.batches()[0]["canceled"], 30, "the vendor batch's cancel")
+        assert direct_calls(server) == []
