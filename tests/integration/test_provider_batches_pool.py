@@ -13,6 +13,7 @@ import pytest
 from shelly_dist.testing.model_server import ModelServer, Reply
 
 from .cluster import Cluster, wait_until
+from .keys import assert_all_keys_have_ttl
 from .support.redis_server import RedisServer
 from .test_batch_pool import output_lines, roots
 
@@ -67,6 +68,15 @@ def test_sixty_items_on_eight_slots_are_all_answered_from_provider_batches_each_
         costs = {round(json.loads(r["usage"])["cost_usd"], 9) for r in roots(cluster)}
         if kind == "openai":
             assert costs == {round(DIRECT_COST / 2, 9)}
+        wait_until(lambda: not desk_entries(cluster), 30, "the desk to forget its delivered requests")
+        assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
+
+
+def desk_entries(cluster: Cluster) -> int:
+    """Requests the provider desks still keep (window, per-request hashes, flushes)."""
+    parts = ("window", "requests", "payloads", "states", "replies", "flushes")
+    return sum(cluster.redis.llen(k) if k.endswith(":window") else cluster.redis.hlen(k)
+               for k in cluster.redis.scan_iter(match=cluster.prefix + "bk:*") if k.rsplit(":", 1)[-1] in parts)
 
 
 def test_a_failing_batch_endpoint_falls_back_to_direct_calls_and_every_item_completes(cluster: Cluster) -> None:
@@ -195,7 +205,8 @@ def test_shelly_run_warns_that_it_waits_for_a_provider_batch_and_detach_leaves_t
         assert cluster.redis.hget(key, "reply") == "the answer"
 
 
-def test_cancelling_every_run_waiting_on_a_vendor_batch_cancels_the_vendor_batch(cluster: Cluster) -> None:
+def test_shelly_runs_names_the_vendor_batch_and_cancelling_every_run_waiting_on_it_cancels_it(
+        cluster: Cluster) -> None:
     with ModelServer(batch_delay=0.5, default=Reply(text="the answer", usage=USAGE)) as server:
         server.batches.hold()
         batch_team(cluster, server)
@@ -204,6 +215,11 @@ def test_cancelling_every_run_waiting_on_a_vendor_batch_cancels_the_vendor_batch
         batch = cluster.popen("batch", "--tasks", "in.jsonl", "--output", "out.jsonl", "--quiet")
         try:
             wait_until(lambda: sum(b["requests"] for b in server.batches.batches()) == 3, 60, "the vendor batch")
+            [vendor_batch] = server.batches.batches()
+            waiting = f"waiting for openai batch {vendor_batch['id']} (3 requests)"
+            session = cluster.session_ids()[0]
+            wait_until(lambda: waiting in cluster.shelly("runs", "--session", session).stdout, 30,
+                       "`shelly runs` to say which vendor batch the run waits for")
             batch.send_signal(signal.SIGINT)  # Ctrl-C: the batch cancels the tree of every run it waits for
             batch.communicate(timeout=60)
         finally:

@@ -4,9 +4,10 @@ process (:class:`MemoryDesk`) or in Redis on a pool (``runtime/celery/batches/de
 
 A request's state is ``window`` (not sent yet), ``flush:<id>`` (in that flush), ``reply`` (its
 reply came and is kept, not yet delivered), ``fallback:<reason>`` (to be called directly), ``done``
-(delivered) or ``canceled``. A flush's record (:class:`Flush`) says how far its vendor batch got:
-``open``, ``uploaded``, ``creating`` (its create sent, its answer not yet recorded), ``polling``,
-``ended`` (its results read, its requests being delivered).
+(delivered) or ``canceled``; once its flush is over it is forgotten (``forget``). A flush's record
+(:class:`Flush`) says how far its vendor batch got: ``open``, ``uploaded``, ``creating`` (its
+create sent, its answer not yet recorded), ``polling``, ``ended`` (its results read, its requests
+being delivered).
 """
 
 from __future__ import annotations
@@ -165,7 +166,9 @@ class MemoryDesk:
         state = self._states.get(cid, "")
         if state == "window":
             self._window.remove(cid)
-        elif state.startswith("flush:"):
+            self.forget(cid)
+            return
+        if state.startswith("flush:"):
             self._canceled[state[6:]] = self._canceled.get(state[6:], 0) + 1
         else:
             return
@@ -209,7 +212,9 @@ class MemoryDesk:
             if due is not None:
                 self._polls[fid] = due
         for cid, state, reply in states or []:
-            if cid in self._states:
+            if state == "forget":
+                self.forget(cid)
+            elif cid in self._states:
                 self._states[cid] = state
                 if reply:
                     self._replies[cid] = reply

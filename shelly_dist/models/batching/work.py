@@ -194,7 +194,7 @@ class BatchWork:
         now = time.time()
         if await self.desk.canceled(fid) >= len(flush.cids):  # everyone waiting on it is gone
             await self._cancel(flush)
-            await self.desk.save(fid, None, states=[(c, "canceled", "") for c in flush.cids])
+            await self.desk.save(fid, None, states=[(c, "forget", "") for c in flush.cids])
             return
         try:
             poll = await self.api.poll(flush.batch)
@@ -280,8 +280,8 @@ class BatchWork:
                 later = True
         if later:  # a run that has not journaled its wait yet: delivered at the next look
             await self.desk.save(fid, flush, time.time() + 1.0)
-        else:
-            await self.desk.save(fid, None)
+        else:  # every run has its reply journaled: nothing will ask for these requests again
+            await self.desk.save(fid, None, states=[(cid, "forget", "") for cid in flush.cids])
 
     async def _pending(self, flush: Flush) -> list[tuple[str, Request, str, str]]:
         return [(cid, who, state, reply) for cid, (who, state, reply)

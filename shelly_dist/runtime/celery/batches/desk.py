@@ -131,7 +131,8 @@ class RedisDesk:
         flat = [x for triple in states or [] for x in triple]
         out = await run_script(
             self.scripts.batch_save,
-            [self.key(p) for p in ("lock", "flushes", "polls", "states", "replies", "payloads")],
+            [self.key(p) for p in ("lock", "flushes", "polls", "states", "replies", "payloads", "requests",
+                                   "canceled")],
             [self.token, self.retention, fid, flush.to_json() if flush is not None else "",
              "" if due is None else ms(due), *flat], origin=ORIGIN)
         if not out:
@@ -195,7 +196,7 @@ class RedisDesk:
     async def drop(self, cid: str) -> str:
         """A canceled run's request: out of the window, or counted as canceled in its flush."""
         return str(await run_script(self.scripts.batch_drop,
-                                    [self.key("window"), self.key("states"), self.key("canceled")],
+                                    [self.key(p) for p in ("window", "states", "canceled", "requests", "payloads")],
                                     [cid, self.retention], origin=ORIGIN) or "")
 
 
