@@ -35,7 +35,7 @@ from shelly_dist.providers.factory import create_completer, default_max_tokens, 
 from shelly_dist.providers.scripted import ScriptedCompleter
 
 if TYPE_CHECKING:
-    from shelly_dist.runtime.celery.batches import PoolBatching
+    from shelly_dist.runtime.celery.children.batch_layer import PoolBatching
 
 SCRIPTED = "scripted"
 

@@ -111,15 +111,15 @@ class EngineContext:
         self._client = connect(settings.redis_url, client_name="shelly-worker-cooldowns")
         engine.providers.cooldowns = RedisCooldownStore(self._client, prefix=settings.key_prefix)
         # A model call for a provider batch suspends its run (no slot held); this process works the
-        # desks of every provider with a batch API (runtime/celery/batches).
-        from shelly_dist.runtime.celery.batches import PoolBatching
+        # desks of every provider with a batch API (runtime/celery/children/batch_layer.py, worker/batch_runner.py).
+        from shelly_dist.runtime.celery.children.batch_layer import PoolBatching
         from shelly_dist.state.keys import Keys
 
         self.batching = PoolBatching(self._client, Keys(settings.key_prefix), settings.retention)
         engine.providers.pool_batching = self.batching
         engine.providers.build_batch_desks()
         # A team post made on this worker (a channel_send of a run) wakes the agents on the pool.
-        from shelly_dist.runtime.celery.wakes import PoolWakes
+        from shelly_dist.runtime.celery.children.wakes import PoolWakes
 
         self.wakes = PoolWakes(settings, due=engine.stores.due_index())
         engine.stores.on_post = self.wakes.on_post
@@ -162,7 +162,7 @@ class EngineContext:
         return self.engine.stores.workspace(session)
 
     async def wake_ended(self, record: Any, status: str, *, reply: str, error: str) -> None:
-        from shelly_dist.runtime.celery.wakes import finish_pool_wake
+        from shelly_dist.runtime.celery.children.wakes import finish_pool_wake
 
         try:
             await finish_pool_wake(self.workspace(record.session), self.wakes, record, status, reply=reply,

@@ -11,7 +11,7 @@ A caller cancelled while waiting leaves the window, or, once submitted, has its 
 when every call of a submitted batch is gone, the vendor batch is cancelled.
 
 On a worker pool a call must not wait in its slot for hours: there the step machine suspends the
-run instead (``shelly_dist.runtime.celery.batches``).
+run instead (``shelly_dist.runtime.celery.children.batch_layer``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A provider key's batch desk: the requests waiting to be sent, the flushes (one vendor batch
 each) and every request's state — what :mod:`.work` reads and journals, kept in memory in one
-process (:class:`MemoryDesk`) or in Redis on a pool (``runtime/celery/batches/desk.py``).
+process (:class:`MemoryDesk`) or in Redis on a pool (``runtime/celery/children/batch_desk.py``).
 
 A request's state is ``window`` (not sent yet), ``flush:<id>`` (in that flush), ``reply`` (its
 reply came and is kept, not yet delivered), ``fallback:<reason>`` (to be called directly), ``done``
