@@ -66,3 +66,28 @@ async def test_cancelling_a_tree_drops_the_requests_its_waiting_runs_joined(clie
     await client.hset(keys.run("r1"), "state", json.dumps(wait))  # type: ignore[attr-defined]
     assert await drop_runs(client, keys, ["r1"], retention=60) == 1  # type: ignore[arg-type]
     assert (await d.window())[0] == 0
+
+
+async def test_the_holder_reports_the_desk_to_prometheus(client: object, key_prefix: str) -> None:
+    from prometheus_client import REGISTRY
+
+    from shelly_dist.models.batching import BatchSettings
+    from shelly_dist.models.batching.desk import ProviderDesk
+    from shelly_dist.runtime.celery.worker.batch_runner import _gauges
+
+    class Api:
+        provider, vendor = "gauged", "openai"
+
+    d = desk(client, key_prefix, "holder")
+    for cid in ("c1", "c2", "c3"):
+        await d.join(cid, Request(run=cid, session="s1", agent="a"), "{}", due=0)
+    assert await d.lock(10) and await d.open("f1", 2) == ["c1", "c2"]
+    await d.save("f1", Flush(cids=["c1", "c2"], state="polling", batch="b1"))
+    await _gauges(ProviderDesk("vendor.abc", Api(), BatchSettings(), None, lambda r: r, "m"), d)  # type: ignore[arg-type]
+
+    def value(name: str, **labels: str) -> float | None:
+        return REGISTRY.get_sample_value(name, {"provider": "gauged", **labels})
+
+    assert value("shelly_provider_batch_requests_pending", where="window") == 1
+    assert value("shelly_provider_batch_requests_pending", where="sent") == 2
+    assert value("shelly_provider_batches", status="polling") == 1
