@@ -4,7 +4,7 @@ and the run is suspended, holding no worker slot, until its reply is delivered.
 Where the embedded collector (:class:`~shelly_dist.models.batching.BatchCollector`) waits in its
 process, this layer journals the request (:meth:`.Desk.join`) and raises
 :class:`~shelly_dist.models.suspend.SuspendModel` with no due time: the step machine journals the
-wait and the worker lets the run go. The desk's elected holder (:mod:`.worker`) sends the window as
+wait and the worker lets the run go. The desk's elected holder (``worker/batch_runner.py``) sends the window as
 one vendor batch, polls it, and delivers each reply (``model_waits.deliver``) — or, when the batch
 fails, makes the call directly and delivers that — and the run resumes on any worker.
 

@@ -5,9 +5,10 @@ Every worker runs a :class:`DeskRunner`. Each tick (at most :data:`TICK` apart, 
 is due sooner) it reads the desks due now (``Keys.batch_desks``), takes the lock of each one it can
 work (its config has the provider) and nobody holds, and takes one look at it —
 :class:`~shelly_dist.models.batching.work.BatchWork`, what the embedded collector does, over the
-desk in Redis (:class:`.desk.RedisDesk`): send the window as one vendor batch, poll what is due, fall
-back, deliver. The lock is renewed while the look lasts (a vendor call can take a while) and lapses
-:data:`LOCK_TTL` after its holder dies; every write of the look is fenced by it.
+desk in Redis (:class:`~shelly_dist.runtime.celery.children.batch_desk.RedisDesk`): send the window
+as one vendor batch, poll what is due, fall back, deliver. The lock is renewed while the look lasts
+(a vendor call can take a while) and lapses :data:`LOCK_TTL` after its holder dies; every write of
+the look is fenced by it.
 
 Here a reply goes to its run through ``model_waits.deliver`` (exactly once per wait; the run is
 resumed on any worker), once the run has journaled its wait — a reply that comes first is kept and
