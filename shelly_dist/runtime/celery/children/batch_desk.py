@@ -181,6 +181,12 @@ class RedisDesk:
         with redis_errors(ORIGIN):
             return int(await self.client.hget(self.key("canceled"), fid) or 0)
 
+    async def hold_off(self, until: float) -> None:
+        """While its holder looks at it, the desk is not due for the others (a request joining
+        meanwhile lowers it again; the holder sets the real next time when its look ends)."""
+        with redis_errors(ORIGIN):
+            await self.client.zadd(self.keys.batch_desks(), {self.id: ms(until)}, xx=True)
+
     async def schedule(self, at: float, collect_window: float) -> None:
         """Set the desk's next due time (after a look), then lower it again if a request joined
         meanwhile (see the module)."""

@@ -49,12 +49,16 @@ from shelly_dist.state.keys import Keys
 
 logger = logging.getLogger(__name__)
 
-TICK = 0.25
-"""Most seconds between two looks at the due desks (a window waits at most this much past its
-``collect_window``)."""
+TICK = 1.0
+"""Most seconds between two looks at the due desks when none is due sooner (a request joining a
+window that was empty waits at most this much past its ``collect_window``): two commands per tick
+per worker process is an idle pool's whole cost of provider batches."""
 
 LOCK_TTL = 15.0
 """Seconds a desk's lock lasts without renewal: a dead holder's desk is taken over after this."""
+
+MIN_TICK = 0.1
+"""Fewest seconds between two ticks (a desk due now that another process holds is left to it)."""
 
 DESKS_PER_TICK = 16
 
@@ -93,7 +97,7 @@ class DeskRunner:
                     await self.tick()
                     first = await next_due(self.client, self.keys)
                     if first is not None:
-                        wait = min(TICK, max(0.0, first - time.time()))
+                        wait = min(TICK, max(MIN_TICK, first - time.time()))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # Redis away: the desks wait in Redis; look again
@@ -127,6 +131,7 @@ class DeskRunner:
         desk = RedisDesk(self.client, self.keys, provider.id, self.retention, f"{self.name}:{uuid.uuid4().hex[:6]}")
         if not await desk.lock(LOCK_TTL):
             return False
+        await desk.hold_off(time.time() + LOCK_TTL)  # the others leave it alone while this look lasts
         renew = asyncio.create_task(self._renew(desk))
         try:
             outlet = PoolOutlet(self.client, self.keys, self.retention, self.enqueue_resume, self.requeue_after,
@@ -153,6 +158,7 @@ class DeskRunner:
             if not await desk.lock(LOCK_TTL):
                 logger.warning("provider batches: lost the lock of desk %s", desk.id)
                 return
+            await desk.hold_off(time.time() + LOCK_TTL)
 
 
 async def _gauges(provider: ProviderDesk, desk: RedisDesk) -> None:
