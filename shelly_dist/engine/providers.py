@@ -27,6 +27,7 @@ from shelly_dist.errors import ConfigError, ModelError
 from shelly_dist.events import EventSink, discard
 from shelly_dist.models import Completer, ToolSpec
 from shelly_dist.models.batching import BatchSettings
+from shelly_dist.models.context import ContextWindow
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
 from shelly_dist.models.observed import ObservedCompleter
 from shelly_dist.models.pricing import PricedCompleter, PriceEntry, PriceTable, price_reply
@@ -98,7 +99,8 @@ class Providers:
         waiting in this process (Shelly's collector), and every provider with a batch API gets it,
         for the runs of ``--provider-batch`` sessions. Set before any agent is built."""
         self._shared: dict[str, Completer] = {}
-        self._lock = threading.Lock()
+        self._windows: dict[str, ContextWindow] = {}
+        self._lock = threading.RLock()  # _build (under it) asks window() for the provider's window
         self._base: Providers | None = None
 
     def widened(self, config: Config) -> Providers:
@@ -139,6 +141,28 @@ class Providers:
         if config is None:
             raise ConfigError(f'team "{team}": unknown provider "{provider}"', field="provider")
         return self._one(config, team)
+
+    def window_for(self, agent: str) -> ContextWindow:
+        """The context window of ``agent``'s provider as this process knows it: configured, or
+        learned from the server by the provider's completer (:mod:`shelly_dist.models.context`)."""
+        spec = self.config.agent(agent)
+        if spec is None:
+            raise ConfigError(f'engine: unknown agent "{agent}"', field="agent")
+        return self.window(self.config.provider_for(spec))
+
+    def window(self, provider: ProviderConfig) -> ContextWindow:
+        """``provider``'s context window, one per provider name (shared as its completer is)."""
+        if self._base is not None and self._base.config.provider(provider.name) == provider:
+            return self._base.window(provider)
+        with self._lock:
+            window = self._windows.get(provider.name)
+            if window is None:
+                learn = self.config.learns_window(provider)
+                configured = 0 if learn else self.config.context_window(provider)
+                window = self._windows[provider.name] = ContextWindow(
+                    configured, source="config" if provider.context_window is not None else "default",
+                    learn=learn, fallback=self.config.context_window(provider) if learn else 0)
+            return window
 
     def chain(self, agent: str) -> list[ProviderConfig]:
         """The providers an instance of ``agent`` may call: its own, then its fallbacks."""
@@ -218,6 +242,7 @@ class Providers:
             rate_limit=rate_limit_settings(provider),
             options=provider.options,
             cooldowns=self.cooldowns,
+            window=self.window(provider),
             on_event=self._on_event,
             **self._batching(provider),
         )

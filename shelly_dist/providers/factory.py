@@ -34,6 +34,7 @@ from shelly_dist.events import EventSink, discard
 from shelly_dist.models.backoff import Backoff
 from shelly_dist.models.batching import BatchAPI, BatchCollector, BatchSettings
 from shelly_dist.models.completer import Completer
+from shelly_dist.models.context import ContextWindow
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore, key_id
 from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
 from shelly_dist.models.ratelimit import RateLimiter, RateLimitSettings, ThrottledCompleter
@@ -132,6 +133,7 @@ def create_completer(
     options: dict[str, Any] | None = None,
     prompt_cache: bool = True,
     cooldowns: CooldownStore | None = None,
+    window: ContextWindow | None = None,
     on_event: EventSink = discard,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.time,
@@ -144,7 +146,8 @@ def create_completer(
     ``batching`` builds the layer, Shelly's in-process collector by default).
 
     ``cooldowns`` holds per-key cooldowns (default: one in-process store); pass the runtime's
-    Redis store when distributed. ``prompt_cache=False`` (Anthropic: no ``cache_control``
+    Redis store when distributed. ``window``: the provider's context window, which its completers
+    learn into (:mod:`shelly_dist.models.context`). ``prompt_cache=False`` (Anthropic: no ``cache_control``
     breakpoints) reaches the factory only when set, so a custom kind's factory need not accept it.
     ``sleep`` and ``clock`` are for tests. The result's ``usage``
     is the provider's running total. An unknown kind raises ``ConfigError``.
@@ -173,6 +176,11 @@ def create_completer(
     if not prompt_cache:
         common["prompt_cache"] = False
     members = [factory(api_key=k, **common) for k in keys]
+    if window is not None:
+        for member in members:
+            attach = getattr(member, "attach_window", None)
+            if attach is not None:
+                attach(window)
     core: Completer = members[0]
     if len(members) > 1:
         core = FallbackCompleter(
