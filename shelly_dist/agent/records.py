@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from shelly_dist.agent.limits.base import BudgetScope
 from shelly_dist.chats import Message, ToolResult
 from shelly_dist.models import Usage
+from shelly_dist.models.suspend import ModelWait
 from shelly_dist.observability import tracing
 
 
@@ -219,6 +220,9 @@ class RunState(BaseModel):
     approved: dict[str, str] = Field(default_factory=dict)
     """Gated tool calls of the current reply a person approved, by call id: the arguments to run
     them with when a person edited them, else "". Journaled before they run, like ``started``."""
+    model_wait: ModelWait | None = None
+    """The model call of the current step, suspended (:class:`~shelly_dist.models.suspend.SuspendModel`)
+    until it is due or a reply is delivered for it (:meth:`Run.deliver_reply`)."""
     completion: CompletionResult | None = None
     delegations: dict[str, LiveDelegation] = Field(default_factory=dict)
     """Interactive children waiting for this run's ``answer_delegation_questions``, by id."""

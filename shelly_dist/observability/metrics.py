@@ -72,6 +72,15 @@ INTERVENTIONS = Counter("shelly_interventions_total",
                         "People's interventions reaching runs, by kind (approval, question, steer); per 1,000 "
                         "runs: 1000 * rate(shelly_interventions_total) / rate(shelly_runs_started_total).",
                         ["kind"])
+BATCH_REQUESTS_WAITING = Gauge("shelly_provider_batch_requests_pending",
+                               "Model calls waiting on a provider batch, by provider and where (window: not sent "
+                               "yet; sent: in a vendor batch), as the desk's holder last saw them.",
+                               ["provider", "where"])
+BATCHES = Gauge("shelly_provider_batches", "Vendor batches of a provider by step (sending, polling, delivering), "
+                "as the desk's holder last saw them.", ["provider", "status"])
+BATCH_FALLBACKS = Counter("shelly_provider_batch_fallbacks_total",
+                          "Model calls meant for a provider batch made directly instead, by reason.",
+                          ["provider", "reason"])
 
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_creation")
 
@@ -90,12 +99,14 @@ def decided(kind: str, asked: float, *, by: str = "") -> None:
 
 @contextlib.contextmanager
 def model_call(provider: str, model: str) -> Iterator[None]:
-    """Time one model call; a call that raises is counted as an error."""
+    """Time one model call; a call that raises is counted as an error, but for a control signal
+    (``control_signal``: a call suspended until later, ``SuspendModel``), which sent nothing."""
     start = time.perf_counter()
     try:
         yield
-    except BaseException:
-        MODEL_CALL_ERRORS.labels(provider, model).inc()
+    except BaseException as exc:
+        if not getattr(exc, "control_signal", False):
+            MODEL_CALL_ERRORS.labels(provider, model).inc()
         raise
     finally:
         MODEL_CALL_SECONDS.labels(provider, model).observe(time.perf_counter() - start)

@@ -58,6 +58,8 @@ class Scenario:
     during: Callable[[Any, Path], Awaitable[Any]] | None = None
     """What a person does while the run works, from outside it: called with the session and the
     project directory once the send has started; what it returns is ``Observed.during``."""
+    providers: list[dict[str, Any]] = field(default_factory=list)
+    """More providers (an agent names one with ``provider:``), e.g. a vendor's loopback stand-in."""
     concurrency: int = 8
     """The pool worker's concurrency: 1 runs the children one after the other, so a sibling a
     failure stops is still queued when it is stopped (the embedded runtime starts them all)."""
@@ -107,7 +109,7 @@ async def both(cluster: Cluster, scenario: Scenario) -> Observed:
 def write_team(cluster: Cluster, scenario: Scenario, runtime: str) -> None:
     """The scenario's config in the cluster's project; embedded, without a ``distributed:`` section."""
     providers = [{"name": "team", "kind": "scripted", "model": "script", "script": scenario.scripts,
-                  **scenario.provider}]
+                  **scenario.provider}, *scenario.providers]
     if runtime == "pool":
         cluster.write_config(providers, scenario.agents, entry_agent=scenario.entry_agent)
         return

@@ -83,3 +83,22 @@ def test_a_spawn_and_its_announcement_are_shown_on_the_parents_row():
     assert heard == "  lead ⇠ heard worker: completed" and board.rows["lead"].action == "heard worker (completed)"
     assert _line(Event(kind=events.SPAWN_ANNOUNCED, agent="lead", run_id="r1", data={
         "child_run": "r1-ab", "child_agent": "worker", "state": "failed"})).endswith("worker (r1-ab) failed")
+
+
+def test_a_run_waiting_for_a_provider_batch_shows_the_vendor_batch_and_its_size():
+    board = Board()
+    board.apply(Event(kind=events.RUN_STARTED, agent="writer-1", data={"worker": "w1", "depth": 1}))
+    line = board.apply(Event(kind=events.BATCH_POLLING, agent="writer-1", data={
+        "provider": "vendor", "vendor": "openai", "batch_id": "batch_abc", "count": 37}))
+    row = board.rows["writer-1"]
+    assert (row.status, row.action) == ("waiting", "waiting for openai batch batch_abc (37 requests)")
+    assert line == "    writer-1 waiting for openai batch batch_abc (37 requests)"
+    fell = board.apply(Event(kind=events.BATCH_FALLBACK, agent="writer-1", data={
+        "provider": "vendor", "vendor": "openai", "reason": "expired", "batch_id": "batch_abc"}))
+    assert fell == "    writer-1: openai batch fallback (expired), calling directly"
+
+
+def test_shelly_events_names_the_vendor_batch_of_a_batch_event():
+    line = _line(Event(kind=events.BATCH_POLLING, agent="writer-1", run_id="r1",
+                       data={"vendor": "anthropic", "batch_id": "msgbatch_1", "count": 3}))
+    assert line.endswith("batch_polling      anthropic msgbatch_1 (3 requests)")
