@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
+from typing import Any
 
 _agent: ContextVar[str] = ContextVar("shelly_agent", default="")
 _run: ContextVar[str] = ContextVar("shelly_run", default="")
 _session: ContextVar[str] = ContextVar("shelly_session", default="")
+_path: ContextVar[tuple[str, ...]] = ContextVar("shelly_path", default=())
 
 
 def agent_name() -> str:
@@ -31,11 +33,18 @@ def session_id() -> str:
     return _session.get()
 
 
+def run_path() -> list[str]:
+    """The instance names from the root's agent down to the agent of this context (``["lead",
+    "deployer-1"]``): how a person finds the run a decision comes from. ``[agent]`` when unknown."""
+    return list(_path.get()) or ([_agent.get()] if _agent.get() else [])
+
+
 @contextmanager
-def acting_as(agent: str | None = None, *, run: str | None = None, session: str | None = None) -> Iterator[None]:
+def acting_as(agent: str | None = None, *, run: str | None = None, session: str | None = None,
+              path: list[str] | None = None) -> Iterator[None]:
     """Set the identity for the body of the ``with``; arguments left ``None`` are inherited."""
-    tokens = []
-    for var, value in ((_agent, agent), (_run, run), (_session, session)):
+    tokens: list[tuple[ContextVar[Any], Token[Any]]] = []
+    for var, value in ((_agent, agent), (_run, run), (_session, session), (_path, tuple(path or ()) or None)):
         if value is not None:
             tokens.append((var, var.set(value)))
     try:
