@@ -86,6 +86,10 @@ class ModelHTTPError(ModelError):
         self.status_code = status_code
         self.body = body
         self.retry_after = retry_after
+        self.paused = False
+        """The provider governor paused the key for this answer (a 429 with its wait): every
+        process holds its calls to the key until then, so neither a retry's sleep nor a key
+        cooldown needs to wait it out again."""
 
 
 class ContextTooLong(ModelError):

@@ -14,6 +14,8 @@ from contextvars import ContextVar
 _agent: ContextVar[str] = ContextVar("shelly_agent", default="")
 _run: ContextVar[str] = ContextVar("shelly_run", default="")
 _session: ContextVar[str] = ContextVar("shelly_session", default="")
+_priority: ContextVar[str] = ContextVar("shelly_priority", default="interactive")
+_share: ContextVar[str] = ContextVar("shelly_share", default="")
 
 
 def agent_name() -> str:
@@ -31,11 +33,24 @@ def session_id() -> str:
     return _session.get()
 
 
+def priority() -> str:
+    """The priority of the run tree in this context at its provider: ``interactive`` (a person
+    waits: ``shelly run``, ``Session``, A2A, MCP; the default) or ``batch`` (``shelly batch``)."""
+    return _priority.get()
+
+
+def share() -> str:
+    """Who the run tree in this context shares its providers' keys fairly with, within its
+    priority: a batch's identity, else its root run ("" when not set: the root's own id)."""
+    return _share.get()
+
+
 @contextmanager
-def acting_as(agent: str | None = None, *, run: str | None = None, session: str | None = None) -> Iterator[None]:
+def acting_as(agent: str | None = None, *, run: str | None = None, session: str | None = None,
+              priority: str | None = None, share: str | None = None) -> Iterator[None]:
     """Set the identity for the body of the ``with``; arguments left ``None`` are inherited."""
     tokens = []
-    for var, value in ((_agent, agent), (_run, run), (_session, session)):
+    for var, value in ((_agent, agent), (_run, run), (_session, session), (_priority, priority), (_share, share)):
         if value is not None:
             tokens.append((var, var.set(value)))
     try:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import shelly_dist.agent.reflections as reflections
-from shelly_dist import events
+from shelly_dist import events, identity
 from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
 from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
@@ -211,19 +211,25 @@ class Run:
         run_id: str | None = None,
         visited: list[str] | None = None,
         scopes: list[BudgetScope] | None = None,
+        priority: str | None = None,
+        share: str | None = None,
         **kwargs: object,
     ) -> Run:
         """A fresh run of ``agent`` over its chat, after appending ``messages``; ``scopes`` are the
-        tree limits it inherits."""
+        tree limits it inherits, ``priority`` and ``share`` its place at its providers (a root's
+        default: the context's, :func:`shelly_dist.identity.priority`; its share: itself)."""
         if messages:
             agent.chat.append(*messages)
+        rid = run_id or uuid.uuid4().hex[:12]
         state = RunState(
-            run_id=run_id or uuid.uuid4().hex[:12],
+            run_id=rid,
             config_name=agent.config_name,
             instance_name=agent.name,
             depth=agent.depth,
             visited=visited or [agent.config_name],
             scopes=list(scopes or []),
+            priority=priority or identity.priority(),
+            share=share or identity.share() or rid,
         )
         return cls(agent, state, **kwargs)  # type: ignore[arg-type]
 
@@ -235,7 +241,8 @@ class Run:
         chat of the run it continues (a team member's previous turn), before its new task."""
         earlier = [m for m in history or [] if m.role != Role.SYSTEM]
         return cls.start(agent, [*earlier, *child_messages(request)], visited=request.visited,
-                         scopes=request.scopes, **kwargs)  # type: ignore[arg-type]
+                         scopes=request.scopes, priority=request.priority, share=request.share or None,
+                         **kwargs)  # type: ignore[arg-type]
 
     @classmethod
     def restore(cls, agent: Agent, snapshot: RunState, **kwargs: object) -> Run:
@@ -361,7 +368,8 @@ class Run:
         ``AgentError``; cancellation propagates."""
         if not self._prepared:
             await self._prepare()
-        with acting_as(self.agent.name, run=self.state.run_id), bind_run_memory(self.state.hook_memory):
+        with acting_as(self.agent.name, run=self.state.run_id, priority=self.state.priority,
+                       share=self.state.share), bind_run_memory(self.state.hook_memory):
             if not self._hooks:
                 return await self._advance()
             try:
@@ -698,6 +706,7 @@ class Run:
                 state.delegation_n += len(entries)
             for request in requests:
                 request.scopes = list(state.scopes)
+                request.priority, request.share = state.priority, state.share
         except DelegationRejected as exc:
             await self._answered_at_once(call, str(exc), is_error=True)
             return

@@ -121,9 +121,13 @@ class OursSection(Section):
 
 
 class RateLimit(Section):
+    """One API key's limits (per model), shared by every process of a pool (the provider governor)."""
+
     input_tpm: int = Field(0, ge=0)
     output_tpm: int = Field(0, ge=0)
     rpm: int = Field(0, ge=0)
+    max_concurrent: int = Field(0, ge=0)
+    """Calls in flight at once on one key (ours; 0: no limit)."""
     max_retries: DefaultIfZero = Field(None, ge=1)
     """``None`` (or Go's 0) = 3 retries."""
     base_delay: OptionalDuration = None

@@ -102,6 +102,7 @@ class EngineContext:
     def __init__(self, engine: Engine, fingerprint: str, settings: RuntimeSettings) -> None:
         from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
         from shelly_dist.state.connection import connect
+        from shelly_dist.state.governor import RedisGovernorStore
 
         self.engine = engine
         self.fingerprint = fingerprint
@@ -110,6 +111,8 @@ class EngineContext:
         # Cooldowns are shared by every worker: a provider cooling down on one is skipped by all.
         self._client = connect(settings.redis_url, client_name="shelly-worker-cooldowns")
         engine.providers.cooldowns = RedisCooldownStore(self._client, prefix=settings.key_prefix)
+        # And so are the API keys' accounts: one governor per key for the whole pool.
+        engine.providers.governor = RedisGovernorStore(self._client, prefix=settings.key_prefix)
         # A team post made on this worker (a channel_send of a run) wakes the agents on the pool.
         from shelly_dist.runtime.celery.wakes import PoolWakes
 

@@ -3,11 +3,15 @@
 ``create_completer`` stacks the layers in a fixed order, innermost first::
 
     vendor completer (one per API key)
-    → key rotation          only with several ``api_keys``: round-robin, per-key cooldown
-    → throttle              only when ``rate_limit`` sets rpm / input_tpm / output_tpm
+    → governor              one per API key and model: ``rate_limit`` (rpm, input_tpm, output_tpm,
+                            max_concurrent) reserved before each call and settled after it, a 429
+                            pausing the key, limits learned from the vendor's headers; the account
+                            is the deployment's (``governor``: in memory, or Redis on a pool)
+    → key rotation          only with several ``api_keys``: round-robin, per-key cooldown; a key
+                            whose governor would make the call wait long is passed over
     → retry                 always: transient errors, ``rate_limit.max_retries`` (default 3)
 
-Retry is outermost so that every attempt is throttled again and may land on another key. Retry is
+Retry is outermost so that every attempt is reserved again and may land on another key. Retry is
 on for every provider, not only when ``rate_limit`` is set as in Shelly: a 529 from a healthy
 provider is routine and should not fail a whole delegation tree. Fallback between providers is
 built separately with :func:`~shelly_dist.models.fallback.with_fallback`, because it needs the
@@ -20,6 +24,7 @@ registered with ``options=True`` (``@shelly_dist.provider``) also gets the provi
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -30,7 +35,8 @@ from shelly_dist.models.backoff import Backoff
 from shelly_dist.models.completer import Completer
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore, key_id
 from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
-from shelly_dist.models.ratelimit import RateLimiter, RateLimitSettings, ThrottledCompleter
+from shelly_dist.models.governor import GovernedCompleter, GovernorStore, KeyLimits, MemoryGovernorStore
+from shelly_dist.models.ratelimit import RateLimitSettings
 from shelly_dist.models.retry import RetryingCompleter
 from shelly_dist.models.usage import UsageTracker
 from shelly_dist.providers.anthropic import AnthropicCompleter
@@ -77,6 +83,15 @@ _TAKE_OPTIONS: set[str] = set()
 """Kinds whose factory is also called with ``options=`` (the provider's ``options:`` mapping)."""
 
 _shared_cooldowns = MemoryCooldownStore()
+_shared_governor = MemoryGovernorStore()
+
+
+def governed_unit(kind: str, base_url: str | None, api_key: str, model: str) -> str:
+    """The governor's unit of one API key and model: what a vendor counts against one limit. The
+    key itself is never stored, only a hash (with the server, so one key string on two servers is
+    two units); providers of two names sharing a key and model share the unit."""
+    digest = hashlib.sha256(f"{kind}\0{base_url or ''}\0{api_key}".encode()).hexdigest()[:12]
+    return f"{kind}-{digest}:{model}"
 
 
 def register_provider(kind: str, factory: ProviderFactory, *, options: bool = False) -> None:
@@ -116,17 +131,19 @@ def create_completer(
     options: dict[str, Any] | None = None,
     prompt_cache: bool = True,
     cooldowns: CooldownStore | None = None,
+    governor: GovernorStore | None = None,
     on_event: EventSink = discard,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.time,
 ) -> RetryingCompleter:
-    """The completer for one configured provider, with its retry (and throttle, key rotation).
+    """The completer for one configured provider, with its governor, retry and key rotation.
 
-    ``cooldowns`` holds per-key cooldowns (default: one in-process store); pass the runtime's
-    Redis store when distributed. ``prompt_cache=False`` (Anthropic: no ``cache_control``
-    breakpoints) reaches the factory only when set, so a custom kind's factory need not accept it.
-    ``sleep`` and ``clock`` are for tests. The result's ``usage``
-    is the provider's running total. An unknown kind raises ``ConfigError``.
+    ``cooldowns`` holds per-key cooldowns and ``governor`` the keys' accounts (default: one
+    in-process store each); pass the runtime's Redis stores when distributed.
+    ``prompt_cache=False`` (Anthropic: no ``cache_control`` breakpoints) reaches the factory only
+    when set, so a custom kind's factory need not accept it. ``sleep`` and ``clock`` are for
+    tests. The result's ``usage`` is the provider's running total. An unknown kind raises
+    ``ConfigError``.
     """
     factory = _FACTORIES.get(kind)
     if factory is None:
@@ -151,7 +168,14 @@ def create_completer(
         common["options"] = dict(options or {})
     if not prompt_cache:
         common["prompt_cache"] = False
-    members = [factory(api_key=k, **common) for k in keys]
+    limits = KeyLimits(rpm=settings.rpm, input_tpm=settings.input_tpm, output_tpm=settings.output_tpm,
+                       max_concurrent=settings.max_concurrent)
+    members: list[Completer] = [
+        GovernedCompleter(factory(api_key=k, **common), store=governor or _shared_governor,
+                          unit=governed_unit(kind, base_url, k, model), provider=name, model=model, limits=limits,
+                          timeout=timeout, clock=clock, sleep=sleep)
+        for k in keys
+    ]
     core: Completer = members[0]
     if len(members) > 1:
         core = FallbackCompleter(
@@ -166,8 +190,6 @@ def create_completer(
             provider=name,
             usage=usage,
         )
-    if settings.throttles:
-        core = ThrottledCompleter(core, RateLimiter(settings, clock=clock, sleep=sleep))
     return RetryingCompleter(
         core,
         provider=name,

@@ -274,6 +274,11 @@ class Keys:
         tail = "" if scope == outer else f":{_name('scope', scope)}"
         return f"{self.prefix}budget:{{{outer}}}{tail}"
 
+    def governor(self, unit: str, part: str) -> str:
+        """One part of a provider key's governor account (``log``, ``tokens``, ``state``,
+        ``flying``, ``queue``, ``due``, ``share:<who>``), every part in the unit's slot."""
+        return f"{self.prefix}gov:{{{_name('governed unit', unit)}}}:{part}"
+
     def cooldown(self, name: str) -> str:
         """Provider cooldown record (shared by every worker)."""
         return f"{self.prefix}cooldown:{_name('cooldown', name)}"

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+from shelly_dist import identity
 from shelly_dist.agent import Agent, ChildRequest, DelegateEntry, Run
 from shelly_dist.agent.records import LiveDelegation
 from shelly_dist.chats import Message, Role
@@ -212,11 +213,13 @@ class CeleryRuntime:
         run_id = run_id or uuid.uuid4().hex[:12]
         messages = [Message.text("user", Role.USER, task)] if isinstance(task, str) else task
         task = messages[-1].text_content() if messages else ""
+        tier = "" if identity.priority() == "interactive" else identity.priority()  # the context's (a batch's)
         # Safe to repeat (the same record, indexed with NX), so a Redis outage is waited out.
         created = await read_through(
             "submit", lambda: self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
                                                        fingerprint=self.fingerprint, messages=messages,
-                                                       if_absent=explicit),
+                                                       if_absent=explicit, priority=tier,
+                                                       share=identity.share()),
             until=time.monotonic() + SUBMIT_OUTAGE)
         if not created:
             record = await self.journal.record(run_id)

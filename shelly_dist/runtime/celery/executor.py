@@ -357,7 +357,8 @@ class Executor:
             raw = json.loads(record.input) if record.input else None
             first = ([Message.model_validate(m) for m in raw] if raw
                      else [Message.text("user", Role.USER, record.task)])
-            run = Run.start(agent, first, run_id=record.id)
+            run = Run.start(agent, first, run_id=record.id, priority=record.priority or None,
+                            share=record.share or None)
         children.started(run, parent=record.parent, task=record.task, worker=self.hostname)
         metrics.RUNS_STARTED.labels(record.agent).inc()
         return run, request

@@ -88,6 +88,10 @@ class RunRecord:
     """The tree's cancel flag (meaningful on a root's record)."""
     spawned: bool = False
     """Started by its parent's ``spawn`` (not joined by a ``delegate``)."""
+    priority: str = ""
+    """A root's priority at its providers (``batch`` for a ``shelly batch`` item; "" interactive)."""
+    share: str = ""
+    """A root's fair-share group at its providers (its batch's identity; "" its own id)."""
 
     @property
     def ended(self) -> bool:
@@ -117,7 +121,7 @@ class RunRecord:
             error=raw.get("error", ""), reply=raw.get("reply", ""), usage=raw.get("usage", ""),
             handoff=raw.get("handoff", ""), created=float(raw.get("created") or 0),
             updated=float(raw.get("updated") or 0), canceled=raw.get("canceled") == "1",
-            spawned=raw.get("spawned") == "1",
+            spawned=raw.get("spawned") == "1", priority=raw.get("priority", ""), share=raw.get("share", ""),
         )
 
     def task_kwargs(self) -> dict[str, Any]:
