@@ -37,6 +37,7 @@ from shelly_dist.cli.explain import explain
 from shelly_dist.cli.options import config_options
 from shelly_dist.engine import Engine
 from shelly_dist.errors import RunError, StoreError
+from shelly_dist.identity import acting_as
 from shelly_dist.tools.builtin.ask import NoAnswerer
 
 __all__ = ["BatchItem", "ItemNotRun", "batch_command", "done_ids", "item_messages", "read_items", "run_batch",
@@ -154,6 +155,9 @@ async def run_batch(
               help="On a worker pool, the batch's identity: a rerun with the same id continues its runs "
                    "instead of submitting them again (default: derived from the output file's path).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--priority", type=click.Choice(["batch", "interactive"]), default="batch", show_default=True,
+              help="The items' priority at their providers: batch work waits for interactive work (shelly run) "
+                   "when a key is saturated, and batches share a key fairly.")
 def batch_command(
     tasks_path: str,
     output_path: str,
@@ -162,12 +166,15 @@ def batch_command(
     shelly_dir: str,
     batch_id: str | None,
     quiet: bool,
+    priority: str,
 ) -> None:
     """Run every task of a JSONL file, each in its own session, writing one line per result."""
     console = Console(stderr=True)
     output = Path(output_path)
-    failed = run_async(_main(Path(tasks_path), output, concurrency, config_path, shelly_dir, quiet, console,
-                             batch_id or batch_identity(output)))
+    ident = batch_id or batch_identity(output)
+    with acting_as(priority=priority, share=f"batch-{ident}"):  # every item's tree, on any process
+        failed = run_async(_main(Path(tasks_path), output, concurrency, config_path, shelly_dir, quiet, console,
+                                 ident))
     if failed:
         raise SystemExit(EXIT_FAILED)
 
