@@ -14,7 +14,7 @@ import pytest
 
 from shelly_dist.chats import Message
 from shelly_dist.models import Usage
-from shelly_dist.runtime.celery import model_waits
+from shelly_dist.runtime.celery.children import model_waits
 from shelly_dist.state import Keys
 from shelly_dist.state.connection import connect
 
