@@ -32,6 +32,15 @@ if TYPE_CHECKING:  # the pool's modules import Celery: only when a batch runs on
     from shelly_dist.runtime.celery.journal import RunRecord
 
 
+class ItemFailed(RunError):
+    """An item's run failed or was canceled while the batch waited: its error, and what its tree
+    spent anyway (``usage``, for the output line)."""
+
+    def __init__(self, message: str, *, run_id: str, usage: dict[str, Any]) -> None:
+        super().__init__(message, run_id=run_id)
+        self.usage = usage
+
+
 class PoolRuntime(Protocol):
     """What a batch needs of the distributed runtime."""
 
@@ -84,7 +93,7 @@ class PoolItems:
     async def run(self, agent: str, item_id: str, messages: list[Message]) -> dict[str, Any]:
         """Submit (or adopt) the item's run and wait for its end; the output fields of a success.
 
-        Raises ``RunError`` for a run that failed or was canceled while this batch waited."""
+        Raises :class:`ItemFailed` for a run that failed or was canceled while this batch waited."""
         from shelly_dist.runtime.celery.journal import RunStatus
 
         run_id, record = await self.current(item_id)
@@ -101,9 +110,10 @@ class PoolItems:
             await asyncio.shield(submit)
         ended = await self.runtime.wait(run_id)
         self.waiting.discard(run_id)  # kept on cancellation: cancel_all stops it
+        usage = ended.tree_spent().model_dump()
         if ended.status != RunStatus.DONE:
-            raise RunError(ended.error or f"run {run_id} {ended.status}", run_id=run_id)
-        return {"status": "completed", "reply": ended.reply, "run": run_id}
+            raise ItemFailed(ended.error or f"run {run_id} {ended.status}", run_id=run_id, usage=usage)
+        return {"status": "completed", "reply": ended.reply, "run": run_id, "usage": usage}
 
     async def cancel_all(self) -> None:
         """Cancel the tree of every run still waited for (the batch was interrupted), once every

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from shelly_dist.agent.records import RunState
+from shelly_dist.models import Usage
 from shelly_dist.runtime.celery.names import task_kwargs
 
 if TYPE_CHECKING:
@@ -104,6 +106,12 @@ class RunRecord:
         if self.usage:
             return dict(json.loads(self.usage))
         return dict(json.loads(self.state or "{}").get("usage") or {})
+
+    def tree_spent(self) -> Usage:
+        """What the run and every run it delegated spent, as its last journaled state totals it
+        (``RunState.tree_usage``, the one place a tree's usage is summed; zero before its first
+        checkpoint)."""
+        return RunState.model_validate_json(self.state).tree_usage if self.state else Usage()
 
     @classmethod
     def parse(cls, raw: dict[str, str]) -> RunRecord:
