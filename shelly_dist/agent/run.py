@@ -59,7 +59,7 @@ from shelly_dist.events import REPLY_TRUNCATED, Event
 from shelly_dist.identity import acting_as
 from shelly_dist.models import Completer, Usage
 from shelly_dist.models.suspend import ModelCall, ModelWait, SuspendModel, calling_model
-from shelly_dist.observability import tracing
+from shelly_dist.observability import metrics, tracing
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.hooks import bind_run_memory
 from shelly_dist.tools.suspend import SuspendCall
@@ -509,6 +509,7 @@ class Run:
         state.usage = state.usage + usage
         state.last_input_tokens = usage.input_tokens
         agent.usage.add(usage)
+        metrics.agent_usage(agent.config_name or agent.name, usage.total_tokens, usage.cost_usd)
         if self._effects:
             await self._effects.run(EffectPhase.AFTER_COMPLETE, self._iteration_context, state.effects)
         calls = reply.tool_calls()
