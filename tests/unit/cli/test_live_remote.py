@@ -83,3 +83,18 @@ def test_a_spawn_and_its_announcement_are_shown_on_the_parents_row():
     assert heard == "  lead ⇠ heard worker: completed" and board.rows["lead"].action == "heard worker (completed)"
     assert _line(Event(kind=events.SPAWN_ANNOUNCED, agent="lead", run_id="r1", data={
         "child_run": "r1-ab", "child_agent": "worker", "state": "failed"})).endswith("worker (r1-ab) failed")
+
+
+def test_a_run_waiting_for_its_providers_budget_says_so_in_the_live_view():
+    import time
+
+    board = Board()
+    board.apply(Event(kind=events.RUN_STARTED, agent="coder-1", data={"worker": "w1", "depth": 1}))
+    line = board.apply(Event(kind=events.MODEL_WAITING, agent="coder-1", data={
+        "wait": "governor", "reason": "the openai key: rpm", "due_at": time.time() + 12.4}))
+    board.apply(Event(kind=events.RUN_WAITING, agent="coder-1", data={"waiting_on": 0,
+                                                                      "model": "the openai key: rpm"}))
+    row = board.rows["coder-1"]
+    assert (row.status, row.action) == ("waiting", "waiting for the openai key: rpm")
+    assert line in ("  ⏸ coder-1 waiting for the openai key: rpm (12s)",
+                    "  ⏸ coder-1 waiting for the openai key: rpm (11s)")

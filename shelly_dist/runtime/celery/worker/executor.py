@@ -220,7 +220,9 @@ class Executor:
             # journaled one instead, so a rebuild anywhere continues from the rewritten chat.
             nonlocal offset, canceled, rewrites
             if reason == "suspended":
-                r.emit(events.RUN_WAITING, waiting_on=len(r.missing()) + len(r.state.awaiting))
+                wait = r.state.model_wait
+                r.emit(events.RUN_WAITING, waiting_on=len(r.missing()) + len(r.state.awaiting),
+                       **({"model": wait.reason or wait.kind} if wait is not None else {}))
             rewrite = r.agent.chat.rewrites != rewrites
             new = list(r.agent.chat.view(0 if rewrite else offset))
             if reason == "reply" and r.state.phase == Phase.DONE and not rewrite:
