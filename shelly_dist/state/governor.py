@@ -8,7 +8,8 @@ both take the last request of a minute, and a 429 heard by one pauses the key fo
 The account's parts: ``log`` (granted reservations by time, the sliding window), ``tokens`` (each
 grant's input and output tokens), ``state`` (the window's token totals, the pause, the batch pace,
 the latency, the fair-share clocks, the learned limits), ``flying`` (calls in flight, by expiry),
-``queue`` (waiters by priority and fair-share tag) and ``due`` (each waiter's turn), plus one
+``queue`` (waiters by priority and fair-share tag), ``due`` (each waiter's turn) and ``here``
+(until when a waiter waits in its process), plus one
 ``share:<who>`` string per fair-share group with its last tag. Every step is O(1) amortised in the
 calls made (a grant is trimmed once when it leaves the window, a stale waiter once); none reads
 anything in proportion to the waiting runs or the processes. Time is the Redis server's (``TIME``),
@@ -23,7 +24,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from shelly_dist.models.governor.base import BOUND, GRACE, WINDOW, Ask, Decision, KeyLimits, Learned, Settle
-from shelly_dist.models.governor.memory import EPSILON, HEAD, STEP, WALK
+from shelly_dist.models.governor.memory import EPSILON, HEAD, HERE, SPIN, STEP, TOLERANCE, WALK
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 
@@ -32,7 +33,7 @@ RETENTION = 24 * 3600
 
 _COMMON = f"""
 local W, BOUND, GRACE, WALK, HEAD, STEP, TTL = {WINDOW}, {BOUND}, {GRACE}, {WALK}, {HEAD}, {int(STEP)}, {RETENTION}
-local EPSILON = {EPSILON}
+local EPSILON, SPIN, HERE, TOLERANCE = {EPSILON}, {SPIN}, {HERE}, {TOLERANCE}
 local function clock(given)
   local now = tonumber(given)
   if now and now > 0 then return now end
@@ -59,7 +60,7 @@ end
 """
 
 RESERVE = _COMMON + """
-local log, tok, st, fly, q, qd, fin = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
+local log, tok, st, fly, q, qd, fin, here = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local id, tokens, prio = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local rpm, itpm, otpm, conc = effective(st, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
                                         tonumber(ARGV[7]))
@@ -78,7 +79,10 @@ end
 if #old > 0 then redis.call('ZREMRANGEBYSCORE', log, '-inf', now - W) end
 redis.call('ZREMRANGEBYSCORE', fly, '-inf', now)
 local stale = redis.call('ZRANGEBYSCORE', qd, '-inf', '(' .. (now - GRACE))
-for _, wid in ipairs(stale) do redis.call('ZREM', q, wid) end
+for _, wid in ipairs(stale) do
+  redis.call('ZREM', q, wid)
+  redis.call('ZREM', here, wid)
+end
 if #stale > 0 then redis.call('ZREMRANGEBYSCORE', qd, '-inf', '(' .. (now - GRACE)) end
 -- room for this call?
 local function freed(which, needed)
@@ -106,9 +110,9 @@ elseif otpm > 0 and tout >= otpm then
   wait, reason = freed(2, tout - otpm + 1), 'output_tpm'
 elseif conc > 0 and redis.call('ZCARD', fly) >= conc then
   wait, reason = math.max(latency, 0.1) / conc, 'max_concurrent'
-elseif prio == 'batch' and tat > now then
+elseif prio == 'batch' and tat - TOLERANCE > now then
   local bind = itpm > 0 and tokens * W / itpm > (rpm > 0 and W / rpm or 0)
-  wait, reason = tat - now, bind and 'input_tpm' or 'rpm'
+  wait, reason = tat - TOLERANCE - now, bind and 'input_tpm' or 'rpm'
 end
 -- its place: a fair-share tag when first seen (a virtual clock per share), by priority
 local cls = 1
@@ -123,16 +127,13 @@ else
   redis.call('SET', fin, tag + math.max(step, EPSILON), 'PX', math.floor((tag + step - now + 2 * W) * 1000))
   score = cls * STEP + tag
 end
-if wait <= 0 then  -- a waiter ranked before it whose turn is near goes first
+if wait <= 0 then  -- a waiter ranked before it that waits in its process for its turn goes first
   local ahead = redis.call('ZRANGE', q, 0, HEAD - 1, 'WITHSCORES')
   for i = 1, #ahead, 2 do
     if tonumber(ahead[i + 1]) >= score then break end
-    if ahead[i] ~= id then
-      local due = tonumber(redis.call('ZSCORE', qd, ahead[i]) or '0')
-      if due - BOUND <= now and now <= due + BOUND then
-        wait, reason = BOUND / 4, 'queue'
-        break
-      end
+    if ahead[i] ~= id and tonumber(redis.call('ZSCORE', here, ahead[i]) or '0') >= now then
+      wait, reason = math.max(step, SPIN), 'queue'
+      break
     end
   end
 end
@@ -140,6 +141,7 @@ local out
 if wait <= 0 then
   redis.call('ZREM', q, id)
   redis.call('ZREM', qd, id)
+  redis.call('ZREM', here, id)
   redis.call('ZADD', log, now, id)
   redis.call('HSET', tok, id, tokens .. ',0')
   tin = tin + tokens
@@ -150,6 +152,7 @@ else
   redis.call('ZADD', q, score, id)
   local turn = wait + redis.call('ZRANK', q, id) * step
   redis.call('ZADD', qd, now + turn, id)
+  if turn <= BOUND then redis.call('ZADD', here, now + turn + HERE, id) else redis.call('ZREM', here, id) end
   out = {0, tostring(turn), reason}
 end
 redis.call('HSET', st, 'tin', tin, 'tout', tout)
@@ -159,6 +162,7 @@ redis.call('EXPIRE', st, TTL)
 redis.call('EXPIRE', fly, TTL)
 redis.call('EXPIRE', q, TTL)
 redis.call('EXPIRE', qd, TTL)
+redis.call('EXPIRE', here, TTL)
 return out
 """
 """Grant the call (``{1}``) or say how long it waits and why (``{0, seconds, limit}``), keeping
@@ -231,7 +235,8 @@ class RedisGovernorStore:
 
     async def reserve(self, ask: Ask, now: float) -> Decision:
         lim = ask.limits
-        keys = self._parts(ask.unit, "log", "tokens", "state", "flying", "queue", "due", f"share:{ask.share or ask.id}")
+        keys = self._parts(ask.unit, "log", "tokens", "state", "flying", "queue", "due", f"share:{ask.share or ask.id}",
+                           "here")
         args: list[Any] = [ask.id, ask.tokens, ask.priority, lim.rpm, lim.input_tpm, lim.output_tpm,
                            lim.max_concurrent, ask.timeout, self._now(now)]
         with redis_errors("governor"):

@@ -295,6 +295,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(verdict.status, payload, verdict.headers)
             return
         refusal, prompt = owner._judge(fmt, body)
+        if prompt is None and verdict.tokens:  # a strict vendor reports the input it charged
+            prompt = (verdict.tokens, 0)
         owner._pause(reply)
         # Stamped before the answer is written: once the client has it, a test may read it.
         record.answered = time.monotonic()

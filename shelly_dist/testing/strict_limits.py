@@ -27,10 +27,12 @@ from shelly_dist.testing.server_rules import tokens
 
 @dataclass
 class Verdict:
-    """A request's fate: accepted (``status`` 200) or refused, with the headers to send either way."""
+    """A request's fate: accepted (``status`` 200) or refused, with the headers to send either way,
+    and the input tokens the request was charged (what the answer reports as its usage)."""
 
     status: int
     headers: dict[str, str] = field(default_factory=dict)
+    tokens: int = 0
 
 
 class StrictLimits:
@@ -85,7 +87,7 @@ class StrictLimits:
                 return Verdict(429, {"retry-after": str(math.ceil(wait)), **self._said(now, wait, anthropic)})
             self._seen.append((now, size))
             self.accepted.append(now)
-            return Verdict(200, self._said(now, 0.0, anthropic) if self.headers else {})
+            return Verdict(200, self._said(now, 0.0, anthropic) if self.headers else {}, size)
 
     def _said(self, now: float, wait: float, anthropic: bool) -> dict[str, str]:
         """The vendor's rate-limit headers: limits, what remains, when it resets."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import itertools
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 import redis.asyncio as aioredis
@@ -24,9 +25,12 @@ class Counted(RootWaiter):
     """Counts its pipelined reads (one round trip each)."""
 
     reads = 0
+    read: set[str]
 
     async def _pipelined(self, roots: list[str], *, status: bool) -> list[object]:
         self.reads += 1
+        if not status:
+            self.read = getattr(self, "read", set()) | set(roots)
         return await super()._pipelined(roots, status=status)
 
 
@@ -42,6 +46,15 @@ async def waiter(redis_url: str, prefix: str, *, poll: float = 0.05, backstop: f
         await roots.aclose()
         await hub.aclose()
         await client.aclose()
+
+
+async def until(condition: Callable[[], bool], within: float = 10.0) -> None:
+    """Return once ``condition()`` holds (looked at every 20 ms), failing after ``within`` s."""
+    async with asyncio.timeout(within):
+        for _ in itertools.count():
+            if condition():
+                return
+            await asyncio.sleep(0.02)
 
 
 async def record(client: aioredis.Redis, keys: Keys, run_id: str, status: str) -> None:
@@ -73,8 +86,8 @@ async def test_many_waiting_roots_cost_no_read_per_poll_tick_and_at_most_one_rea
         for rid in ids:
             await record(client, keys, rid, "running")
         waits = [asyncio.create_task(roots.wait(rid)) for rid in ids]
-        while roots.waiting < 200 or roots._named:  # every wait subscribed and read once
-            await asyncio.sleep(0.05)
+        await until(lambda: len(getattr(roots, "read", ())) == 200)  # every wait subscribed, read once
+        await asyncio.sleep(0.2)  # the last of those reads answered
         settled = roots.reads
         await asyncio.sleep(1.0)  # twenty poll ticks of the hub
         assert roots.reads == settled
@@ -101,8 +114,8 @@ async def test_an_outage_of_the_hub_makes_every_root_be_checked(redis_url: str, 
     async with waiter(redis_url, key_prefix) as (client, keys, hub, roots):
         await record(client, keys, "r1", "running")
         wait = asyncio.create_task(roots.wait("r1"))
-        while roots.waiting < 1 or roots._named:
-            await asyncio.sleep(0.02)
+        await until(lambda: "r1" in getattr(roots, "read", ()))
+        await asyncio.sleep(0.1)
         await record(client, keys, "r1", "done")  # its message lost with the connection
         hub.outages += 1
         hub._move_all()
@@ -112,6 +125,6 @@ async def test_an_outage_of_the_hub_makes_every_root_be_checked(redis_url: str, 
 async def test_a_wait_with_a_timeout_says_the_run_is_still_going(redis_url: str, key_prefix: str) -> None:
     async with waiter(redis_url, key_prefix) as (client, keys, _, roots):
         await record(client, keys, "slow", "running")
-        with pytest.raises(RunError, match="run slow: still going after 0.3s"):
+        with pytest.raises(RunError, match=r"run slow: still going after 0\.3s"):
             await roots.wait("slow", timeout=0.3)
         assert roots.waiting == 0

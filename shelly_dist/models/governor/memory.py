@@ -37,6 +37,18 @@ STEP = 1e10
 waiter ranks before every ``batch`` one; within a priority, by fair-share tag. Scores stay within
 14 significant digits (Lua's number formatting), a millisecond's resolution."""
 
+TOLERANCE = 0.5
+"""Seconds a ``batch`` grant may come before its pace says (GCRA's tolerance): a waiter that wakes
+late by up to this much still takes its slot instead of pushing every later one back. The sliding
+window is the hard cap either way."""
+
+SPIN = 0.05
+"""The least a caller behind a waiter that is there waits before asking again (seconds)."""
+
+HERE = 0.5
+"""Seconds past its turn a waiter told to wait in its process still counts as there (its next ask
+arrives a little after its turn)."""
+
 EPSILON = 0.001
 """The least a call moves its share's tag (unlimited units): its next calls rank after it."""
 
@@ -77,6 +89,9 @@ class _Waiter:
     score: float
     due: float
     deadline: float
+    here: float = 0.0
+    """Until when it waits in its process (it was told to wait within the bound): only a waiter
+    that is there goes before a caller who finds room (a suspended one may come back late)."""
 
 
 @dataclass
@@ -122,8 +137,8 @@ class _Account:
                                self.tokens_out - limits.output_tpm + 1), "output_tpm"
         if limits.max_concurrent and len(self.flying) >= limits.max_concurrent:
             return max(self.latency, 0.1) / limits.max_concurrent, "max_concurrent"
-        if ask.priority == BATCH and self.tat > now:
-            return self.tat - now, "input_tpm" if _tokens_bind(limits, ask.tokens) else "rpm"
+        if ask.priority == BATCH and self.tat - TOLERANCE > now:
+            return self.tat - TOLERANCE - now, "input_tpm" if _tokens_bind(limits, ask.tokens) else "rpm"
         return 0.0, ""
 
     @staticmethod
@@ -137,11 +152,11 @@ class _Account:
         return max(0.0, last + WINDOW - now)
 
     def blocked(self, score: float, me: str, now: float) -> bool:
-        """Whether a waiter ranked before ``score`` has its turn near (it goes first)."""
-        for s, due, wid in sorted((w.score, w.due, wid) for wid, w in self.queue.items())[:HEAD]:
+        """Whether a waiter ranked before ``score`` waits in its process for its turn (it goes first)."""
+        for s, here, wid in sorted((w.score, w.here, wid) for wid, w in self.queue.items())[:HEAD]:
             if s >= score:
                 return False
-            if wid != me and due - BOUND <= now <= due + BOUND:
+            if wid != me and here >= now:
                 return True
         return False
 
@@ -185,7 +200,7 @@ class MemoryGovernorStore:
             else:
                 score = waiter.score
             if wait <= 0 and acc.blocked(score, ask.id, now):
-                wait, reason = BOUND / 4, "queue"
+                wait, reason = max(step, SPIN), "queue"
             if wait <= 0:
                 acc.queue.pop(ask.id, None)
                 acc.log[ask.id] = _Grant(now, ask.tokens)
@@ -195,7 +210,8 @@ class MemoryGovernorStore:
                     acc.tat = max(acc.tat, now) + pacing(limits, ask.tokens)
                 return Decision(True)
             turn = wait + acc.rank(score, ask.id) * step
-            acc.queue[ask.id] = _Waiter(score, now + turn, now + turn + GRACE)
+            acc.queue[ask.id] = _Waiter(score, now + turn, now + turn + GRACE,
+                                        now + turn + HERE if turn <= BOUND else 0.0)
             return Decision(False, turn, reason)
 
     async def settle(self, settle: Settle, now: float) -> None:

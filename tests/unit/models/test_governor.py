@@ -20,6 +20,7 @@ from shelly_dist.models.governor import (
 )
 from shelly_dist.models.governor.base import WINDOW
 from shelly_dist.models.governor.headers import heard, hearing, seconds
+from shelly_dist.models.governor.memory import TOLERANCE
 from shelly_dist.models.suspend import ModelCall, SuspendModel, calling_model
 from tests.unit.models.fakes import FakeClock, FlakyCompleter, http_error
 
@@ -40,7 +41,7 @@ async def test_a_short_wait_is_waited_in_the_process() -> None:
     with acting_as(priority=BATCH):
         await completer.complete(chat(), [])
         await completer.complete(chat(), [])
-    assert clock.sleeps == [pytest.approx(WINDOW / 40)]
+    assert clock.sleeps == [pytest.approx(WINDOW / 40 - TOLERANCE)]
 
 
 async def test_a_long_wait_suspends_a_run_that_can_and_keeps_its_reservation() -> None:
