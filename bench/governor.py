@@ -79,8 +79,7 @@ def measure_governor(items: int = ITEMS, workers: int = WORKERS, rpm: int = RPM,
         lines = [json.loads(line) for line in (root / "out.jsonl").read_text().splitlines()] \
             if (root / "out.jsonl").exists() else []
         failed = sum(1 for line in lines if line.get("status") != "completed") + items - len(lines)
-        why = f" ({out.stderr.strip().splitlines()[-2 if len(out.stderr.strip().splitlines()) > 1 else -1]})" \
-            if out.returncode and out.stderr.strip() else ""
+        why = f" ({out.stderr.strip().splitlines()[-1]})" if out.returncode and out.stderr.strip() else ""
         accepted, rejected = sorted(limits.accepted), limits.rejected
         refused = 100 * len(rejected) / max(1, len(accepted) + len(rejected))
         span = accepted[-1] - accepted[0] if len(accepted) > 1 else 0.0

@@ -127,6 +127,10 @@ class Hub:
         self._confirmed: dict[str, asyncio.Future[None]] = {}
         self._pubsub: PubSub | ShardedPubSub | None = None
         self._pump_task: asyncio.Task[None] | None = None
+        self._sending = asyncio.Lock()
+        """Held while a ``SUBSCRIBE`` is sent (a send, not a round trip): redis-py's pub/sub takes its
+        connection from the client's pool on its first command, and two first commands at once
+        each took one — with hundreds of watches opening together, a bounded pool ran dry."""
         self.outages = 0
         """How many times the connection was lost (every watch moved, messages may be lost): an
         owner that ignores poll ticks re-reads everything when this changes."""
@@ -159,7 +163,8 @@ class Hub:
         if self._pump_task is None or self._pump_task.done():
             self._pump_task = asyncio.create_task(self._pump())
         elif self._pubsub is not None:
-            await self._pubsub.subscribe(channel)
+            async with self._sending:
+                await self._pubsub.subscribe(channel)
 
     async def _drop(self, watch: Watch) -> None:
         watches = self._watches.get(watch.channel)
@@ -194,7 +199,8 @@ class Hub:
                 if self._pubsub is None:
                     self._pubsub = await open_pubsub(self._client, tree=self._tree)
                     if self._watches:
-                        await cancellable(self._pubsub.subscribe(*self._watches))
+                        async with self._sending:
+                            await cancellable(self._pubsub.subscribe(*self._watches))
                 wait = max(0.0, tick - time.monotonic())
                 if self._pubsub.connection is None:  # nothing subscribed on it yet: nothing to read
                     await pause(wait)
