@@ -194,6 +194,9 @@ async def run_batch(
 @click.option("--priority", type=click.Choice(["batch", "interactive"]), default="batch", show_default=True,
               help="The items' priority at their providers: batch work waits for interactive work (shelly run) "
                    "when a key is saturated, and batches share a key fairly.")
+@click.option("--label", default=None,
+              help="Who the items' trees are at their providers: batches of one label share keys fairly as one, "
+                   "and the config's spend: limits of the label hold for them (default: this batch alone).")
 def batch_command(
     tasks_path: str,
     output_path: str,
@@ -203,12 +206,13 @@ def batch_command(
     batch_id: str | None,
     quiet: bool,
     priority: str,
+    label: str | None,
 ) -> None:
     """Run every task of a JSONL file, each in its own session, writing one line per result."""
     console = Console(stderr=True)
     output = Path(output_path)
     ident = batch_id or batch_identity(output)
-    with acting_as(priority=priority, share=f"batch-{ident}"):  # every item's tree, on any process
+    with acting_as(priority=priority, share=label or f"batch-{ident}"):  # every item's tree, on any process
         failed = run_async(_main(Path(tasks_path), output, concurrency, config_path, shelly_dir, quiet, console,
                                  ident))
     if failed:

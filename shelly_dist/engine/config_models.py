@@ -27,6 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag
 
 from shelly_dist.agent.limits import Limits
+from shelly_dist.models.governor.spend import SpendLimit
 from shelly_dist.models.pricing import PriceEntry
 
 _GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -199,6 +200,8 @@ class ProviderConfig(Section):
     """``kind: scripted`` only: replies per agent config name; key ``"*"`` serves any other agent."""
     options: dict[str, Any] = Field(default_factory=dict)
     """A ``@provider`` kind's own settings, handed to its factory as ``options=`` (ours)."""
+    spend: SpendLimit | None = None
+    """USD each of its keys may spend per UTC day and month, across the pool (ours)."""
 
     def keys(self) -> list[str]:
         """``api_key`` then ``api_keys``, empty and repeated ones dropped."""
@@ -459,6 +462,8 @@ class Config(Section):
     def allow_knowledge_writes(self) -> None:
         """Let this config's tools write ``.shelly/context.md`` and ``.shelly/knowledge/``."""
         self._knowledge_writes = True
+    spend: dict[str, SpendLimit] = Field(default_factory=dict)
+    """USD per UTC day and month of each label: the trees of ``shelly batch --label NAME`` (ours)."""
     pricing: list[PriceEntry] = Field(default_factory=list)
     """Price overrides (USD per million tokens) merged over the defaults by provider kind and
     model prefix (ours; Go reads only ``.shelly/local/pricing.yaml``, which is read too)."""

@@ -69,11 +69,13 @@ async def _open_distributed_runtime(engine: Engine) -> Runtime:
     from shelly_dist.runtime.celery import open_runtime
     from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
     from shelly_dist.state.governor import RedisGovernorStore
+    from shelly_dist.state.spend import RedisSpendLedger
 
     settings = runtime_settings(engine.config)
     runtime = open_runtime(settings, fingerprint(engine.config))
     engine.providers.cooldowns = RedisCooldownStore(runtime.client, prefix=settings.key_prefix)
     engine.providers.governor = RedisGovernorStore(runtime.client, prefix=settings.key_prefix)
+    engine.providers.spend = RedisSpendLedger(runtime.client, prefix=settings.key_prefix)
     return runtime
 
 

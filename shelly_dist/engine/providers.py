@@ -26,6 +26,7 @@ from shelly_dist.events import EventSink, discard
 from shelly_dist.models import Completer, ToolSpec
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
 from shelly_dist.models.governor import GovernorStore, MemoryGovernorStore
+from shelly_dist.models.governor.spend import MemorySpendLedger, SpendLedger
 from shelly_dist.models.observed import ObservedCompleter
 from shelly_dist.models.pricing import PricedCompleter, PriceEntry, PriceTable
 from shelly_dist.models.ratelimit import RateLimitSettings
@@ -67,6 +68,8 @@ class Providers:
         self.cooldowns: CooldownStore = cooldowns or MemoryCooldownStore()
         self.governor: GovernorStore = governor or MemoryGovernorStore()
         """The API keys' accounts (the provider governor): this process's, or Redis on a pool."""
+        self.spend: SpendLedger = MemorySpendLedger()
+        """What keys and labels spent (``spend:`` limits): this process's, or Redis on a pool."""
         self.prices = prices if prices is not None else PriceTable.default(config.pricing)
         self._on_event = on_event
         self._shared: dict[str, Completer] = {}
@@ -81,6 +84,7 @@ class Providers:
         ``main@helper``, may mean another model in another session)."""
         other = Providers(config, cooldowns=self.cooldowns, governor=self.governor, on_event=self._on_event,
                           prices=self.prices)
+        other.spend = self.spend
         other._base = self
         return other
 
@@ -190,6 +194,10 @@ class Providers:
             options=provider.options,
             cooldowns=self.cooldowns,
             governor=self.governor,
+            spend=provider.spend,
+            spend_labels=self.config.spend,
+            spend_ledger=self.spend,
+            price=self.prices.lookup(provider.kind, provider.model),
             on_event=self._on_event,
         )
 

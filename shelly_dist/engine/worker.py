@@ -103,6 +103,7 @@ class EngineContext:
         from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
         from shelly_dist.state.connection import connect
         from shelly_dist.state.governor import RedisGovernorStore
+        from shelly_dist.state.spend import RedisSpendLedger
 
         self.engine = engine
         self.fingerprint = fingerprint
@@ -113,6 +114,7 @@ class EngineContext:
         engine.providers.cooldowns = RedisCooldownStore(self._client, prefix=settings.key_prefix)
         # And so are the API keys' accounts: one governor per key for the whole pool.
         engine.providers.governor = RedisGovernorStore(self._client, prefix=settings.key_prefix)
+        engine.providers.spend = RedisSpendLedger(self._client, prefix=settings.key_prefix)
         # A team post made on this worker (a channel_send of a run) wakes the agents on the pool.
         from shelly_dist.runtime.celery.children.wakes import PoolWakes
 

@@ -36,6 +36,8 @@ from shelly_dist.models.completer import Completer
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore, key_id
 from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
 from shelly_dist.models.governor import GovernedCompleter, GovernorStore, KeyLimits, MemoryGovernorStore
+from shelly_dist.models.governor.spend import MemorySpendLedger, Spending, SpendLedger, SpendLimit, SpendScope
+from shelly_dist.models.pricing import PriceEntry
 from shelly_dist.models.ratelimit import RateLimitSettings
 from shelly_dist.models.retry import RetryingCompleter
 from shelly_dist.models.usage import UsageTracker
@@ -84,6 +86,7 @@ _TAKE_OPTIONS: set[str] = set()
 
 _shared_cooldowns = MemoryCooldownStore()
 _shared_governor = MemoryGovernorStore()
+_shared_spend = MemorySpendLedger()
 
 
 def governed_unit(kind: str, base_url: str | None, api_key: str, model: str) -> str:
@@ -132,6 +135,10 @@ def create_completer(
     prompt_cache: bool = True,
     cooldowns: CooldownStore | None = None,
     governor: GovernorStore | None = None,
+    spend: SpendLimit | None = None,
+    spend_labels: dict[str, SpendLimit] | None = None,
+    spend_ledger: SpendLedger | None = None,
+    price: PriceEntry | None = None,
     on_event: EventSink = discard,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.time,
@@ -140,6 +147,9 @@ def create_completer(
 
     ``cooldowns`` holds per-key cooldowns and ``governor`` the keys' accounts (default: one
     in-process store each); pass the runtime's Redis stores when distributed.
+    ``spend`` limits each key's USD per day and month and ``spend_labels`` each label's (the
+    tree's share, ``shelly batch --label``), reserved in ``spend_ledger`` (default: in-process) at
+    ``price``, without which they cannot hold (a ``ConfigError``).
     ``prompt_cache=False`` (Anthropic: no ``cache_control`` breakpoints) reaches the factory only
     when set, so a custom kind's factory need not accept it. ``sleep`` and ``clock`` are for
     tests. The result's ``usage`` is the provider's running total. An unknown kind raises
@@ -170,12 +180,20 @@ def create_completer(
         common["prompt_cache"] = False
     limits = KeyLimits(rpm=settings.rpm, input_tpm=settings.input_tpm, output_tpm=settings.output_tpm,
                        max_concurrent=settings.max_concurrent)
-    members: list[Completer] = [
-        GovernedCompleter(factory(api_key=k, **common), store=governor or _shared_governor,
-                          unit=governed_unit(kind, base_url, k, model), provider=name, model=model, limits=limits,
-                          timeout=timeout, clock=clock, sleep=sleep)
-        for k in keys
-    ]
+    labels = {k: v for k, v in (spend_labels or {}).items() if v.any()}
+    if ((spend is not None and spend.any()) or labels) and price is None:
+        raise ConfigError(f'provider "{name}": spend limits need the price of model {model!r} (add it to pricing:)',
+                          field=f"providers.{name}.spend")
+    members: list[Completer] = []
+    for i, k in enumerate(keys):
+        unit = governed_unit(kind, base_url, k, model)
+        key = SpendScope(f"key:{unit.split(':', 1)[0]}", f'provider "{name}" key {i + 1}', spend) \
+            if spend is not None and spend.any() else None
+        spending = Spending(spend_ledger or _shared_spend, key, labels, price, max_tokens or default_max_tokens(kind)) \
+            if price is not None and (key is not None or labels) else None
+        members.append(GovernedCompleter(factory(api_key=k, **common), store=governor or _shared_governor, unit=unit,
+                                         provider=name, model=model, limits=limits, timeout=timeout, spend=spending,
+                                         clock=clock, sleep=sleep))
     core: Completer = members[0]
     if len(members) > 1:
         core = FallbackCompleter(

@@ -113,3 +113,23 @@ def test_an_interactive_run_is_answered_promptly_while_a_batch_saturates_the_key
     # backlog it would have waited more than a minute.
     assert elapsed < 20, f"{elapsed:.1f}s"
     assert limits.rejected == []
+
+
+def test_a_keys_spend_limit_holds_across_the_pool_and_names_itself(cluster: Cluster) -> None:
+    with ModelServer(format="openai", default=Reply(text="priced", usage={"input": 0, "output": 1})) as server:
+        cluster.write_config(
+            [{"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+              "max_tokens": 2, "spend": {"day_usd": 5.5}}],
+            [{"name": "solver", "provider": "mock"}],
+            pricing=[{"provider": "openai", "prefix": "gpt-test", "input": 0.0, "output": 1_000_000.0}],
+        )
+        cluster.start_workers("w1", "w2")
+        out = run_batch(cluster, 12, timeout=180)
+        lines = output_lines(cluster)
+    assert len(lines) == 12, f"{out.stderr}\n{cluster.worker_log()}"
+    done = [line for line in lines if line["status"] == "completed"]
+    refused = [line for line in lines if line["status"] != "completed"]
+    # Each call reserves its most ($2: two output tokens at $1) and costs $1: the pool never passes $5.50.
+    assert 2 <= len(done) <= 5 and sum(line["usage"]["cost_usd"] for line in done) <= 5.5
+    assert len(server.requests) == len(done)
+    assert all('spend limit: provider "mock" key 1 reached its day_usd 5.50' in line["error"] for line in refused)

@@ -27,6 +27,7 @@ from shelly_dist.models.classify import OVERLOADED, RATE_LIMIT
 from shelly_dist.models.completer import Completer, ToolSpec
 from shelly_dist.models.governor.base import BOUND, Ask, GovernorStore, KeyLimits, Settle
 from shelly_dist.models.governor.headers import hearing, learned_from
+from shelly_dist.models.governor.spend import Reserved, Spending
 from shelly_dist.models.ratelimit import estimate_tokens
 from shelly_dist.models.suspend import SuspendModel, model_call
 from shelly_dist.models.usage import Usage, UsageTracker
@@ -56,6 +57,7 @@ class GovernedCompleter:
         model: str,
         limits: KeyLimits,
         timeout: float | None = None,
+        spend: Spending | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
@@ -66,6 +68,8 @@ class GovernedCompleter:
         self.model = model
         self.limits = limits
         self.timeout = timeout or 600.0
+        self.spend = spend
+        """The key's and the labels' ``spend:`` limits, with the ledger and the model's price."""
         self._clock = clock
         self._sleep = sleep
 
@@ -102,7 +106,13 @@ class GovernedCompleter:
 
     async def complete(self, chat: Chat, tools: list[ToolSpec]) -> Message:
         ask = self._ask(chat, tools)
-        await self._granted(ask)
+        spent = await self._spend(ask)
+        try:
+            await self._granted(ask)
+        except BaseException:
+            if spent is not None:
+                await asyncio.shield(spent.settle(0.0))
+            raise
         headers: dict[str, str] = {}
         started = self._clock()
         try:
@@ -110,17 +120,26 @@ class GovernedCompleter:
                 reply = await self.inner.complete(chat, tools)
         except ModelHTTPError as exc:
             await self._rejected(exc, headers)
-            await self._settle(ask, None, started)
+            await self._settle(ask, None, started, spent)
             raise
         except BaseException:
-            await asyncio.shield(self._settle(ask, None, started))
+            await asyncio.shield(self._settle(ask, None, started, spent))
             raise
         usage = Usage.of(reply)
-        await self._settle(ask, usage, started)
+        await self._settle(ask, usage, started, spent)
         await self._heard(headers)
         return reply
 
-    async def _settle(self, ask: Ask, usage: Usage | None, started: float) -> None:
+    async def _spend(self, ask: Ask) -> Reserved | None:
+        """Reserve the call's most possible cost in its ``spend:`` scopes, or refuse it."""
+        if self.spend is None:
+            return None
+        return await self.spend.reserve(ask.tokens, identity.share(), self._clock(), provider=self.provider,
+                                        model=self.model)
+
+    async def _settle(self, ask: Ask, usage: Usage | None, started: float, spent: Reserved | None = None) -> None:
+        if spent is not None:  # a failed call may still have been billed: its reservation stays spent
+            await spent.settle(spent.amount if usage is None else spent.price_of(usage))
         real_in = None if usage is None else usage.input_tokens + usage.cache_creation_tokens + usage.cache_read_tokens
         await self.store.settle(Settle(unit=self.unit, id=ask.id, estimated=ask.tokens, input_tokens=real_in,
                                        output_tokens=usage.output_tokens if usage is not None else 0,
