@@ -133,3 +133,29 @@ def test_a_keys_spend_limit_holds_across_the_pool_and_names_itself(cluster: Clus
     assert 2 <= len(done) <= 5 and sum(line["usage"]["cost_usd"] for line in done) <= 5.5
     assert len(server.requests) == len(done)
     assert all('spend limit: provider "mock" key 1 reached its day_usd 5.50' in line["error"] for line in refused)
+
+
+def test_runs_waiting_for_their_keys_budget_hold_no_worker_slot(cluster: Cluster) -> None:
+    limits = StrictLimits(rpm=1)
+    with ModelServer(format="openai", limits=limits) as server:
+        team(cluster, server, {"rpm": 1})
+        cluster.start_worker("w1", concurrency=2)
+        write_items(cluster, 8)
+        batch = cluster.popen("batch", "--tasks", "in.jsonl", "--output", "out.jsonl", "--quiet", "--concurrency", "8")
+        try:
+            # One request a minute: the first item goes; the other seven wait for the key, and only
+            # because none holds one of the worker's two slots can all seven wait at once.
+            def waiting() -> list[dict[str, str]] | None:
+                assert batch.poll() is None, batch.communicate()
+                runs = [cluster.redis.hgetall(k) for k in cluster.redis.scan_iter(match=cluster.prefix + "run:*")
+                        if k.count(":") == cluster.prefix.count(":") + 1]
+                found = [r for r in runs if r.get("status") == "waiting"]
+                return found if len(found) == 7 else None
+
+            found = wait_until(waiting, 90, f"seven runs waiting for the key\n{cluster.worker_log()}")
+        finally:
+            batch.kill()
+            batch.wait()
+    # rpm, or paused: the first answer said no request remains until its minute is over
+    assert {r["waiting_for"] for r in found} <= {"the mock key: rpm", "the mock key: queue", "the mock key: paused"}
+    assert len(server.requests) == 1 and limits.rejected == []
