@@ -33,6 +33,7 @@ from shelly_dist.errors import ConfigError
 from shelly_dist.events import EventSink, discard
 from shelly_dist.models.backoff import Backoff
 from shelly_dist.models.completer import Completer
+from shelly_dist.models.context import ContextWindow
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore, key_id
 from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
 from shelly_dist.models.governor import GovernedCompleter, GovernorStore, KeyLimits, MemoryGovernorStore
@@ -139,6 +140,7 @@ def create_completer(
     spend_labels: dict[str, SpendLimit] | None = None,
     spend_ledger: SpendLedger | None = None,
     price: PriceEntry | None = None,
+    window: ContextWindow | None = None,
     on_event: EventSink = discard,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.time,
@@ -149,7 +151,8 @@ def create_completer(
     in-process store each); pass the runtime's Redis stores when distributed.
     ``spend`` limits each key's USD per day and month and ``spend_labels`` each label's (the
     tree's share, ``shelly batch --label``), reserved in ``spend_ledger`` (default: in-process) at
-    ``price``, without which they cannot hold (a ``ConfigError``).
+    ``price``, without which they cannot hold (a ``ConfigError``). ``window``: the provider's
+    context window, which its completers learn into (:mod:`shelly_dist.models.context`).
     ``prompt_cache=False`` (Anthropic: no ``cache_control`` breakpoints) reaches the factory only
     when set, so a custom kind's factory need not accept it. ``sleep`` and ``clock`` are for
     tests. The result's ``usage`` is the provider's running total. An unknown kind raises
@@ -186,12 +189,16 @@ def create_completer(
                           field=f"providers.{name}.spend")
     members: list[Completer] = []
     for i, k in enumerate(keys):
+        vendor = factory(api_key=k, **common)
+        attach = getattr(vendor, "attach_window", None)
+        if window is not None and attach is not None:
+            attach(window)
         unit = governed_unit(kind, base_url, k, model)
         key = SpendScope(f"key:{unit.split(':', 1)[0]}", f'provider "{name}" key {i + 1}', spend) \
             if spend is not None and spend.any() else None
         spending = Spending(spend_ledger or _shared_spend, key, labels, price, max_tokens or default_max_tokens(kind)) \
             if price is not None and (key is not None or labels) else None
-        members.append(GovernedCompleter(factory(api_key=k, **common), store=governor or _shared_governor, unit=unit,
+        members.append(GovernedCompleter(vendor, store=governor or _shared_governor, unit=unit,
                                          provider=name, model=model, limits=limits, timeout=timeout, spend=spending,
                                          clock=clock, sleep=sleep))
     core: Completer = members[0]

@@ -32,6 +32,7 @@ import json
 import threading
 import urllib.request
 import weakref
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -61,6 +62,19 @@ _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSe
 _sessions_lock = threading.Lock()
 
 
+_closers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+async def _close_at_shutdown(session: aiohttp.ClientSession) -> AsyncIterator[None]:
+    """Closes ``session`` when its loop shuts its async generators down (``asyncio.run`` does, as
+    it ends): a program that never calls :func:`aclose_http_client` — a script using the Python
+    API with a real provider — no longer ends with aiohttp's "Unclosed client session"."""
+    try:
+        yield
+    finally:
+        await session.close()
+
+
 def http_session() -> aiohttp.ClientSession:
     """The pooled session of the running event loop (created on first use, again after a close)."""
     loop = asyncio.get_running_loop()
@@ -70,6 +84,10 @@ def http_session() -> aiohttp.ClientSession:
             session = _sessions[loop] = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=0),
             )
+            closer = _close_at_shutdown(session)
+            # Started on the loop, so the loop's shutdown finalizes it; both kept, so neither is
+            # collected (an unfinished generator's finalizer would close the session early).
+            _closers[loop] = (closer, loop.create_task(closer.__anext__()))
         return session
 
 
@@ -106,12 +124,28 @@ async def post_json(
     url: str, body: Any, *, headers: dict[str, str], read_timeout: float | None, provider: str, model: str
 ) -> Any:
     """POST ``body`` as JSON and return the decoded answer; raise a typed model error otherwise."""
+    return await request_json("POST", url, body, headers=headers, read_timeout=read_timeout, provider=provider,
+                              model=model)
+
+
+async def get_json(url: str, *, headers: dict[str, str], read_timeout: float | None, provider: str, model: str) -> Any:
+    """GET ``url`` and return the decoded answer (a server's ``/props`` or ``/v1/models``)."""
+    return await request_json("GET", url, None, headers=headers, read_timeout=read_timeout, provider=provider,
+                              model=model)
+
+
+async def request_json(
+    method: str, url: str, body: Any, *, headers: dict[str, str], read_timeout: float | None, provider: str,
+    model: str,
+) -> Any:
+    """One request with an optional JSON body; the decoded answer, or a typed model error."""
     parts = urlsplit(url)
     try:
-        async with http_session().post(
+        async with http_session().request(
+            method,
             url,
-            data=_encode(body),
-            headers={"Content-Type": "application/json", **headers},
+            data=_encode(body) if body is not None else None,
+            headers={"Content-Type": "application/json", **headers} if body is not None else headers,
             timeout=_timeout(read_timeout),
             allow_redirects=False,
             proxy=_proxy(parts.scheme, parts.hostname or ""),

@@ -62,6 +62,8 @@ end
 RESERVE = _COMMON + """
 local log, tok, st, fly, q, qd, fin, here = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local id, tokens, prio = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local ratio = tonumber(redis.call('HGET', KEYS[3], 'ratio') or '1')
+tokens = math.max(1, math.floor(tokens * ratio + 0.5))  -- as the vendor will count them (memory.scaled)
 local rpm, itpm, otpm, conc = effective(st, tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]),
                                         tonumber(ARGV[7]))
 local timeout, now = tonumber(ARGV[8]), clock(ARGV[9])
@@ -98,6 +100,7 @@ local function freed(which, needed)
 end
 local wait, reason = 0, ''
 local pause, tat, latency = num(st, 'pause'), num(st, 'tat'), num(st, 'latency')
+local tat_in, tat_out = num(st, 'tat_in'), num(st, 'tat_out')
 local n = redis.call('ZCARD', log)
 if pause > now then
   wait, reason = pause - now, 'paused'
@@ -110,9 +113,11 @@ elseif otpm > 0 and tout >= otpm then
   wait, reason = freed(2, tout - otpm + 1), 'output_tpm'
 elseif conc > 0 and redis.call('ZCARD', fly) >= conc then
   wait, reason = math.max(latency, 0.1) / conc, 'max_concurrent'
-elseif prio == 'batch' and tat - TOLERANCE > now then
-  local bind = itpm > 0 and tokens * W / itpm > (rpm > 0 and W / rpm or 0)
-  wait, reason = tat - TOLERANCE - now, bind and 'input_tpm' or 'rpm'
+elseif prio == 'batch' and math.max(tat, tat_in, tat_out) - TOLERANCE > now then
+  local paced, limit = tat, 'rpm'
+  if tat_in > paced then paced, limit = tat_in, 'input_tpm' end
+  if tat_out > paced then paced, limit = tat_out, 'output_tpm' end
+  wait, reason = paced - TOLERANCE - now, limit
 end
 -- its place: a fair-share tag when first seen (a virtual clock per share), by priority
 local cls = 1
@@ -146,7 +151,8 @@ if wait <= 0 then
   redis.call('HSET', tok, id, tokens .. ',0')
   tin = tin + tokens
   redis.call('ZADD', fly, now + timeout, id)
-  if prio == 'batch' then redis.call('HSET', st, 'tat', math.max(tat, now) + pacing(rpm, itpm, tokens)) end
+  if prio == 'batch' and rpm > 0 then redis.call('HSET', st, 'tat', math.max(tat, now) + W / rpm) end
+  if prio == 'batch' and itpm > 0 then redis.call('HSET', st, 'tat_in', math.max(tat_in, now) + tokens * W / itpm) end
   out = {1, '0', ''}
 else
   redis.call('ZADD', q, score, id)
@@ -171,7 +177,14 @@ its place in the queue (see :mod:`shelly_dist.models.governor.memory` for each s
 SETTLE = _COMMON + """
 local log, tok, st, fly = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id, est, real_out, prio = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[5]
-local real_in = tonumber(ARGV[3]) or est
+local ratio = tonumber(redis.call('HGET', st, 'ratio') or '1')
+local t = redis.call('HGET', tok, id)
+local reserved = math.max(1, math.floor(est * ratio + 0.5))
+if t then reserved = pair(t) end
+local real_in = tonumber(ARGV[3]) or reserved
+if tonumber(ARGV[3]) and tonumber(ARGV[3]) > 0 and est > 0 then
+  redis.call('HSET', st, 'ratio', 0.8 * ratio + 0.2 * math.min(20, math.max(0.1, tonumber(ARGV[3]) / est)))
+end
 local latency = tonumber(ARGV[8])
 redis.call('ZREM', fly, id)
 if latency > 0 then
@@ -179,7 +192,6 @@ if latency > 0 then
   if old > 0 then latency = 0.8 * old + 0.2 * latency end
   redis.call('HSET', st, 'latency', latency)
 end
-local t = redis.call('HGET', tok, id)
 if t then
   local a, b = pair(t)
   redis.call('HSET', st, 'tin', num(st, 'tin') + real_in - a, 'tout', num(st, 'tout') + real_out - b)
@@ -187,10 +199,10 @@ if t then
 end
 if prio == 'batch' then
   local _, itpm, otpm = effective(st, 1, tonumber(ARGV[6]), tonumber(ARGV[7]), 0)
-  local tat = num(st, 'tat')
-  if itpm > 0 then tat = tat + (real_in - est) * W / itpm end
-  if otpm > 0 then tat = tat + real_out * W / otpm end
-  redis.call('HSET', st, 'tat', tat)
+  if itpm > 0 then redis.call('HSET', st, 'tat_in', num(st, 'tat_in') + (real_in - reserved) * W / itpm) end
+  if otpm > 0 then
+    redis.call('HSET', st, 'tat_out', math.max(num(st, 'tat_out'), clock(ARGV[9])) + real_out * W / otpm)
+  end
 end
 redis.call('EXPIRE', st, TTL)
 return 1

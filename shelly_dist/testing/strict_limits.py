@@ -53,6 +53,8 @@ class StrictLimits:
         """Arrival times (the clock's) of the requests accepted."""
         self.rejected: list[float] = []
         """Arrival times of the requests refused with a 429."""
+        self.charged = 0
+        """Input tokens of the requests accepted (characters / 4 of their bodies)."""
 
     def reject_all(self, seconds: float) -> None:
         """From now, answer 429 with ``retry-after: <seconds>`` to every request for ``seconds``."""
@@ -87,6 +89,7 @@ class StrictLimits:
                 return Verdict(429, {"retry-after": str(math.ceil(wait)), **self._said(now, wait, anthropic)})
             self._seen.append((now, size))
             self.accepted.append(now)
+            self.charged += size
             return Verdict(200, self._said(now, 0.0, anthropic) if self.headers else {}, size)
 
     def _said(self, now: float, wait: float, anthropic: bool) -> dict[str, str]:

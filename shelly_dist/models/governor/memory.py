@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shelly_dist.models.governor.base import (
     BATCH,
@@ -68,6 +68,17 @@ def pacing(limits: KeyLimits, tokens: int) -> float:
     return step
 
 
+def scaled(tokens: int, ratio: float) -> int:
+    """An estimate of ``tokens`` as the vendor will count them."""
+    return max(1, int(tokens * ratio + 0.5))
+
+
+def learn_ratio(old: float, seen: float) -> float:
+    """The ratio's moving average after a call that counted ``seen`` per estimated token (each
+    call is bounded to 0.1–20, so one odd answer cannot make the next reservations absurd)."""
+    return 0.8 * old + 0.2 * min(20.0, max(0.1, seen))
+
+
 def spacing(limits: KeyLimits, tokens: int, latency: float) -> float:
     """Seconds between two waiters' turns (what one waiter ahead costs): the pace, or with only a
     concurrency limit the call's latency shared by its slots."""
@@ -102,10 +113,18 @@ class _Account:
     flying: dict[str, float] = field(default_factory=dict)
     pause: float = 0.0
     tat: float = 0.0
+    """The batch pace of requests (GCRA's theoretical arrival time)."""
+    tat_in: float = 0.0
+    """The batch pace of input tokens (estimated at the grant, corrected at settle)."""
+    tat_out: float = 0.0
+    """The batch pace of output tokens (known at settle)."""
     latency: float = 0.0
     finish: dict[str, tuple[float, float]] = field(default_factory=dict)
     queue: dict[str, _Waiter] = field(default_factory=dict)
     learned: KeyLimits = field(default_factory=KeyLimits)
+    ratio: float = 1.0
+    """What the vendor counts per token of Shelly's estimate (learned at settle, a moving average):
+    a grant reserves the estimate times this, so the window and the pace count what the vendor will."""
 
     def trim(self, now: float) -> None:
         while self.log:
@@ -137,8 +156,10 @@ class _Account:
                                self.tokens_out - limits.output_tpm + 1), "output_tpm"
         if limits.max_concurrent and len(self.flying) >= limits.max_concurrent:
             return max(self.latency, 0.1) / limits.max_concurrent, "max_concurrent"
-        if ask.priority == BATCH and self.tat - TOLERANCE > now:
-            return self.tat - TOLERANCE - now, "input_tpm" if _tokens_bind(limits, ask.tokens) else "rpm"
+        if ask.priority == BATCH:
+            paced, limit = max((self.tat, "rpm"), (self.tat_in, "input_tpm"), (self.tat_out, "output_tpm"))
+            if paced - TOLERANCE > now:
+                return paced - TOLERANCE - now, limit
         return 0.0, ""
 
     @staticmethod
@@ -165,10 +186,6 @@ class _Account:
         return sum(1 for wid, w in self.queue.items() if (w.score, wid) < (score, me))
 
 
-def _tokens_bind(limits: KeyLimits, tokens: int) -> bool:
-    return bool(limits.input_tpm) and tokens * WINDOW / limits.input_tpm > (WINDOW / limits.rpm if limits.rpm else 0)
-
-
 def _class(priority: str) -> int:
     return 0 if priority == INTERACTIVE else 1
 
@@ -187,6 +204,7 @@ class MemoryGovernorStore:
         with self._lock:
             acc = self._account(ask.unit)
             acc.trim(now)
+            ask = replace(ask, tokens=scaled(ask.tokens, acc.ratio))
             limits = effective(ask.limits, acc.learned)
             wait, reason = acc.capacity(ask, limits, now)
             cls = _class(ask.priority)
@@ -207,7 +225,10 @@ class MemoryGovernorStore:
                 acc.tokens_in += ask.tokens
                 acc.flying[ask.id] = now + ask.timeout
                 if ask.priority == BATCH:
-                    acc.tat = max(acc.tat, now) + pacing(limits, ask.tokens)
+                    if limits.rpm:
+                        acc.tat = max(acc.tat, now) + WINDOW / limits.rpm
+                    if limits.input_tpm:
+                        acc.tat_in = max(acc.tat_in, now) + ask.tokens * WINDOW / limits.input_tpm
                 return Decision(True)
             turn = wait + acc.rank(score, ask.id) * step
             acc.queue[ask.id] = _Waiter(score, now + turn, now + turn + GRACE,
@@ -221,7 +242,10 @@ class MemoryGovernorStore:
             if settle.latency > 0:
                 acc.latency = settle.latency if not acc.latency else 0.8 * acc.latency + 0.2 * settle.latency
             grant = acc.log.get(settle.id)
-            real_in = settle.estimated if settle.input_tokens is None else settle.input_tokens
+            reserved = grant.tokens_in if grant is not None else scaled(settle.estimated, acc.ratio)
+            real_in = reserved if settle.input_tokens is None else settle.input_tokens
+            if settle.input_tokens and settle.estimated > 0:
+                acc.ratio = learn_ratio(acc.ratio, settle.input_tokens / settle.estimated)
             if grant is not None:
                 acc.tokens_in += real_in - grant.tokens_in
                 acc.tokens_out += settle.output_tokens - grant.tokens_out
@@ -229,9 +253,9 @@ class MemoryGovernorStore:
             if settle.priority == BATCH:
                 limits = effective(settle.limits, acc.learned)
                 if limits.input_tpm:
-                    acc.tat += (real_in - settle.estimated) * WINDOW / limits.input_tpm
+                    acc.tat_in += (real_in - reserved) * WINDOW / limits.input_tpm
                 if limits.output_tpm:
-                    acc.tat += settle.output_tokens * WINDOW / limits.output_tpm
+                    acc.tat_out = max(acc.tat_out, now) + settle.output_tokens * WINDOW / limits.output_tpm
 
     async def learn(self, unit: str, learned: Learned, now: float) -> None:
         with self._lock:

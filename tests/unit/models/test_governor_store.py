@@ -158,3 +158,27 @@ async def test_a_waiter_dropped_after_the_grace_time_is_queued_anew(store: Gover
     await store.reserve(ask("a", priority=BATCH, rpm=60), T0)
     later = T0 + WINDOW + GRACE + 5  # everything expired: a fresh window
     assert (await store.reserve(ask("b", priority=BATCH, rpm=60), later)).granted
+
+
+async def test_batch_pacing_follows_the_slower_of_requests_and_tokens_and_counts_each_once(
+    store: GovernorStore,
+) -> None:
+    lim = {"rpm": 600, "input_tpm": 240_000}  # a request each 0.1017 s; 400 tokens each 0.1017 s too
+    assert (await store.reserve(ask("b1", 10, priority=BATCH, **lim), T0)).granted
+    await store.settle(Settle(unit="openai-k:gpt", id="b1", estimated=10, input_tokens=400, priority=BATCH,
+                              limits=KeyLimits(**lim)), T0 + 0.05)
+    step = WINDOW / 600
+    assert (await store.reserve(ask("b2", 10, priority=BATCH, **lim), T0 + step - TOLERANCE + 0.001)).granted
+    await store.settle(Settle(unit="openai-k:gpt", id="b2", estimated=10, input_tokens=800, priority=BATCH,
+                              limits=KeyLimits(**lim)), T0 + step)
+    tokens = await store.reserve(ask("b3", 10, priority=BATCH, **lim), T0 + 2 * step - TOLERANCE + 0.001)
+    assert not tokens.granted and tokens.reason == "input_tpm"  # 800 tokens: two requests' worth of pace
+
+
+async def test_reservations_learn_how_the_vendor_counts_tokens_against_the_estimate(store: GovernorStore) -> None:
+    for i in range(12):  # the vendor counts ten tokens for each one the estimate sees
+        assert (await store.reserve(ask(f"r{i}", 10), T0 + i)).granted
+        await store.settle(Settle(unit="openai-k:gpt", id=f"r{i}", estimated=10, input_tokens=100), T0 + i)
+    # 1,200 counted so far; a 10-token estimate now reserves about 100: 1,300 > 1,250
+    held = await store.reserve(ask("next", 10, input_tpm=1250), T0 + 12)
+    assert not held.granted and held.reason == "input_tpm"
