@@ -65,7 +65,7 @@ def connections(pid: int, port: int) -> int:
 
 
 def _questions(client: redis.Redis, prefix: str) -> int:
-    return sum(1 for _ in client.scan_iter(match=f"{prefix}s:*:questions", count=5000))
+    return sum(1 for _ in client.scan_iter(match=f"{prefix}s:*:question-trees", count=5000))
 
 
 def measure_waiting(trees: int, workers: int, window: float = WINDOW, settle: float = SETTLE) -> Row:

@@ -54,10 +54,10 @@ WRITE_PROBE_EVERY = 2.0
 Redis still answers every read the wait makes, so only a write tells; see ``state/refusal.py``)."""
 """Seconds after which a coordinator whose children have not started says why it may be waiting."""
 
-CONNECTIONS = 16
+CONNECTIONS = 8
 """Connections the process's client may open (a blocking pool: past it, a command waits for a free
 one). A batch submitting and waiting for 10,000 roots needs a handful at a time: its waits share one
-reader (:class:`RootWaiter`) and its wake-ups one pub/sub connection."""
+reader (:class:`RootWaiter`) and its wake-ups one pub/sub connection (from this pool too)."""
 
 SUBMIT_OUTAGE = 60.0
 """Seconds a submission waits out a Redis that does not answer before it fails."""
