@@ -1,4 +1,4 @@
-"""13. Sliding window or GCRA: the provider governor's algorithm, measured on a simulated clock
+"""14. Sliding window or GCRA: the provider governor's algorithm, measured on a simulated clock
 (``python -m bench.algorithms``; deterministic, a second to run).
 
 Three ways to hold a key of ``rpm`` requests a minute, each fed the same load and judged by the
