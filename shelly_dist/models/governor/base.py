@@ -7,13 +7,15 @@ account holds, over a sliding window of :data:`WINDOW` seconds (a minute, plus :
 the time a granted request takes to reach the vendor): the requests granted, their input tokens
 (estimated at the grant, corrected when the call is settled) and their output tokens (known at
 settle); the calls in flight; a pause until which nothing is sent (a 429's ``retry-after``); the
-limits learned from the vendor's headers; and the waiters' queue.
+limits learned from the vendor's headers; how many tokens the vendor counts per token of the
+estimate (so a reservation counts what the vendor will); and the waiters' queue.
 
 Why a sliding window and not GCRA alone: the vendors document token buckets, but what a strict
 vendor (and our stand-in) refuses is any minute holding more than the limit, and a bucket full at
 the start of a minute lets up to twice the limit through in that minute. The window is the hard
-cap every priority obeys. ``batch`` work is also *paced* (GCRA: one request per ``WINDOW / rpm``,
-a call's input tokens spread over ``tokens × WINDOW / input_tpm``, output the same once known), so
+cap every priority obeys. ``batch`` work is also *paced* (GCRA, a clock each for requests, input
+and output tokens: one request per ``WINDOW / rpm``, a call's input tokens spread over
+``tokens × WINDOW / input_tpm``, output the same once known; a tolerance of half a second), so
 a saturating batch leaves a slot free every pacing interval for an ``interactive`` call to take
 first, instead of spending a whole minute's budget at once and leaving the key empty until the
 minute ends (docs/benchmarks.md has both measured).
