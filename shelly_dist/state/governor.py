@@ -10,11 +10,11 @@ grant's input and output tokens), ``state`` (the window's token totals, the paus
 of requests, input and output tokens, the latency, the vendor's tokens per estimated token, the
 learned limits), ``flying`` (calls in flight, by expiry), ``queue`` (waiters by priority and
 fair-share tag), ``due`` (each waiter's turn) and ``here`` (until when a waiter waits in its
-process), plus one ``share:<who>`` string per fair-share group with its virtual clock. Every step is O(1) amortised in the
-calls made (a grant is trimmed once when it leaves the window, a stale waiter once); none reads
-anything in proportion to the waiting runs or the processes. Time is the Redis server's (``TIME``),
-so machines whose clocks disagree still share one window. Every key expires a day after its
-unit's last call.
+process), plus one ``share:<who>`` string per fair-share group with its virtual clock. Every
+step is O(1) amortised in the calls made (a grant is trimmed once when it leaves the window, a
+stale waiter once); none reads anything in proportion to the waiting runs or the processes.
+Time is the Redis server's (``TIME``), so machines whose clocks disagree still share one window.
+Every key expires a day after its unit's last call.
 """
 
 from __future__ import annotations
