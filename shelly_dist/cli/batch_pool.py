@@ -55,6 +55,13 @@ class PoolRuntime(Protocol):
     async def cancel(self, run_id: str) -> list[str]: ...
 
 
+STARTING = 16
+"""Items looked up and submitted at once (each a record read, a transaction and a send, a few
+milliseconds): a batch of ``--concurrency 10000`` starts its items through the process's small
+connection pool at that pace, instead of 10,000 commands queueing for a connection until the pool
+gives up on some ("No connection available") and they wait out a pretend outage."""
+
+
 def batch_identity(output: Path) -> str:
     """The default identity of a batch: its output file (the batch's journal), by absolute path."""
     return hashlib.sha1(str(output.resolve()).encode()).hexdigest()[:12]
@@ -74,6 +81,7 @@ class PoolItems:
         self.batch = batch
         self.waiting: set[str] = set()
         """Runs submitted or adopted by this batch that have not ended (what Ctrl-C cancels)."""
+        self._starting = asyncio.Semaphore(STARTING)
         self.submitting: set[asyncio.Task[str]] = set()
         """Submissions under way: shielded from Ctrl-C, finished before :meth:`cancel_all` cancels."""
 
@@ -96,18 +104,19 @@ class PoolItems:
         Raises :class:`ItemFailed` for a run that failed or was canceled while this batch waited."""
         from shelly_dist.runtime.celery.journal import RunStatus
 
-        run_id, record = await self.current(item_id)
-        raise_if_cancelled()  # a Ctrl-C its record read swallowed (redis-py on 3.11) submits nothing
-        self.waiting.add(run_id)
-        if record is None or record.status == RunStatus.QUEUED:
-            # A submit cut by Ctrl-C between creating the root and sending it (or with its create
-            # still in flight on a dropped connection) would leave a queued root that the cancel
-            # does not see and the reaper later runs: it is finished first, then cancelled.
-            submit = asyncio.ensure_future(
-                self.runtime.submit(agent, messages, session=new_session_id(), run_id=run_id))
-            self.submitting.add(submit)
-            submit.add_done_callback(self.submitting.discard)
-            await asyncio.shield(submit)
+        async with self._starting:  # a few at a time: 10,000 at once only queue for connections
+            run_id, record = await self.current(item_id)
+            raise_if_cancelled()  # a Ctrl-C its record read swallowed (redis-py on 3.11) submits nothing
+            self.waiting.add(run_id)
+            if record is None or record.status == RunStatus.QUEUED:
+                # A submit cut by Ctrl-C between creating the root and sending it (or with its create
+                # still in flight on a dropped connection) would leave a queued root that the cancel
+                # does not see and the reaper later runs: it is finished first, then cancelled.
+                submit = asyncio.ensure_future(
+                    self.runtime.submit(agent, messages, session=new_session_id(), run_id=run_id))
+                self.submitting.add(submit)
+                submit.add_done_callback(self.submitting.discard)
+                await asyncio.shield(submit)
         ended = await self.runtime.wait(run_id)
         self.waiting.discard(run_id)  # kept on cancellation: cancel_all stops it
         usage = ended.tree_spent().model_dump()
