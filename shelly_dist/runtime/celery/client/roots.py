@@ -8,10 +8,10 @@ roots wait. A root's record is read when its wait begins (after its channel is c
 message on its channel says it ended — one pipelined read for all the roots named since the last
 read. The hub's poll ticks, which a single watch re-reads on, are not followed here: a message on a
 live connection is not lost, so only an outage (the hub's ``outages`` moves) makes every root be
-checked again, plus a backstop every :data:`BACKSTOP` seconds — one pipelined ``HGET status`` per
-root, the ended ones then read whole. Waiting on 2,000 roots thus costs about 2,000 / 30 commands a
-second instead of 2,000 re-reads a second, and one connection of the client's bounded pool at a
-time.
+checked again, plus a backstop every :data:`BACKSTOP` seconds (longer past 1,500 roots: at most
+:data:`BACKSTOP_RATE` a second) — one pipelined ``HGET status`` per root, the ended ones then read
+whole. Waiting on 2,000 roots thus costs about 50 commands a second instead of 2,000 re-reads a
+second, and one connection of the client's bounded pool at a time.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -35,6 +36,14 @@ from shelly_dist.state.keys import Keys
 BACKSTOP = 30.0
 """Seconds between two checks of every waited root's status (messages are not lost on a live
 connection, and an outage is noticed at once: this only bounds what nobody foresaw)."""
+
+TICKS = 3
+"""Slices the backstop's round is read in: one every ``BACKSTOP / TICKS`` seconds, so its cost is
+spread instead of a burst of every root at once."""
+
+BACKSTOP_RATE = 50.0
+"""Roots a second the backstop reads at most: past 1,500 waiting roots its interval grows with
+them (10,000 roots: every 200 s), so its cost stays flat however many wait (DESIGN §3 rule 17)."""
 
 CHUNK = 500
 """Roots per pipelined read (one round trip each; a reply of a few hundred kilobytes at most)."""
@@ -106,7 +115,8 @@ class RootWaiter:
             self._task = asyncio.create_task(self._loop(), name="shelly-root-waiter")
 
     async def _loop(self) -> None:
-        backstop_at = time.monotonic() + self._backstop
+        tick = self._backstop / TICKS
+        backstop_at, cursor = time.monotonic() + tick, 0
         while self._waiters:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(max(0.0, backstop_at - time.monotonic())):
@@ -114,10 +124,16 @@ class RootWaiter:
             self._wake.clear()
             try:
                 outages = self._hub().outages
-                if outages != self._outages or time.monotonic() >= backstop_at:
+                roots = list(self._waiters)
+                if outages != self._outages:  # messages may be lost: everyone, now
                     self._outages = outages
-                    backstop_at = time.monotonic() + self._backstop
-                    self._named |= await self._ended(list(self._waiters))
+                    self._named |= await self._ended(roots)
+                elif time.monotonic() >= backstop_at:  # the next slice of the backstop's round
+                    backstop_at = time.monotonic() + tick
+                    size = min(math.ceil(len(roots) / TICKS), math.ceil(BACKSTOP_RATE * tick))
+                    cursor = cursor if cursor < len(roots) else 0
+                    self._named |= await self._ended(roots[cursor:cursor + size])
+                    cursor += size
                 named, self._named = self._named, set()
                 await self._read([r for r in named if r in self._waiters])
             except Exception as exc:  # Redis away past the reads' patience: everyone is checked again
