@@ -6,6 +6,7 @@ import os
 import socket
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -63,17 +64,19 @@ def _no_real_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail any provider call to a host other than loopback (tests never reach a real LLM API)."""
     from urllib.parse import urlsplit
 
-    from shelly_dist.providers import http
+    from shelly_dist.providers import http, transport
 
-    real = http.post_json
+    def guard(real: Any, at: int = 0) -> Any:
+        async def guarded(*args: object, **kwargs: object) -> object:
+            url = str(args[at])
+            host = urlsplit(url).hostname or ""
+            if host not in LOOPBACK_HOSTS:
+                raise AssertionError(f"test tried to call a real model API: {url}")
+            return await real(*args, **kwargs)
+        return guarded
 
-    async def guarded(url: str, *args: object, **kwargs: object) -> object:
-        host = urlsplit(url).hostname or ""
-        if host not in LOOPBACK_HOSTS:
-            raise AssertionError(f"test tried to call a real model API: {url}")
-        return await real(url, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(http, "post_json", guarded)
+    monkeypatch.setattr(http, "post_json", guard(http.post_json))
+    monkeypatch.setattr(transport, "request", guard(transport.request, at=1))  # the batch APIs' calls
 
 
 SLOWEST_FIRST = ("tests/chaos/", "tests/integration/", "tests/spec/", "tests/compat/")

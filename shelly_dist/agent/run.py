@@ -60,7 +60,7 @@ from shelly_dist.events import REPLY_TRUNCATED, Event
 from shelly_dist.identity import acting_as
 from shelly_dist.models import Completer, Usage
 from shelly_dist.models.speed import SPEED
-from shelly_dist.models.suspend import ModelCall, ModelWait, SuspendModel, calling_model
+from shelly_dist.models.suspend import ModelCall, ModelWait, SuspendModel, calling_model, raise_if_failed
 from shelly_dist.observability import metrics, tracing
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.hooks import bind_run_memory
@@ -428,7 +428,9 @@ class Run:
         wait = state.model_wait
         if wait is not None and wait.reply is not None:  # delivered: the call's answer, nothing is asked
             state.model_wait = None
-            return await self._replied_with(Message.model_validate(wait.reply), delivered=True)
+            delivered = Message.model_validate(wait.reply)
+            raise_if_failed(delivered)  # the call failed where it was made: the run fails as if here
+            return await self._replied_with(delivered, delivered=True)
         if wait is None:  # a new call (a call whose wait is due was prepared before it suspended)
             if opts.max_iterations > 0 and state.iteration >= opts.max_iterations:
                 state.phase = Phase.FAILED

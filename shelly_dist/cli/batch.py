@@ -32,13 +32,16 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from shelly_dist.chats import Message, Role
+from shelly_dist.chats import Message
 from shelly_dist.cli.batch_files import BatchItem, append_record, done_ids, read_items
 from shelly_dist.cli.batch_pool import ItemFailed, PoolItems, batch_identity
 from shelly_dist.cli.errors import EXIT_FAILED, run_async
 from shelly_dist.cli.explain import explain
 from shelly_dist.cli.options import config_options
 from shelly_dist.engine import Engine
+from shelly_dist.engine.config import find_config, load_config
+from shelly_dist.engine.providers import with_provider_batches
+from shelly_dist.engine.session import user_messages
 from shelly_dist.errors import RunError, StoreError
 from shelly_dist.identity import acting_as
 from shelly_dist.models import Usage
@@ -68,11 +71,7 @@ def _infrastructure(exc: BaseException) -> str | None:
 
 def item_messages(item: BatchItem) -> list[Message]:
     """The item's user messages: its context (when any), then its task."""
-    messages = []
-    if item.context:
-        messages.append(Message.text("user", Role.USER, f"<context>\n{item.context}\n</context>"))
-    messages.append(Message.text("user", Role.USER, item.task))
-    return messages
+    return user_messages(item.task, item.context)
 
 
 async def run_item(engine: Engine, item: BatchItem, pool: PoolItems | None = None) -> dict[str, Any]:
@@ -197,6 +196,9 @@ async def run_batch(
 @click.option("--label", default=None,
               help="Who the items' trees are at their providers: batches of one label share keys fairly as one, "
                    "and the config's spend: limits of the label hold for them (default: this batch alone).")
+@click.option("--provider-batch", is_flag=True,
+              help="Send every model call through its provider's batch API (OpenAI Batch, Anthropic Message "
+                   "Batches: half price, replies within 24 h) as if each provider with one set batch.enabled.")
 def batch_command(
     tasks_path: str,
     output_path: str,
@@ -207,6 +209,7 @@ def batch_command(
     quiet: bool,
     priority: str,
     label: str | None,
+    provider_batch: bool,
 ) -> None:
     """Run every task of a JSONL file, each in its own session, writing one line per result."""
     console = Console(stderr=True)
@@ -214,7 +217,7 @@ def batch_command(
     ident = batch_id or batch_identity(output)
     with acting_as(priority=priority, share=label or f"batch-{ident}"):  # every item's tree, on any process
         failed = run_async(_main(Path(tasks_path), output, concurrency, config_path, shelly_dir, quiet, console,
-                                 ident))
+                                 ident, provider_batch))
     if failed:
         raise SystemExit(EXIT_FAILED)
 
@@ -228,6 +231,7 @@ async def _main(
     quiet: bool,
     console: Console,
     batch_id: str,
+    provider_batch: bool = False,
 ) -> int:
     try:
         items, problems = await asyncio.to_thread(read_items, tasks)
@@ -241,8 +245,16 @@ async def _main(
     todo = [i for i in items if i.id not in skip]
     if skip & {i.id for i in items}:
         console.print(f"batch: skipping {len(items) - len(todo)} items already in {output}", markup=False)
-    async with await Engine.open(config_path, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
-        pool = PoolItems(engine.runtime, batch_id) if hasattr(engine.runtime, "submit") else None  # type: ignore[arg-type]
+    config = await asyncio.to_thread(load_config, find_config(config_path, shelly_dir))
+    if provider_batch:
+        if not any(p.batch_api(force=True) for p in config.providers):
+            console.print("batch: --provider-batch: no provider has a batch API (kind openai at OpenAI, anthropic, "
+                          "or batch.api set): every model call goes direct", markup=False, highlight=False)
+        if not config.distributed.broker_url:  # on a pool each item's session says it (the workers' config,
+            config = with_provider_batches(config)  # and its fingerprint, stay the deployment's)
+    async with await Engine.open(config, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
+        pool = (PoolItems(engine.runtime, batch_id, provider_batch=provider_batch)  # type: ignore[arg-type]
+                if hasattr(engine.runtime, "submit") else None)
         if pool is not None and todo:  # Redis and the broker answer, or one line now, before any item
             await pool.runtime.check()
         if concurrency is None:

@@ -31,6 +31,7 @@ from shelly_dist.cli.mcp import mcp_group
 from shelly_dist.cli.questions import answer_command, questions_command
 from shelly_dist.cli.run import run_command
 from shelly_dist.cli.runs import runs_command
+from shelly_dist.cli.serve import serve_command
 from shelly_dist.cli.sessions import sessions_command
 from shelly_dist.cli.state import state_group
 from shelly_dist.cli.tasks import tasks_group
@@ -98,6 +99,7 @@ cli.add_command(answer_command)
 cli.add_command(flower_command)
 cli.add_command(mcp_group)
 cli.add_command(a2a_group)
+cli.add_command(serve_command)
 cli.add_command(doctor_command)
 cli.add_command(workflow_group)
 for _team_command in (send_command, channel_command, inbox_command, docs_command):

@@ -29,6 +29,16 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def user_messages(task: str, context: str = "") -> list[Message]:
+    """A task's user messages: its ``context`` in a ``<context>`` block (when any), then the task
+    (what ``shelly batch`` sends for an item and the console for a new session)."""
+    messages = []
+    if context:
+        messages.append(Message.text("user", Role.USER, f"<context>\n{context}\n</context>"))
+    messages.append(Message.text("user", Role.USER, task))
+    return messages
+
+
 class Session:
     """One conversation; build it with ``Engine.session`` or ``Engine.resume_session``."""
 
@@ -63,8 +73,9 @@ class Session:
         """
         return await self.send_messages([Message.text("user", Role.USER, text)])
 
-    async def send_messages(self, messages: list[Message]) -> RunOutcome:
-        """:meth:`send` with ready-made messages (images, documents, several parts)."""
+    async def send_messages(self, messages: list[Message], *, run_id: str | None = None) -> RunOutcome:
+        """:meth:`send` with ready-made messages (images, documents, several parts); ``run_id``
+        names the top-level run (default: a fresh id), so a caller can find it before it ends."""
         if self._active:
             raise UsageError(f"engine: session {self.id}: another send is already active")
         self._active = True
@@ -75,7 +86,7 @@ class Session:
             text = " ".join(m.text_content() for m in messages)
             self._publish(events.AGENT_START, depth=0, task=text[:500])
             try:
-                outcome = await self.engine.runtime.execute(self.agent, messages, session=self.id)
+                outcome = await self.engine.runtime.execute(self.agent, messages, session=self.id, run_id=run_id)
             except BaseException as exc:
                 self._publish(events.ERROR, error=str(exc) or type(exc).__name__, type=type(exc).__name__)
                 raise

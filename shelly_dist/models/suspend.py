@@ -30,7 +30,30 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-__all__ = ["ModelCall", "ModelWait", "SuspendModel", "calling_model", "model_call"]
+from shelly_dist.chats import Message, Role
+from shelly_dist.errors import ModelError
+
+__all__ = ["ModelCall", "ModelWait", "SuspendModel", "calling_model", "failed_reply", "model_call", "raise_if_failed"]
+
+FAILED = "model_error"
+"""``Message.metadata`` key of a delivered reply that is a failure: the call, made elsewhere (a
+vendor batch's direct fallback, by the process polling it), failed after its retries."""
+
+
+def failed_reply(error: ModelError) -> Message:
+    """What is delivered for a suspended call that failed where it was made: no answer, the error."""
+    reply = Message(role=Role.ASSISTANT, parts=[])
+    reply.metadata[FAILED] = {"error": str(error), "provider": error.provider, "model": error.model}
+    return reply
+
+
+def raise_if_failed(reply: Message) -> None:
+    """Raise the ``ModelError`` a delivered :func:`failed_reply` carries (the run then fails as if
+    its own call had); nothing for a reply."""
+    failure = reply.metadata.get(FAILED)
+    if isinstance(failure, dict):
+        raise ModelError(str(failure.get("error") or "model call failed"), provider=str(failure.get("provider") or ""),
+                         model=str(failure.get("model") or ""))
 
 
 class SuspendModel(Exception):  # a control signal, not an error: no retry or fallback catches it

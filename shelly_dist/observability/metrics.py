@@ -82,6 +82,15 @@ AGENT_COST = Counter("shelly_agent_cost_usd_total", "USD of the model calls of e
                      ["agent"])
 AGENT_TOKENS = Counter("shelly_agent_tokens_total", "Tokens of each agent's model calls (input + output + cache).",
                        ["agent"])
+BATCH_REQUESTS_WAITING = Gauge("shelly_provider_batch_requests_pending",
+                               "Model calls waiting on a provider batch, by provider and where (window: not sent "
+                               "yet; sent: in a vendor batch), as the desk's holder last saw them.",
+                               ["provider", "where"])
+BATCHES = Gauge("shelly_provider_batches", "Vendor batches of a provider by step (sending, polling, delivering), "
+                "as the desk's holder last saw them.", ["provider", "status"])
+BATCH_FALLBACKS = Counter("shelly_provider_batch_fallbacks_total",
+                          "Model calls meant for a provider batch made directly instead, by reason.",
+                          ["provider", "reason"])
 
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_creation")
 

@@ -115,7 +115,7 @@ def _timeout(seconds: float | None) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=None, connect=read, sock_connect=min(CONNECT_TIMEOUT, read), sock_read=read)
 
 
-def _encode(body: Any) -> bytes:
+def encode_json(body: Any) -> bytes:
     """Compact UTF-8 JSON, as httpx2 sent it (no NaN: no vendor accepts it)."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
@@ -139,13 +139,46 @@ async def request_json(
     model: str,
 ) -> Any:
     """One request with an optional JSON body; the decoded answer, or a typed model error."""
+    raw = await request(method, url, data=encode_json(body) if body is not None else None,
+                        headers={"Content-Type": "application/json", **headers} if body is not None else headers,
+                        read_timeout=read_timeout, provider=provider, model=model)
+    return decode_json(raw, provider=provider, model=model)
+
+
+def decode_json(raw: bytes, *, provider: str, model: str) -> Any:
+    """The JSON of a 2xx answer; a body that is not JSON is a ``server`` model error."""
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise transport_error(
+            provider=provider,
+            model=model,
+            kind=SERVER,
+            detail=f"malformed JSON in answer: {raw.decode(errors='replace')[:200]!r}",
+        ) from exc
+
+
+async def request(
+    method: str,
+    url: str,
+    *,
+    headers: dict[str, str],
+    read_timeout: float | None,
+    provider: str,
+    model: str,
+    data: bytes | aiohttp.FormData | None = None,
+) -> bytes:
+    """Send one request and return the body of a 2xx answer; raise a typed model error otherwise.
+
+    ``data`` is sent as is (JSON bytes, or a multipart form for a file upload: the batch APIs).
+    """
     parts = urlsplit(url)
     try:
         async with http_session().request(
             method,
             url,
-            data=_encode(body) if body is not None else None,
-            headers={"Content-Type": "application/json", **headers} if body is not None else headers,
+            data=data,
+            headers=headers,
             timeout=_timeout(read_timeout),
             allow_redirects=False,
             proxy=_proxy(parts.scheme, parts.hostname or ""),
@@ -171,12 +204,4 @@ async def request_json(
             body=raw.decode(errors="replace"),
             retry_after=parse_retry_after(retry_after),
         )
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise transport_error(
-            provider=provider,
-            model=model,
-            kind=SERVER,
-            detail=f"malformed JSON in answer: {raw.decode(errors='replace')[:200]!r}",
-        ) from exc
+    return raw

@@ -24,7 +24,8 @@ In a test::
   ``status`` + ``body`` + ``retry_after`` for errors (the body defaults to the vendor's error
   JSON), ``malformed`` (a 200 whose body is not JSON), ``raw`` (a JSON answer sent as is),
   ``delay`` (seconds before answering), ``hold_until`` (hold the answer until that many requests
-  have arrived in total — proves concurrency without timing).
+  have arrived in total — proves concurrency without timing), ``release`` (hold it until the test
+  sets that ``threading.Event``).
 - ``strict_alternation``, ``strict_arguments``, ``prefix_cache`` and ``context_size`` make it
   answer as a real llama-server does (:mod:`shelly_dist.testing.server_rules`): refuse turns that
   do not alternate, 500 on tool-call arguments that are not JSON, count a shared prompt prefix as
@@ -37,6 +38,9 @@ In a test::
   (:mod:`shelly_dist.testing.strict_limits`): sliding-window limits refused with a 429,
   ``retry-after`` and the vendors' rate-limit headers, which it also sends on every answer;
   ``limits.reject_all(15)`` answers 429 ``retry-after: 15`` to everything for 15 s.
+- ``batches`` is the vendors' batch APIs (OpenAI's files and batches, Anthropic's message batches),
+  strict as the vendors and answering each batched request like a direct call once the batch has
+  ended, ``batch_delay`` seconds after its creation (:mod:`shelly_dist.testing.batch_api`).
 
 As a process (prints ``listening on http://127.0.0.1:PORT`` once ready; stops on SIGTERM)::
 
@@ -60,6 +64,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from shelly_dist.testing import server_rules
+from shelly_dist.testing.batch_api import BatchAPIs
+from shelly_dist.testing.batch_api import record as batch_record
 from shelly_dist.testing.server_rules import PrefixCache
 from shelly_dist.testing.strict_limits import StrictLimits, Verdict
 
@@ -93,9 +99,15 @@ class Reply:
     raw: dict[str, Any] | None = None
     delay: float = 0.0
     hold_until: int = 0
+    release: threading.Event | None = None
+    """Hold the answer until the test sets this event (or the server stops): a model call that
+    lasts exactly as long as the test wants, without timing."""
     finish_reason: str | None = None
     """``length`` makes the answer one the output limit cut (Anthropic ``max_tokens``, Gemini
     ``MAX_TOKENS``); default: ``tool_calls``/``stop`` as the reply says."""
+    batch_state: str | None = None
+    """As a line of a provider batch: ``errored`` or ``expired`` makes that line fail so (default:
+    ``succeeded``, or ``errored`` for an error ``status``)."""
 
     @classmethod
     def error(cls, status: int, body: str | None = None, *, retry_after: str | None = None) -> Reply:
@@ -232,6 +244,16 @@ def _gemini(reply: Reply, model: str, prompt: tuple[int, int] | None = None) -> 
 _ANSWERS = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini}
 
 
+def answer_body(fmt: str, reply: Reply, model: str) -> dict[str, Any]:
+    """The vendor's JSON answer to a request for ``model`` (``reply.raw`` when set)."""
+    return reply.raw if reply.raw is not None else _ANSWERS[fmt](reply, model)
+
+
+def error_body(fmt: str, status: int) -> dict[str, Any]:
+    """The vendor's error JSON for ``status``."""
+    return _error_body(fmt, status)
+
+
 def _error_body(fmt: str, status: int) -> dict[str, Any]:
     message = f"mock error {status}"
     if fmt == "anthropic":
@@ -274,6 +296,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def do_GET(self) -> None:
+        if BatchAPIs.handles(self.path):
+            self._batch("GET", b"")
+            return
         path = self.path.split("?")[0].rstrip("/")
         self.server.owner.probes.append(path)
         n_ctx = self.server.owner.context_size
@@ -287,9 +312,32 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(200, b'{"status": "ok"}')
 
+    def _batch(self, method: str, raw: bytes) -> None:
+        """A call of a batch endpoint: recorded, answered by ``owner.batches``."""
+        owner = self.server.owner
+        record = batch_record(method, self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+        owner._record(record)
+        try:
+            status, payload, ctype = owner.batches.answer(method, self.path, record.headers, raw)
+        except Exception as exc:  # a stand-in bug answers 500, naming it, instead of dropping the connection
+            status, payload, ctype = 500, json.dumps({"error": f"batch_api: {exc!r}"}).encode(), "application/json"
+        record.answered = time.monotonic()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
     def do_POST(self) -> None:
         owner = self.server.owner
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if BatchAPIs.handles(self.path):
+            self._batch("POST", raw)
+            return
         try:
             body: Any = json.loads(raw) if raw else None
         except ValueError:
@@ -371,6 +419,7 @@ class ModelServer:
         strict_arguments: bool = False,
         prefix_cache: bool = False,
         context_size: int = 0,
+        batch_delay: float = 0.5,
         token_ratio: float = 1.0,
         timings: bool = False,
         tokenizer: bool = True,
@@ -392,6 +441,9 @@ class ModelServer:
         """Count the longest prefix shared with an earlier prompt as cached (llama.cpp, vLLM): the
         OpenAI answers' usage then comes from it unless the reply sets ``input``."""
         self.context_size = context_size
+        """A prompt of more tokens than this is refused as llama.cpp does (0: no limit)."""
+        self.batches = BatchAPIs(self, batch_delay)
+        """The batch endpoints' state: batches, answered lines, submissions per ``custom_id``."""
         """A prompt of more tokens than this is refused as llama.cpp does (0: no limit); it is also
         the window ``/props`` and ``/v1/models`` say, as llama-server's do."""
         self.token_ratio = token_ratio
@@ -445,8 +497,17 @@ class ModelServer:
 
     def _arrive(self, record: RecordedRequest) -> Reply:
         with self._cond:
+            self._record(record)
+            return self._choose(record)
+
+    def _record(self, record: RecordedRequest) -> None:
+        with self._cond:
             self._requests.append(record)
             self._cond.notify_all()
+
+    def _choose(self, record: RecordedRequest) -> Reply:
+        """The reply to ``record``: the responder's, else the next queued one, else the default."""
+        with self._cond:
             chosen = self.responder(record) if self.responder is not None else None
             if chosen is not None:
                 return chosen
@@ -491,6 +552,8 @@ class ModelServer:
                 self._cond.wait_for(
                     lambda: len(self._requests) >= reply.hold_until or self._stopping.is_set(), 10.0
                 )
+        while reply.release is not None and not reply.release.wait(0.05) and not self._stopping.is_set():
+            pass
         wait = self.latency + reply.delay
         if wait > 0:
             self._stopping.wait(wait)

@@ -31,8 +31,8 @@ import redis.asyncio as aioredis
 
 from shelly_dist.agent import Run
 from shelly_dist.chats import Message
-from shelly_dist.runtime.celery.journal import Lease
 from shelly_dist.runtime.celery.journal.due import DueIndex
+from shelly_dist.runtime.celery.journal.lease import Lease
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
 from shelly_dist.state.connection import redis_errors

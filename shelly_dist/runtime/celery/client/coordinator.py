@@ -228,6 +228,16 @@ class CeleryRuntime:
         await self._send(RUN_AGENT, [run_id, run_id], task_kwargs(agent, 0, session, task))
         return run_id
 
+    async def provider_batches(self, session: str) -> None:
+        """Send the model calls of ``session``'s runs through their providers' batch APIs (``shelly
+        batch --provider-batch``): a flag the workers' batch layer reads once per session."""
+        key = self.journal.keys.session_meta(session)
+        with redis_errors("submit"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.hset(key, "provider_batch", "1")
+                pipe.expire(key, self.settings.retention)
+                await pipe.execute()
+
     async def record(self, run_id: str) -> RunRecord | None:
         """The run's record as it is now (``None`` when there is none)."""
         return await self.journal.record(run_id)

@@ -1,12 +1,13 @@
-"""The Lua of the pool's control paths: stopping runs, ``ask_user``, interactive rounds, handoff and
-the due index's scanner leases.
+"""The Lua of the pool's control paths: stopping runs, ``ask_user``, interactive rounds, handoff,
+the due index's scanner leases, suspended model calls and the provider batches' desks.
 
 The sibling of :mod:`.scripts` (the journal's, claim and finish): the same rules hold — every key a
-script touches is passed in ``KEYS`` and, but for the due index's own keys, carries one tree's hash
-tag (``state/keys.py``), so each runs on a Redis Cluster; fenced writes start with ``holds``. Both
-modules only define the text: every script is registered once per client by :mod:`.registry` and
-run through :func:`.store.run_script` (fencing refusal → ``LeaseLost``, a full Redis waited out,
-a deadline it writes hinted to the due index). The modules that use them say why each exists.
+script touches is passed in ``KEYS`` and, but for the due index's own keys and a batch desk's (which
+share the desk's tag), carries one tree's hash tag (``state/keys.py``), so each runs on a Redis
+Cluster; fenced writes start with ``holds``. Both modules only define the text: every script is
+registered once per client by :mod:`.registry` and run through :func:`.store.run_script` (fencing
+refusal → ``LeaseLost``, a full Redis waited out, a deadline it writes hinted to the due index). The
+modules that use them say why each exists.
 """
 
 from __future__ import annotations
@@ -107,6 +108,134 @@ return {'ok', out[1], out[2]}
 """
 """Join an answer into the asking run, once (the first answer wins; a timeout is an answer)."""
 
+# -- provider batches (batches/) -------------------------------------------------------------------
+
+_DESK = """
+local function desk_holds(lock, token)
+  return token ~= '' and redis.call('GET', lock) == token
+end
+local function keep(key, retention)
+  redis.call('EXPIRE', key, retention)
+end
+"""
+
+BATCH_JOIN = _DESK + """
+local window, requests, payloads, states, replies = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local cid, ident, payload, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local state = redis.call('HGET', states, cid)
+if state then
+  return {state, redis.call('HGET', replies, cid) or '', redis.call('LLEN', window)}
+end
+redis.call('HSET', requests, cid, ident)
+redis.call('HSET', payloads, cid, payload)
+redis.call('HSET', states, cid, 'window')
+local n = redis.call('RPUSH', window, cid)
+keep(window, retention)
+keep(requests, retention)
+keep(payloads, retention)
+keep(states, retention)
+return {'window', '', n}
+"""
+"""A model call joins its provider key's open window, once per ``custom_id`` (a redelivered step
+finds its request, and the reply when one came). Answers ``{state, reply or '', window size}``."""
+
+BATCH_OPEN = _DESK + """
+local lock, window, flushes, states, polls = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, fid, max, now, retention = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+if not desk_holds(lock, token) then return {} end
+local cids = redis.call('LRANGE', window, 0, max - 1)
+if #cids == 0 then return {} end
+redis.call('LTRIM', window, #cids, -1)
+redis.call('HSET', flushes, fid, cjson.encode({cids = cids, state = 'open', opened = tonumber(now)}))
+redis.call('ZADD', polls, 0, fid)
+for _, cid in ipairs(cids) do redis.call('HSET', states, cid, 'flush:' .. fid) end
+keep(window, retention)
+keep(flushes, retention)
+keep(states, retention)
+keep(polls, retention)
+return cids
+"""
+"""Move the oldest ``max`` requests of the window into flush ``fid`` (fenced by the desk's lock), due
+at once: the requests of one vendor batch, recorded before anything is sent for them."""
+
+BATCH_SAVE = _DESK + """
+local lock, flushes, polls, states, replies, payloads = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local requests, canceled = KEYS[7], KEYS[8]
+local token, retention, fid, record, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if not desk_holds(lock, token) then return 0 end
+if record == '' then
+  redis.call('HDEL', flushes, fid)
+  redis.call('ZREM', polls, fid)
+  redis.call('HDEL', canceled, fid)
+else
+  redis.call('HSET', flushes, fid, record)
+  if due ~= '' then redis.call('ZADD', polls, due, fid) end
+end
+for i = 6, #ARGV, 3 do
+  local cid, state, reply = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if state == 'forget' then
+    redis.call('HDEL', requests, cid)
+    redis.call('HDEL', payloads, cid)
+    redis.call('HDEL', states, cid)
+    redis.call('HDEL', replies, cid)
+  else
+    redis.call('HSET', states, cid, state)
+    if reply ~= '' then redis.call('HSET', replies, cid, reply) end
+    if state == 'done' then redis.call('HDEL', payloads, cid) end
+  end
+end
+keep(flushes, retention)
+keep(polls, retention)
+keep(states, retention)
+keep(replies, retention)
+return 1
+"""
+"""Journal a flush's record (``''``: it is over) with its next due time, and the requests' states
+(and replies) it changed, in one step, fenced by the desk's lock (0: the lock is someone else's).
+A request whose flush is over is forgotten (state ``forget``): its run has its reply journaled, so
+nothing asks for it again, and a busy desk's hashes (their TTL refreshed by every write) never
+grow."""
+
+BATCH_LOCK = """
+local lock, token, ms = KEYS[1], ARGV[1], ARGV[2]
+local held = redis.call('GET', lock)
+if held == token then
+  redis.call('PEXPIRE', lock, ms)
+  return 1
+end
+if held then return 0 end
+redis.call('SET', lock, token, 'PX', ms)
+return 1
+"""
+"""Take or keep a desk's lock (the one process working its provider key now) for ``ms``."""
+
+BATCH_UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
+BATCH_DROP = _DESK + """
+local window, states, canceled, requests, payloads = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local cid, retention = ARGV[1], ARGV[2]
+local state = redis.call('HGET', states, cid)
+if not state then return '' end
+if state == 'window' then
+  redis.call('LREM', window, 0, cid)
+  redis.call('HDEL', requests, cid)
+  redis.call('HDEL', payloads, cid)
+  redis.call('HDEL', states, cid)
+  return state
+elseif string.sub(state, 1, 6) == 'flush:' then
+  redis.call('HINCRBY', canceled, string.sub(state, 7), 1)
+  keep(canceled, retention)
+else
+  return ''
+end
+redis.call('HSET', states, cid, 'canceled')
+return state
+"""
+"""A canceled run's request leaves its window (forgotten), or is counted as canceled in its flush
+(whose vendor batch is cancelled once every request in it is)."""
 # -- suspended model calls (model_waits.py) -------------------------------------------------------
 
 MODEL_SUSPEND = _FENCE + """

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from shelly_dist.agent.children import Ending
 from shelly_dist.agent.records import RunState
 from shelly_dist.models import Usage
 from shelly_dist.runtime.celery.names import task_kwargs
@@ -21,24 +22,33 @@ if TYPE_CHECKING:
     from shelly_dist.agent import ChildRequest
 
 
-
 class RunStatus(StrEnum):
-    """Where a run stands; the same strings the journal's Lua scripts write and compare."""
+    """Where a run stands: one of the three live states, or how it ended — the members of
+    :class:`~shelly_dist.agent.children.Ending`, by value, so a run's status and its
+    ``run_finished`` cannot drift apart. The same strings the journal's Lua scripts write and compare."""
 
     QUEUED = "queued"
     RUNNING = "running"
     WAITING = "waiting"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELED = "canceled"
+    DONE = Ending.DONE.value
+    FAILED = Ending.FAILED.value
+    CANCELED = Ending.CANCELED.value
 
     @classmethod
     def read(cls, raw: str) -> RunStatus:
         """The status a record's field holds (a record without one is still ``queued``)."""
         return cls(raw or cls.QUEUED)
 
+    @classmethod
+    def ended(cls, ending: Ending) -> RunStatus:
+        """The status of a run that ended so."""
+        return cls(ending.value)
 
-TERMINAL = frozenset({RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELED})
+
+LIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING})
+"""The statuses of a run that has not ended."""
+
+TERMINAL = frozenset(RunStatus.ended(e) for e in Ending)
 """The statuses a run never leaves (equal to their strings, so ``"done" in TERMINAL``)."""
 
 
@@ -96,6 +106,9 @@ class RunRecord:
     """A root's priority at its providers (``batch`` for a ``shelly batch`` item; "" interactive)."""
     share: str = ""
     """A root's fair-share group at its providers (its batch's identity; "" its own id)."""
+    waiting_for: str = ""
+    """What its suspended model call waits for (``openai batch batch_abc (37 requests)``, the
+    provider key's budget); meaningful while it is ``waiting``."""
 
     @property
     def ended(self) -> bool:
@@ -132,6 +145,7 @@ class RunRecord:
             handoff=raw.get("handoff", ""), created=float(raw.get("created") or 0),
             updated=float(raw.get("updated") or 0), canceled=raw.get("canceled") == "1",
             spawned=raw.get("spawned") == "1", priority=raw.get("priority", ""), share=raw.get("share", ""),
+            waiting_for=raw.get("waiting_for", ""),
         )
 
     def task_kwargs(self) -> dict[str, Any]:

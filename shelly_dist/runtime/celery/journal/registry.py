@@ -66,6 +66,12 @@ class ControlScripts:
         self.elect = _register(client, control_scripts.ELECT)
         self.settle = _register(client, control_scripts.SETTLE)
         self.resign = _register(client, control_scripts.RESIGN)
+        self.batch_join = _register(client, control_scripts.BATCH_JOIN)
+        self.batch_open = _register(client, control_scripts.BATCH_OPEN)
+        self.batch_save = _register(client, control_scripts.BATCH_SAVE)
+        self.batch_lock = _register(client, control_scripts.BATCH_LOCK)
+        self.batch_unlock = _register(client, control_scripts.BATCH_UNLOCK)
+        self.batch_drop = _register(client, control_scripts.BATCH_DROP)
 
 
 class Scripts:
