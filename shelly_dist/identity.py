@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
+from typing import Any
 
 _agent: ContextVar[str] = ContextVar("shelly_agent", default="")
 _run: ContextVar[str] = ContextVar("shelly_run", default="")
 _session: ContextVar[str] = ContextVar("shelly_session", default="")
 _priority: ContextVar[str] = ContextVar("shelly_priority", default="interactive")
 _share: ContextVar[str] = ContextVar("shelly_share", default="")
+_path: ContextVar[tuple[str, ...]] = ContextVar("shelly_path", default=())
 
 
 def agent_name() -> str:
@@ -45,12 +47,20 @@ def share() -> str:
     return _share.get()
 
 
+def run_path() -> list[str]:
+    """The instance names from the root's agent down to the agent of this context (``["lead",
+    "deployer-1"]``): how a person finds the run a decision comes from. ``[agent]`` when unknown."""
+    return list(_path.get()) or ([_agent.get()] if _agent.get() else [])
+
+
 @contextmanager
 def acting_as(agent: str | None = None, *, run: str | None = None, session: str | None = None,
-              priority: str | None = None, share: str | None = None) -> Iterator[None]:
+              path: list[str] | None = None, priority: str | None = None, share: str | None = None
+              ) -> Iterator[None]:
     """Set the identity for the body of the ``with``; arguments left ``None`` are inherited."""
-    tokens = []
-    for var, value in ((_agent, agent), (_run, run), (_session, session), (_priority, priority), (_share, share)):
+    tokens: list[tuple[ContextVar[Any], Token[Any]]] = []
+    for var, value in ((_agent, agent), (_run, run), (_session, session), (_path, tuple(path or ()) or None),
+                       (_priority, priority), (_share, share)):
         if value is not None:
             tokens.append((var, var.set(value)))
     try:

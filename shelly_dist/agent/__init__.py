@@ -7,6 +7,7 @@ whoever runs the step decides how the children run.
 
 from shelly_dist.agent import children
 from shelly_dist.agent.agent import Agent
+from shelly_dist.agent.approval import ApprovalPolicy
 from shelly_dist.agent.board import TaskBoardHook
 from shelly_dist.agent.children import progress_sink
 from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
@@ -22,6 +23,7 @@ from shelly_dist.agent.spawn import Spawned, Spawner
 __all__ = [
     "Agent",
     "AgentOptions",
+    "ApprovalPolicy",
     "ChildRequest",
     "CompletionResult",
     "Continue",

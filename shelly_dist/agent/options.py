@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from shelly_dist.agent.approval import ApprovalPolicy, Decider
 from shelly_dist.agent.board import TaskBoardHook
 from shelly_dist.agent.effects import Effect
 from shelly_dist.agent.interaction import Answer
@@ -13,6 +14,7 @@ from shelly_dist.agent.limits import Budget
 from shelly_dist.agent.middleware import Middleware
 from shelly_dist.agent.prompt import SkillLike
 from shelly_dist.agent.reflections import ReflectionStore
+from shelly_dist.agent.steering import Inbox
 from shelly_dist.events import EventSink
 from shelly_dist.models.context import ContextWindow
 from shelly_dist.tools import Tool
@@ -79,6 +81,14 @@ class AgentOptions:
     budget: Budget | None = None
     """The tree-limits ledger, this agent's own ``limits`` and its call estimates
     (:mod:`shelly_dist.agent.limits`); ``None``: no model call of the agent is ever reserved."""
+    approval: ApprovalPolicy | None = None
+    """Which tools a person approves before each call, and how long a call waits for the verdict
+    (:mod:`shelly_dist.agent.approval`); tools marked ``approval`` are gated without it."""
+    decider: Decider | None = None
+    """Who is asked for the verdicts (the engine's ``ask_user`` responder). A gated call with no
+    decider is rejected: nobody can approve it."""
+    inbox: Inbox | None = None
+    """Where a person's steering messages for this agent's runs wait (``Session.steer``)."""
     window: ContextWindow | None = None
     """The provider's context window and token ratio as this process knows them, shared with the
     provider that learns them (:mod:`shelly_dist.models.context`); ``None``: the effects' own

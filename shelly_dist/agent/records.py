@@ -142,6 +142,9 @@ class ChildRequest(BaseModel):
     """The tree's priority at its providers (its root's: ``interactive`` or ``batch``), inherited."""
     share: str = ""
     """Who the tree shares its providers' keys with fairly (its root's batch, or its root run)."""
+    path: list[str] = Field(default_factory=list)
+    """The instance names from the root's agent down to the delegating one (``["lead"]``): the
+    child's own path is this plus its name, which its decisions name (``lead → deployer-1``)."""
     delegation_id: str = ""
     """``d-N`` in interactive delegation: the child's ``request_input`` questions go to the parent's
     model (answered with ``answer_delegation_questions``); empty in blocking delegation."""
@@ -216,7 +219,11 @@ class RunState(BaseModel):
     pending: list[PendingDelegation] = Field(default_factory=list)
     awaiting: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Tool calls of the current reply suspended until a runtime delivers their result (a
-    :class:`~shelly_dist.tools.suspend.SuspendCall`'s payload by call id: ``ask_user`` on a worker)."""
+    :class:`~shelly_dist.tools.suspend.SuspendCall`'s payload by call id: ``ask_user`` on a worker,
+    an approval of a gated call)."""
+    approved: dict[str, str] = Field(default_factory=dict)
+    """Gated tool calls of the current reply a person approved, by call id: the arguments to run
+    them with when a person edited them, else "". Journaled before they run, like ``started``."""
     model_wait: ModelWait | None = None
     """The model call of the current step, suspended (:class:`~shelly_dist.models.suspend.SuspendModel`)
     until it is due or a reply is delivered for it (:meth:`Run.deliver_reply`)."""
@@ -265,6 +272,12 @@ class RunState(BaseModel):
     announced: int = 0
     """How many announcements of spawned children this run has drained into its chat (its
     cursor in the spawner's list, journaled with the messages it appended)."""
+    steered: int = 0
+    """How many steering messages (``shelly steer``) this run has taken into its chat: its cursor
+    in its inbox, journaled with the messages it appended (:mod:`shelly_dist.agent.steering`)."""
+    path: list[str] = Field(default_factory=list)
+    """The instance names of the agents above this run, from the root's down (its request's
+    ``path``); empty for a root."""
     messages: list[Message] = Field(default_factory=list)
 
     @property

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import shelly_dist.agent.reflections as reflections
 from shelly_dist import events, identity
+from shelly_dist.agent import approval, steering
 from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
 from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
@@ -63,6 +64,7 @@ from shelly_dist.models.speed import SPEED
 from shelly_dist.models.suspend import ModelCall, ModelWait, SuspendModel, calling_model, raise_if_failed
 from shelly_dist.observability import metrics, tracing
 from shelly_dist.tools import Tool, ToolBox
+from shelly_dist.tools.decisions import Verdict, edited_note
 from shelly_dist.tools.hooks import bind_run_memory
 from shelly_dist.tools.suspend import SuspendCall
 
@@ -199,6 +201,10 @@ class Run:
         self._estimate = 0
         self._completer: Completer = agent.completer
         self._hooks = HookChain([*agent.options.middleware, *agent.options.hooks])
+        self._gated: set[str] = set()
+        self.inbox: steering.Inbox | None = agent.options.inbox
+        """Where this run's steering messages wait (:mod:`shelly_dist.agent.steering`): the
+        engine's in-process inbox embedded; a runtime that keeps them elsewhere replaces it."""
         self._replied: asyncio.Event | None = None
         """Set when a reply is delivered for the model call this run waits for in-process."""
 
@@ -215,11 +221,13 @@ class Run:
         scopes: list[BudgetScope] | None = None,
         priority: str | None = None,
         share: str | None = None,
+        path: list[str] | None = None,
         **kwargs: object,
     ) -> Run:
         """A fresh run of ``agent`` over its chat, after appending ``messages``; ``scopes`` are the
-        tree limits it inherits, ``priority`` and ``share`` its place at its providers (a root's
-        default: the context's, :func:`shelly_dist.identity.priority`; its share: itself)."""
+        tree limits it inherits, ``path`` the instance names of the agents above it, ``priority``
+        and ``share`` its place at its providers (a root's default: the context's,
+        :func:`shelly_dist.identity.priority`; its share: itself)."""
         if messages:
             agent.chat.append(*messages)
         rid = run_id or uuid.uuid4().hex[:12]
@@ -232,6 +240,7 @@ class Run:
             scopes=list(scopes or []),
             priority=priority or identity.priority(),
             share=share or identity.share() or rid,
+            path=list(path or []),
         )
         return cls(agent, state, **kwargs)  # type: ignore[arg-type]
 
@@ -244,7 +253,7 @@ class Run:
         earlier = [m for m in history or [] if m.role != Role.SYSTEM]
         return cls.start(agent, [*earlier, *child_messages(request)], visited=request.visited,
                          scopes=request.scopes, priority=request.priority, share=request.share or None,
-                         **kwargs)  # type: ignore[arg-type]
+                         path=request.path, **kwargs)  # type: ignore[arg-type]
 
     @classmethod
     def restore(cls, agent: Agent, snapshot: RunState, **kwargs: object) -> Run:
@@ -295,18 +304,24 @@ class Run:
                 ending.append(request_input_tool(lambda: agent.name, agent.options.request_input,
                                                  slots.next_question))
             boxes.append(ToolBox(ending, name="completion"))
+        if (attach := getattr(self.inbox, "attach", None)) is not None:
+            attach(self)  # steerable from now on (the in-process inbox lists its live runs)
         self._effects = EffectChain(agent.options.effects)
         boxes.extend(self._effects.provided_toolboxes())
         if agent.options.window is not None:
             agent.options.window.seed(self.state.token_ratio)
         self._completer = self._limited_completer()
         seen: dict[str, Tool] = {}
+        box_of: dict[str, str] = {}
         for box in boxes:
             for tool in box:
                 seen.setdefault(tool.name, tool)
+                box_of.setdefault(tool.name, box.name)
         tools = list(seen.values())
         if agent.options.tool_policy is not None:
             tools = agent.options.tool_policy.apply(tools, agent.depth)
+        gate = agent.options.approval or approval.ApprovalPolicy()  # after the policy: only offered tools
+        self._gated = {t.name for t in tools if gate.gates(t, box_of.get(t.name, ""))}
         self._tools = tools
         self._by_name = {t.name: t for t in tools}
         extra = await agent.options.prompt_sections() if agent.options.prompt_sections else []
@@ -336,6 +351,12 @@ class Run:
     def spawner(self) -> Spawner | None:
         """Where this run's ``spawn`` children go: its delegator's spawner, if it has one."""
         return getattr(self.delegator, "spawner", None)
+
+    def steerable_at_end(self) -> bool:
+        """Whether a steering message that arrived during the run's last model call reopens it: a
+        run that ended with its plain reply takes another step; one that ended with
+        ``task_complete`` or ``handoff`` has reported and stays ended."""
+        return self.inbox is not None and self.state.completion is None and self.state.handoff is None
 
     def reopen(self) -> None:
         """A run that would have finished takes another step instead (announcements of spawned
@@ -372,8 +393,9 @@ class Run:
         ``AgentError``; cancellation propagates."""
         if not self._prepared:
             await self._prepare()
-        with acting_as(self.agent.name, run=self.state.run_id, priority=self.state.priority,
-                       share=self.state.share), bind_run_memory(self.state.hook_memory):
+        with acting_as(self.agent.name, run=self.state.run_id, path=[*self.state.path, self.agent.name],
+                       priority=self.state.priority, share=self.state.share), \
+                bind_run_memory(self.state.hook_memory):
             if not self._hooks:
                 return await self._advance()
             try:
@@ -400,7 +422,7 @@ class Run:
                 raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.missing())} children")
             if self.state.awaiting:
                 raise UsageError(f"run {self.state.run_id}: still waiting on {len(self.state.awaiting)} tool calls")
-            return await self._finish_tools()
+            return await self._tools_step()  # approved calls run now; with none left, the results are appended
         if phase == Phase.DONE:  # finished and journaled, but its finish was not: finish again
             return Finished(self._reply(), self.state.completion)
         raise UsageError(f"run {self.state.run_id}: already {phase.value}")
@@ -410,6 +432,9 @@ class Run:
         while True:
             outcome = await self.step()
             if isinstance(outcome, Finished):
+                if self.steerable_at_end() and await steering.waiting_at_end(self, self.inbox):  # type: ignore[arg-type]
+                    self.reopen()  # a person spoke during the last call: the model hears it
+                    continue
                 if self.state.spawned and self.spawner is not None and await self.spawner.wait(self):
                     self.reopen()  # a spawned child ended: its announcement is the next step's input
                     continue
@@ -443,6 +468,8 @@ class Run:
         if wait is None:
             if self.state.spawned and self.spawner is not None:  # a run that spawned nothing costs no read
                 await drain(self, self.spawner)
+            if self.inbox is not None:  # a person's steering joins before the call, journaled with its reply
+                await steering.drain(self, self.inbox)
             tools = await self._effects_before()
             if self._hooks:
                 await self._hooks.before_model(self)
@@ -625,6 +652,13 @@ class Run:
         waiting = {p.tool_call_id for p in self.state.pending}
         waiting |= set(self.state.awaiting)
         todo = [c for c in calls if c.id not in self.state.tool_results and c.id not in waiting]
+        if self.inbox is not None:  # steer --interrupt: no call of this step starts
+            todo = await steering.interrupt(self, self.inbox, todo)
+        if self._gated:  # the gate: after the policy, before the ledger
+            opts = self.agent.options
+            await approval.screen(self, todo, self._gated, opts.decider,
+                                  opts.approval.timeout if opts.approval is not None else 0.0)
+            todo = [c for c in todo if c.id not in self.state.tool_results and c.id not in self.state.awaiting]
         await self._journal_started(todo)
         raise_if_cancelled()  # a cancel swallowed by that checkpoint's write starts no tool
         jobs = []
@@ -707,13 +741,16 @@ class Run:
         if problem is not None:
             return ToolResult(tool_call_id=call.id, content=problem, is_error=True)
         raise_if_cancelled()  # nor in the tool's own task
+        edited = self.state.approved.get(call.id)  # a person approved it with other arguments
+        note = edited_note(edited) if edited else ""
         try:
-            content = await tool.handler(call.arguments)
+            content = await tool.handler(edited or call.arguments)
         except (asyncio.CancelledError, SuspendCall):
             raise
         except Exception as exc:
-            return ToolResult(tool_call_id=call.id, content=cap_result(str(exc) or type(exc).__name__), is_error=True)
-        return ToolResult(tool_call_id=call.id, content=cap_result(content))
+            return ToolResult(tool_call_id=call.id, content=note + cap_result(str(exc) or type(exc).__name__),
+                              is_error=True)
+        return ToolResult(tool_call_id=call.id, content=note + cap_result(content))
 
     async def _delegate_call(self, call: ToolCall) -> None:
         agent, state = self.agent, self.state
@@ -738,6 +775,7 @@ class Run:
             for request in requests:
                 request.scopes = list(state.scopes)
                 request.priority, request.share = state.priority, state.share
+                request.path = [*state.path, agent.name]
         except DelegationRejected as exc:
             await self._answered_at_once(call, str(exc), is_error=True)
             return
@@ -821,6 +859,16 @@ class Run:
                       is_error=result.is_error)
         return not self.waiting()
 
+    def deliver_decision(self, call_id: str, verdict: Verdict, decision_id: str = "") -> bool:
+        """Apply a person's verdict to a gated call awaiting it (approved: it runs on the run's next
+        step; rejected: its error result). Idempotent like :meth:`deliver_result`. Returns True
+        when the run no longer waits."""
+        payload = self.state.awaiting.pop(call_id, None)
+        if payload is not None:
+            approval.apply_verdict(self, call_id, str(payload.get("tool", "")), verdict,
+                                   asked=float(payload.get("asked") or 0), decision_id=decision_id)
+        return not self.waiting()
+
     async def _ended(self, reply: Message, completion: CompletionResult | None) -> Message:
         """The hooks' ``on_run_end`` on a run that ends with ``task_complete`` or ``handoff``: they
         see the completion's summary as the reply (what the parent gets), before the run is
@@ -866,6 +914,7 @@ class Run:
         state.started = []
         state.pending = []
         state.awaiting = {}
+        state.approved = {}
         if state.completion is not None or state.handoff is not None:
             final = await self._ended(reply, state.completion)
             state.phase = Phase.DONE

@@ -193,6 +193,7 @@ def plan_spawn(run: Run, call_id: str, spec: SpawnInput) -> ChildRequest:
     request = requests[0]
     request.scopes = list(state.scopes)
     request.priority, request.share = state.priority, state.share
+    request.path = [*state.path, agent.name]
     return request
 
 

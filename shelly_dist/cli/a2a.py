@@ -2,7 +2,8 @@
 
 Runs go where ``shelly run`` sends them: embedded, or the coordinator here with the tree on the
 worker pool when a broker is configured (then tasks are kept in Redis, so any replica answers).
-Off loopback a bearer token is required (``SHELLY_A2A_TOKEN``, or ``--token``, which ``ps``
+A question or a gated tool call's approval turns the task ``input-required``; the task's next
+message answers it. Off loopback a bearer token is required (``SHELLY_A2A_TOKEN``, or ``--token``, which ``ps``
 shows), as for ``shelly mcp serve --transport http``.
 """
 
@@ -16,7 +17,6 @@ from shelly_dist.cli.errors import fail, run_async
 from shelly_dist.cli.mcp import until_signal
 from shelly_dist.cli.options import config_options
 from shelly_dist.errors import UsageError
-from shelly_dist.tools.builtin.ask import NoAnswerer
 
 TOKEN_ENV = "SHELLY_A2A_TOKEN"
 
@@ -53,7 +53,9 @@ def serve_command(agent_name: str | None, host: str, port: int, token: str | Non
         from shelly_dist.engine import Engine
         from shelly_dist.engine.a2a.server import serve
 
-        async with await Engine.open(config_path, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
+        # No answerer: a question or an approval waits (in this process, or in Redis on a pool) and
+        # the task turns input-required until the task's next message answers it.
+        async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
             agent = engine.agent_name(agent_name)
 
             def listening(url: str) -> None:

@@ -46,7 +46,8 @@ class PoolRuntime(Protocol):
 
     async def check(self) -> None: ...
 
-    async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None) -> str: ...
+    async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None,
+                     batch: str = "") -> str: ...
 
     async def record(self, run_id: str) -> RunRecord | None: ...
 
@@ -131,7 +132,7 @@ class PoolItems:
         session = new_session_id()
         if self.provider_batch:  # flagged before the run exists: its first model call reads it
             await self.runtime.provider_batches(session)
-        return await self.runtime.submit(agent, messages, session=session, run_id=run_id)
+        return await self.runtime.submit(agent, messages, session=session, run_id=run_id, batch=self.batch)
 
     async def cancel_all(self) -> None:
         """Cancel the tree of every run still waited for (the batch was interrupted), once every

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -145,6 +146,9 @@ class Board:
         if event.kind == events.SPAWN_ANNOUNCED:
             row.action = f"heard {data.get('child_agent')} ({data.get('state')})"
             return f"{pad}  {row.name} ⇠ heard {data.get('child_agent')}: {data.get('state')}"
+        line = self._people(row, event, pad)
+        if line is not None:
+            return line
         if event.kind == events.ERROR:
             row.status, row.action = "failed", _short(str(data.get("error") or ""))
             return f"{pad}✗ {row.name} failed: {data.get('error')}"
@@ -165,6 +169,28 @@ class Board:
         if line is not None:
             self.team.append(line)
         return line
+
+    @staticmethod
+    def _people(row: AgentRow, event: Event, pad: str) -> str | None:
+        """People in the loop (docs/events.md): an approval asked and decided, a steering message."""
+        data = event.data
+        if event.kind == events.APPROVAL_REQUESTED:
+            row.status, row.action = "waiting", f"awaits approval {data.get('id')} of {data.get('tool')}"
+            path = " → ".join(str(p) for p in data.get("path") or [row.name])
+            args = json.dumps(data.get("arguments"), ensure_ascii=False)
+            return f"{pad}? {path} asks to run {data.get('tool')} {_short(args)} (approval {data.get('id')})"
+        if event.kind == events.APPROVAL_DECIDED:
+            verb = {"approve": "approved", "reject": "rejected", "skip": "skipped"}.get(str(data.get("decision")), "?")
+            by = f" by {data['by']}" if data.get("by") else ""
+            why = f": {data['reason']}" if data.get("reason") and verb != "approved" else ""
+            row.action = f"{data.get('tool')} {verb}"
+            return f"{pad}  {row.name}: {data.get('tool')} {verb}{by}{why}"
+        if event.kind == events.STEERED:
+            row.action = "steered"
+            by = f" ({data['by']})" if data.get("by") else ""
+            stop = " [interrupt]" if data.get("interrupt") else ""
+            return f"{pad}» {row.name} heard{by}{stop}: {_short(str(data.get('text') or ''))}"
+        return None
 
     @staticmethod
     def _batch(row: AgentRow, kind: str, data: dict[str, object], pad: str) -> str | None:

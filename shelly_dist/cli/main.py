@@ -20,6 +20,7 @@ from shelly_dist.cli.a2a import a2a_group
 from shelly_dist.cli.agents import agents_command
 from shelly_dist.cli.batch import batch_command
 from shelly_dist.cli.cancel import cancel_command
+from shelly_dist.cli.decisions import approve_command, decisions_command, reject_command, steer_command
 from shelly_dist.cli.doctor import doctor_command
 from shelly_dist.cli.dotenv import load_dotenv
 from shelly_dist.cli.errors import fail
@@ -96,6 +97,10 @@ cli.add_command(sessions_command)
 cli.add_command(cancel_command)
 cli.add_command(questions_command)
 cli.add_command(answer_command)
+cli.add_command(decisions_command)
+cli.add_command(approve_command)
+cli.add_command(reject_command)
+cli.add_command(steer_command)
 cli.add_command(flower_command)
 cli.add_command(mcp_group)
 cli.add_command(a2a_group)

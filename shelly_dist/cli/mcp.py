@@ -6,6 +6,13 @@ MCP servers, and the session's blackboard and task board on the configured backe
 ``--agents``, hand a whole task to a shelly agent (``agent_<name>``), which runs through the
 engine's runtime (embedded, or on the Celery workers when a broker is configured).
 
+With ``--decisions`` it also serves ``pending_decisions`` and ``decide``: the questions and tool
+approvals the served session's agents wait for (on a pool, every session's with ``all_sessions``)
+are listed and answered by the MCP client — another way in to the same ``Engine.decisions`` the
+CLI, the console and ``Session`` use. The engine then lets its agents' decisions wait for them (an
+agent call stays open meanwhile; the client answers from another call), where without it a
+question or approval embedded is answered "nobody can answer".
+
 Everything served is bound to one session (``--session``, default a new id printed on stderr), so
 a client and the agents it starts share one blackboard, and ``shelly state --session`` sees it.
 Agent calls are not saved as resumable sessions: several may run at once under the same id.
@@ -23,6 +30,7 @@ refuses to start without one. On loopback a token is optional and checked when g
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import sys
 from collections.abc import Coroutine
@@ -98,6 +106,40 @@ def agents_toolbox(engine: Engine, session: str) -> ToolBox:
     return ToolBox([tool_for(a.name, a.description) for a in named], name="agents")
 
 
+class DecisionsInput(BaseModel):
+    """The input of ``pending_decisions``."""
+
+    all_sessions: bool = Field(False, description="Every session's decisions (on a worker pool), not only this one's.")
+
+
+class DecideInput(BaseModel):
+    """The input of ``decide``."""
+
+    id: str = Field(min_length=1, description="The decision's id (q-N, a-N) from pending_decisions.")
+    answer: str = Field(min_length=1, description="A question's answer; for an approval: yes, always, or no <reason>.")
+    session: str = Field("", description="The decision's session (default: the one this server is bound to).")
+
+
+def decisions_toolbox(engine: Engine, session: str) -> ToolBox:
+    """``pending_decisions`` and ``decide``: the people-in-the-loop tools of ``--decisions``."""
+    from shelly_dist.engine.decisions import who
+
+    async def pending(data: DecisionsInput) -> str:
+        return json.dumps(await engine.decisions.list(session=None if data.all_sessions else session),
+                          ensure_ascii=False)
+
+    async def decide(data: DecideInput) -> str:
+        await engine.decisions.answer(data.session or session, data.id, data.answer, by=who("mcp"))
+        return f"decided {data.id}"
+
+    return ToolBox([
+        tool_from_model("pending_decisions", "List the questions and tool approvals shelly agents wait for "
+                        "(id, kind, path, tool and arguments or question text).", DecisionsInput, pending),
+        tool_from_model("decide", "Answer a pending decision: a question with text, an approval with yes, always "
+                        "or no <reason>.", DecideInput, decide),
+    ], name="decisions")
+
+
 async def until_signal(main: Coroutine[Any, Any, None]) -> int:
     """Run ``main`` until it ends (exit 0) or a signal stops it: SIGTERM exit 0, SIGINT 130.
 
@@ -135,6 +177,7 @@ async def serve(
     toolbox_names: list[str],
     with_agents: bool,
     transport: str,
+    with_decisions: bool = False,
     host: str,
     port: int,
     config_path: str | None,
@@ -145,11 +188,14 @@ async def serve(
     """Open the engine, build the server, serve until the client leaves (stdio) or forever (http)."""
     from shelly_dist.tools.mcp import build_server, serve_http, serve_stdio
 
-    async with await Engine.open(config_path, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
+    answerer = None if with_decisions else NoAnswerer()  # decisions wait for `decide`, or nobody answers
+    async with await Engine.open(config_path, shelly_dir=shelly_dir, answerer=answerer) as engine:
         session = session_id or new_session_id()
         boxes = served_toolboxes(engine, toolbox_names, session)
         if with_agents:
             boxes.append(agents_toolbox(engine, session))
+        if with_decisions:
+            boxes.append(decisions_toolbox(engine, session))
         server = build_server(boxes, name=SERVER_NAME)
         tools = sum(len(box) for box in boxes)
         _say(f"session {session} ({tools} tools, runtime {engine.runtime.name})")
@@ -173,6 +219,8 @@ def mcp_group() -> None:
 @click.option("--toolbox", "toolbox_names", multiple=True, metavar="NAME",
               help="A toolbox to serve (repeatable; default: every toolbox an agent uses).")
 @click.option("--agents", "with_agents", is_flag=True, help="Also serve each agent as a tool agent_<name>.")
+@click.option("--decisions", "with_decisions", is_flag=True,
+              help="Also serve pending_decisions and decide: the client answers the agents' questions and approvals.")
 @click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: the address to listen on.")
 @click.option("--port", type=int, default=8000, show_default=True, help="HTTP: the port (0 picks a free one).")
@@ -184,6 +232,7 @@ def mcp_group() -> None:
 def serve_command(
     toolbox_names: tuple[str, ...],
     with_agents: bool,
+    with_decisions: bool,
     transport: str,
     host: str,
     port: int,
@@ -203,6 +252,7 @@ def serve_command(
             serve(
                 toolbox_names=list(toolbox_names),
                 with_agents=with_agents,
+                with_decisions=with_decisions,
                 transport=transport,
                 host=host,
                 port=port,

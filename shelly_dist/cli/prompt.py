@@ -1,6 +1,7 @@
-"""Questions to the person at the terminal during ``shelly run``: permissions and ``ask_user``.
+"""Questions to the person at the terminal during ``shelly run``: permissions, ``ask_user`` and
+approvals of gated tool calls.
 
-One :class:`TerminalPrompt` serves both, so they behave alike: the live view pauses while the
+One :class:`TerminalPrompt` serves all three, so they behave alike: the live view pauses while the
 question is on screen, one question is on screen at a time (concurrent agents queue), and the
 answer is one line read from stdin through the event loop rather than a thread, so a question
 that times out (``options.question_timeout``) or is cancelled leaves no reader behind to swallow
@@ -18,8 +19,15 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from shelly_dist.cli.live import LiveView
-from shelly_dist.tools.builtin.ask import Question
+from shelly_dist.tools.builtin.ask import Question, Request
+from shelly_dist.tools.decisions import Approval, Verdict
 from shelly_dist.tools.permissions import InteractiveApprover
+
+TERMINAL = "terminal"
+"""Who decided, when it was the person at ``shelly run``'s terminal (``approval_decided``'s ``by``)."""
+
+ASK_AGAIN = 3
+"""Times an approval is asked again for an answer that is neither yes nor no, before it is rejected."""
 
 
 async def read_line(fd: int) -> str:
@@ -88,11 +96,30 @@ def choose(question: Question, typed: str) -> str:
     return typed
 
 
+def render_approval(approval: Approval) -> str:
+    """An approval on the terminal, as Shelly asks a permission: who wants to run what, then the
+    choices (``always``: for the rest of the session)."""
+    return f"{approval.prompt()}\nApprove? [yes/no/always, or no <reason>] "
+
+
+async def ask_approval(prompt: TerminalPrompt, approval: Approval) -> Verdict:
+    """The verdict typed at the terminal on ``approval`` (asked again for anything but yes or no)."""
+    for _ in range(ASK_AGAIN):
+        typed = await prompt(render_approval(approval))
+        try:
+            return Verdict.parse(typed, by=TERMINAL)
+        except ValueError:
+            continue
+    return Verdict.reject(f"no answer among yes, no or always (typed {typed!r})", by=TERMINAL)
+
+
 class TerminalAnswerer:
     """The :class:`~shelly_dist.tools.builtin.ask.Answerer` of ``shelly run`` on a terminal."""
 
     def __init__(self, prompt: TerminalPrompt) -> None:
         self.prompt = prompt
 
-    async def answer(self, question: Question) -> str:
+    async def answer(self, question: Request) -> str:
+        if isinstance(question, Approval):
+            return (await ask_approval(self.prompt, question)).to_text()
         return choose(question, await self.prompt(render(question)))

@@ -19,7 +19,10 @@ from shelly_dist.cli.options import config_options, json_option, session_option
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from shelly_dist.cli.prompt import TerminalPrompt
+    from shelly_dist.engine.decisions import Decisions
     from shelly_dist.engine.eventbus import Subscription
+    from shelly_dist.events import Event
 
 
 def _line(q: dict[str, Any]) -> str:
@@ -37,19 +40,44 @@ async def _with_pool(config_path: str | None, shelly_dir: str, fn: Any) -> Any:
         await runtime.aclose()
 
 
-async def announce_questions(events: Subscription, console: Console, session: str, asked_here: str | None) -> None:
-    """Print, on stderr, how to answer each ``ask_user`` question nobody here is prompted for
-    (every question of a run without a terminal; on a terminal, those of remote runs: every
-    agent but ``asked_here``)."""
+async def announce_questions(events: Subscription, console: Console, session: str, asked_here: str | None,
+                             prompt: TerminalPrompt | None = None, decisions: Decisions | None = None) -> None:
+    """The decisions of remote runs (on workers), at ``shelly run``'s console: with a terminal
+    (``prompt``), each approval a nested child asks is prompted for there, naming its path
+    (``lead → deployer-1``), and the verdict goes through ``decisions``; otherwise, and for
+    ``ask_user`` questions, print on stderr how to answer each one nobody here is prompted for
+    (every decision of a run without a terminal; on a terminal, those of remote runs: every agent
+    but ``asked_here``)."""
     try:
         async for event in events:
-            if event.kind != "ask_user" or event.agent == asked_here or not event.data.get("id"):
+            if event.agent == asked_here or not event.data.get("id"):
+                continue
+            if event.kind == "approval_requested":
+                await _approval(event, console, session, prompt, decisions)
+                continue
+            if event.kind != "ask_user":
                 continue
             q = {"id": event.data["id"], "agent": event.agent, "run": event.run_id or "?", **event.data}
             console.print(f"question {_line(q)}\n  answer it with: shelly answer --session {session} {q['id']} TEXT",
                           markup=False, highlight=False, soft_wrap=True)
     finally:
         events.close()
+
+
+async def _approval(event: Event, console: Console, session: str, prompt: TerminalPrompt | None,
+                    decisions: Decisions | None) -> None:
+    from shelly_dist.cli.prompt import ask_approval
+    from shelly_dist.tools.decisions import Approval
+
+    approval = Approval.model_validate({**event.data, "arguments": json.dumps(event.data.get("arguments", {}))})
+    if prompt is None or decisions is None:
+        console.print(f"approval {approval.id}: {approval.prompt()}\n  decide with: shelly approve --session {session} "
+                      f"{approval.id}  (or shelly reject … --reason TEXT)", markup=False, highlight=False,
+                      soft_wrap=True)
+        return
+    verdict = await ask_approval(prompt, approval)
+    if not await decisions.try_answer(session, approval.id, verdict.to_text(), by=verdict.by):
+        console.print(f"approval {approval.id} was decided elsewhere", markup=False, highlight=False)
 
 
 @click.command("questions")
@@ -79,10 +107,13 @@ def questions_command(session_id: str, as_json: bool, config_path: str | None, s
 @click.argument("text")
 @config_options
 def answer_command(session_id: str, question_id: str, text: str, config_path: str | None, shelly_dir: str) -> None:
-    """Answer ask_user question QUESTION_ID with TEXT; the asking run resumes on any worker."""
+    """Answer decision QUESTION_ID with TEXT (an ask_user question; an approval with yes or no
+    [reason]); the asking run resumes on any worker."""
+    from shelly_dist.engine.decisions import who
 
     async def main() -> None:
-        done = await _with_pool(config_path, shelly_dir, lambda rt: rt.respond(session_id, question_id, text))
+        done = await _with_pool(config_path, shelly_dir,
+                                lambda rt: rt.respond(session_id, question_id, text, by=who("cli")))
         click.echo(f"answered {question_id}; run {done.run} resumes", err=True)
 
     run_async(main())

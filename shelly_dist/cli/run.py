@@ -137,9 +137,10 @@ async def run_task(
         if view_mode != "quiet":  # the id scopes the boards and questions from the start
             console.print(f"session {session.id}", markup=False, highlight=False)
         hints = None
-        if hasattr(engine.runtime, "respond"):  # questions wait in Redis for `shelly answer`: say how
+        if hasattr(engine.runtime, "respond"):  # decisions of runs on workers: prompted here, or say how
             hints = asyncio.create_task(announce_questions(engine.bus.subscribe(), console, session.id,
-                                                           session.agent.name if interactive else None))
+                                                           session.agent.name if interactive else None,
+                                                           prompt, engine.decisions))
         watched = Watched(engine.bus, session.agent.name)
         batches = asyncio.create_task(warn_on_provider_batch(engine.bus.subscribe(), console, session.id))
         try:

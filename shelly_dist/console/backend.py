@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from shelly_dist.console.views import RunView, SessionView
+from shelly_dist.engine.decisions import Decisions
 from shelly_dist.events import Event
 
 
@@ -35,6 +36,8 @@ class Backend(Protocol):
 
     name: str
     """``pool`` or ``in-process``."""
+    decisions: Decisions
+    """What waits for a person, and the answers to it (the API ``Session`` and the CLI use)."""
 
     async def start(self, task: str, *, agent: str | None, context: str) -> tuple[str, str]:
         """Start ``agent`` (default: the entry agent) on ``task`` in a new session; returns

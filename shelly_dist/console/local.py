@@ -70,6 +70,8 @@ class LocalBackend:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.decisions = engine.decisions
+        """The decisions waiting in this process (its runs')."""
         self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._root_session: dict[str, str] = {}
         self._log: deque[tuple[int, Event]] = deque(maxlen=KEEP_EVENTS)

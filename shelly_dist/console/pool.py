@@ -31,6 +31,7 @@ from shelly_dist.agent.records import ChildRequest
 from shelly_dist.console.backend import Page
 from shelly_dist.console.pool_feed import every_session, global_position, stream_after, stream_position
 from shelly_dist.console.views import RunView, SessionView
+from shelly_dist.engine.decisions import Decisions
 from shelly_dist.engine.session import user_messages
 from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.errors import UsageError
@@ -93,6 +94,8 @@ class PoolBackend:
         """Whether :meth:`aclose` closes ``runtime`` (not when an engine that opened it does)."""
         self.client = runtime.client
         self.keys = runtime.journal.keys
+        self.decisions = Decisions(pool=runtime)
+        """Every session's decisions, from the pool-wide index in Redis."""
         self._background: set[asyncio.Task[Any]] = set()
 
     async def start(self, task: str, *, agent: str | None, context: str) -> tuple[str, str]:

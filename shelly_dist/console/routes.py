@@ -1,4 +1,5 @@
-"""The console's HTTP routes: JSON for sessions, trees, chats and cancel; SSE for events; the page.
+"""The console's HTTP routes: JSON for sessions, trees, chats, cancel, decisions and steering; SSE
+for events; the page.
 
 Every route is documented in docs/reference.md ("shelly serve"). Handlers only parse, ask the
 backend and shape the answer; errors become ``{"error": "..."}`` with a status that says whose
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -21,6 +22,9 @@ from shelly_dist.console.backend import Backend
 from shelly_dist.console.gate import COOKIE, Gate
 from shelly_dist.console.views import chat_json, run_rows
 from shelly_dist.errors import StoreError, UsageError
+from shelly_dist.tools.decisions import Verdict
+
+M = TypeVar("M", bound=BaseModel)
 
 logger = logging.getLogger(__name__)
 
@@ -128,6 +132,96 @@ async def run_chat(request: web.Request) -> web.Response:
         raise _not_found(f"run {request.match_info['id']}")
     run, messages, complete = found
     return web.json_response(chat_json(run, messages, complete=complete))
+
+
+class Decide(BaseModel):
+    """The body of ``POST /api/decisions/{id}``: ``answer`` (a question's text, or an approval's
+    ``yes``/``no [reason]``), or ``decision`` with its ``arguments``/``reason``/``always``."""
+
+    model_config = ConfigDict(extra="forbid")
+    session: str = Field(min_length=1)
+    answer: str | None = Field(None, max_length=TASK_MAX)
+    decision: Literal["approve", "reject"] | None = None
+    arguments: str | None = Field(None, max_length=TASK_MAX)
+    reason: str = Field("", max_length=TASK_MAX)
+    always: bool = False
+
+
+class DecideAll(BaseModel):
+    """The body of ``POST /api/decisions``: a verdict for every open approval matching."""
+
+    model_config = ConfigDict(extra="forbid")
+    decision: Literal["approve", "reject"]
+    tool: str | None = None
+    session: str | None = None
+    batch: str | None = None
+    reason: str = Field("", max_length=TASK_MAX)
+    always: bool = False
+
+
+class Steer(BaseModel):
+    """The body of ``POST /api/sessions/{id}/steer``."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=TASK_MAX)
+    agent: str | None = None
+    run: str | None = None
+    interrupt: bool = False
+
+
+def _parsed(model: type[M], body: Any, request: web.Request) -> M:
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"serve: {request.method} {request.path}: {problems}") from exc
+
+
+def _who(request: web.Request) -> str:
+    """Who decides from the console: a label with the client's address (never the token)."""
+    return f"console:{request.remote or '?'}"
+
+
+@routes.get("/api/decisions")
+async def list_decisions(request: web.Request) -> web.Response:
+    q = request.query
+    found = await request.app[BACKEND].decisions.list(session=q.get("session"), agent=q.get("agent"),
+                                                      kind=q.get("kind"), tool=q.get("tool"), batch=q.get("batch"))
+    return web.json_response({"decisions": found})
+
+
+@routes.post("/api/decisions/{id}")
+async def decide(request: web.Request) -> web.Response:
+    body = _parsed(Decide, await _json_body(request), request)
+    decisions, decision_id = request.app[BACKEND].decisions, request.match_info["id"]
+    if (body.answer is None) == (body.decision is None):
+        raise UsageError(f"serve: POST {request.path}: give answer or decision, not both or neither")
+    if body.answer is not None:
+        await decisions.answer(body.session, decision_id, body.answer, by=_who(request))
+    elif body.decision == "approve":
+        await decisions.approve(body.session, decision_id, arguments=body.arguments, always=body.always,
+                                by=_who(request))
+    else:
+        await decisions.reject(body.session, decision_id, reason=body.reason, always=body.always, by=_who(request))
+    return web.json_response({"decided": decision_id, "session": body.session})
+
+
+@routes.post("/api/decisions")
+async def decide_all(request: web.Request) -> web.Response:
+    body = _parsed(DecideAll, await _json_body(request), request)
+    verdict = (Verdict.approve(by=_who(request), always=body.always) if body.decision == "approve"
+               else Verdict.reject(body.reason, by=_who(request), always=body.always))
+    n = await request.app[BACKEND].decisions.decide_all(verdict, tool=body.tool, session=body.session,
+                                                        batch=body.batch)
+    return web.json_response({"decided": n})
+
+
+@routes.post("/api/sessions/{id}/steer")
+async def steer(request: web.Request) -> web.Response:
+    body = _parsed(Steer, await _json_body(request), request)
+    run = await request.app[BACKEND].decisions.steer(request.match_info["id"], body.text, agent=body.agent,
+                                                      run=body.run, interrupt=body.interrupt, by=_who(request))
+    return web.json_response({"session": request.match_info["id"], "run": run})
 
 
 def _last_event_id(request: web.Request) -> str | None:

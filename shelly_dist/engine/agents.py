@@ -18,8 +18,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from shelly_dist.agent import Agent, AgentOptions, Registry
+from shelly_dist.agent.approval import ApprovalPolicy
 from shelly_dist.agent.effects import Effect
 from shelly_dist.agent.limits import Budget
+from shelly_dist.agent.steering import Inbox
 from shelly_dist.engine.config import forgive
 from shelly_dist.engine.config_models import AgentConfig, Config, TeamConfig
 from shelly_dist.engine.effects import build_effects
@@ -66,6 +68,12 @@ def tool_policy(spec: AgentConfig) -> ToolPolicy | None:
     return ToolPolicy(t.allow, t.deny, t.deny_at_depth)
 
 
+def approval_policy(spec: AgentConfig) -> ApprovalPolicy | None:
+    """The agent's ``approval:`` gate, or ``None`` (tools marked ``approval`` are gated anyway)."""
+    a = spec.approval
+    return None if a is None else ApprovalPolicy(a.tools, a.timeout or 0.0)
+
+
 def _sections(config: Config, spec: AgentConfig, toolboxes: Toolboxes, session: str) -> (
     Callable[[], Awaitable[list[str]]] | None
 ):
@@ -90,11 +98,13 @@ def build_registry(
     context: str = "",
     on_event: EventSink | None = None,
     remotes: Sequence[RemoteAgent] = (),
+    inbox: Inbox | None = None,
 ) -> Registry:
     """A registry with one factory per configured agent, bound to ``session``, and one per remote
     A2A agent (``remotes``).
 
-    A skill an agent lists that is not loaded is skipped (see :func:`config_warnings`).
+    A skill an agent lists that is not loaded is skipped (see :func:`config_warnings`). Gated
+    calls ask ``toolboxes.responder``; steering messages wait in ``inbox`` (the engine's).
     """
     registry = Registry()
     # Without any ``limits:`` no run ever carries a scope, so no agent needs the ledger.
@@ -139,6 +149,9 @@ def build_registry(
                 reflections=reflections,
                 hooks=hooks_for(spec),
                 session=session,
+                approval=approval_policy(spec),
+                decider=toolboxes.responder,
+                inbox=inbox,
             )
             agent = Agent(
                 spec.name,

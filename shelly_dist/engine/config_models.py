@@ -171,6 +171,8 @@ class ScriptStep(OursSection):
     error: str = ""
     until: str = ""
     """A file path: the reply waits until that file exists (tests and demos)."""
+    mark: str = ""
+    """A file path the call creates as it starts: a test knows the call is in flight."""
     suspend: float | Literal["reply"] | None = None
     """The call suspends its run the first time it is asked: for that many seconds, or (``reply``)
     until a reply is delivered for it (a model call that must wait: tests and demos)."""
@@ -314,6 +316,16 @@ class ToolPolicy(OursSection):
     deny_at_depth: dict[int, list[str]] = Field(default_factory=dict)
 
 
+class ApprovalConfig(OursSection):
+    """``approval: {tools: [...], timeout: 10m}`` (ours): the tools a person approves before each
+    call runs — a name or glob, ``group:<g>``, or ``toolbox:<t>`` (every tool of a toolbox the
+    agent lists) — and how long a call waits for the verdict (``None``: no limit; past it the call
+    is rejected, ``approval timed out``)."""
+
+    tools: list[str] = Field(default_factory=list)
+    timeout: OptionalDuration = None
+
+
 class Guardrails(OursSection):
     """``guardrails: {input: [...], output: [...]}``: names registered with ``@input_guardrail`` /
     ``@output_guardrail`` in a module of ``python:``."""
@@ -345,6 +357,8 @@ class AgentConfig(Section):
     hooks: list[str] = Field(default_factory=list)
     """Names of ``@hook`` classes from the modules of ``python:``, called in this order (ours)."""
     guardrails: Guardrails = Field(default_factory=Guardrails)
+    approval: ApprovalConfig | None = None
+    """Tools a person approves before each call (ours): see :class:`ApprovalConfig`."""
 
     def toolbox_refs(self) -> list[tuple[str, list[str] | None]]:
         """Each toolbox as (name, tool filter or ``None`` for all tools), in config order."""

@@ -151,6 +151,23 @@ def _agent_problems(cfg: Config, i: int, a: AgentConfig) -> Iterator[Problem]:
         )
     if o.question_timeout is not None and o.question_timeout < 0:
         yield f"{at}.options.question_timeout", "invalid question_timeout: must not be negative"
+    yield from _approval_problems(a, at)
+
+
+def _approval_problems(a: AgentConfig, at: str) -> Iterator[Problem]:
+    if a.approval is None:
+        return
+    if a.approval.timeout is not None and a.approval.timeout < 0:
+        yield f"{at}.approval.timeout", "must not be negative"
+    listed = set(a.toolbox_names()) | {"ask"}
+    for j, pattern in enumerate(a.approval.tools):
+        if not pattern or pattern in ("group:", "toolbox:"):
+            yield f"{at}.approval.tools[{j}]", "an empty pattern gates nothing: name a tool, group:<g> or toolbox:<t>"
+        elif pattern.startswith("toolbox:") and not any(ch in pattern for ch in "*?[") \
+                and pattern.removeprefix("toolbox:") not in listed:
+            yield f"{at}.approval.tools[{j}]", (
+                f'toolbox "{pattern.removeprefix("toolbox:")}" is not one of this agent\'s toolboxes '
+                f"({', '.join(sorted(listed))})")
 
 
 def _distributed_problems(cfg: Config) -> Iterator[Problem]:

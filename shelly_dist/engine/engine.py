@@ -34,6 +34,7 @@ from shelly_dist.engine.agents import build_registry, config_warnings
 from shelly_dist.engine.config import find_config, fingerprint, load_config, report
 from shelly_dist.engine.config_models import Config, MCPServerConfig
 from shelly_dist.engine.config_rules import shadowed_mcp_servers
+from shelly_dist.engine.decisions import Decisions
 from shelly_dist.engine.event_log import EventRecorder
 from shelly_dist.engine.eventbus import EventBus
 from shelly_dist.engine.legacy import permissions_file
@@ -50,11 +51,13 @@ from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.errors import UsageError
 from shelly_dist.events import Event, EventSink
 from shelly_dist.runtime import LocalRuntime, Runtime
+from shelly_dist.runtime.local.steering import MemoryInbox
 from shelly_dist.runtime.wake import Wakes
 from shelly_dist.skills import SkillStore, load_skills
 from shelly_dist.tools import ToolBox
 from shelly_dist.tools.builtin.answers import WaitingAnswerer
-from shelly_dist.tools.builtin.ask import Answerer, NoAnswerer, Question
+from shelly_dist.tools.builtin.ask import Answerer, NoAnswerer, Request
+from shelly_dist.tools.decisions import Approval
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +122,11 @@ class Engine:
         self.toolboxes = Toolboxes(config, shelly_dir, self.stores, mcp_toolboxes)
         self.toolboxes.responder.on_ask = self._announce_question
         self.runtime: Runtime = LocalRuntime()
+        self.inbox = MemoryInbox()
+        """The steering inboxes of the runs this process drives (``Session.steer`` embedded)."""
+        self.decisions = Decisions(self)
+        """People in the loop: list every pending decision, answer, approve or reject one or all,
+        steer a run — the same calls embedded and on the pool (:class:`Decisions`)."""
         self.event_log: EventRecorder | None = None
         """Keeps the sessions' events in the state directory when no Redis stream does (embedded)."""
         self.wakes: Wakes | None = None
@@ -235,10 +243,11 @@ class Engine:
 
     # -- agents ------------------------------------------------------------------------------
 
-    def _announce_question(self, question: Question) -> None:
-        """Publish an ``ask_user`` event (Shelly's) for ``question``, from whoever is asking."""
+    def _announce_question(self, question: Request) -> None:
+        """Publish an ``ask_user`` event (Shelly's) for ``question``, or ``approval_requested`` for a
+        gated call's approval, from whoever is asking."""
         self.bus.publish(Event(
-            kind=events.ASK_USER,
+            kind=events.APPROVAL_REQUESTED if isinstance(question, Approval) else events.ASK_USER,
             agent=identity.agent_name(),
             session_id=identity.session_id(),
             run_id=identity.run_id(),
@@ -298,6 +307,7 @@ class Engine:
             context=self.context,
             on_event=self.event_sink(session),
             remotes=self.remote_agents,
+            inbox=self.inbox,
         )
 
     def bound_sessions(self, *, max_size: int, ttl: float) -> None:

@@ -125,6 +125,31 @@ class Session:
         else:
             here.respond(self.id, question_id, answer)
 
+    async def decisions(self) -> list[dict[str, Any]]:
+        """This session's open decisions — ``ask_user`` questions and approvals of gated tool
+        calls — oldest first, in the shape of docs/reference.md ("Decisions")."""
+        return await self.engine.decisions.list(session=self.id)
+
+    async def approve(self, decision_id: str, *, arguments: str | None = None, always: bool = False,
+                      by: str = "python") -> None:
+        """Approve the gated tool call ``decision_id`` (``a-N``): it runs, with ``arguments`` (a JSON
+        object) in place of the model's when given; ``always``: this tool's later calls in the
+        session are approved at once. A decision that is not open is a ``UsageError``."""
+        await self.engine.decisions.approve(self.id, decision_id, arguments=arguments, always=always, by=by)
+
+    async def reject(self, decision_id: str, *, reason: str = "", always: bool = False, by: str = "python") -> None:
+        """Reject the gated tool call ``decision_id``: the tool never runs and the model gets an
+        error result saying it was rejected, with ``reason``."""
+        await self.engine.decisions.reject(self.id, decision_id, reason=reason, always=always, by=by)
+
+    async def steer(self, text: str, *, agent: str | None = None, run: str | None = None, interrupt: bool = False,
+                    by: str = "python") -> str:
+        """Say ``text`` to this session's top-level run (or the live run of ``agent``, or run
+        ``run``) while it works: it joins the run's chat before its next model call, on whatever
+        worker continues it. ``interrupt`` also skips the step's tool calls not started yet.
+        Returns the run's id; no such live run is a ``UsageError``."""
+        return await self.engine.decisions.steer(self.id, text, agent=agent, run=run, interrupt=interrupt, by=by)
+
     def _answer_channel(self, what: str) -> tuple[Any, Any]:
         """(the pool runtime, or ``None``; else this engine's waiting answerer)."""
         runtime = self.engine.runtime

@@ -24,15 +24,19 @@ def _named(decorator: str, name: object) -> str:
 
 def tool(
     toolbox: str, *, name: str | None = None, group: str = "", retry_on_crash: bool = False,
+    approval: bool = False,
 ) -> Callable[[F], F]:
     """Register a function as a tool of ``toolbox`` (``toolboxes: [<toolbox>]`` in an agent's
     config). Its schema comes from its type hints, its description from its docstring, its name
     from the function (or ``name``). ``group`` is its policy group (``group:<name>`` rules);
-    ``retry_on_crash`` says it is safe to run again when a worker died while it ran."""
+    ``retry_on_crash`` says it is safe to run again when a worker died while it ran; ``approval``
+    makes a person approve every call before it runs, in every agent that has it (``shelly
+    approve``, ``Session.approve``, a terminal prompt)."""
     _named("tool", toolbox)
 
     def register(fn: F) -> F:
-        REGISTRY.add_tool(toolbox, fn, tool_from_function(fn, name=name, group=group, retry_on_crash=retry_on_crash))
+        REGISTRY.add_tool(toolbox, fn, tool_from_function(fn, name=name, group=group, retry_on_crash=retry_on_crash,
+                                                           approval=approval))
         return fn
 
     return register

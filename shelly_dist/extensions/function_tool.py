@@ -60,6 +60,7 @@ def _text(value: object) -> str:
 
 def tool_from_function(
     fn: Callable[..., Any], *, name: str | None = None, group: str = "", retry_on_crash: bool = False,
+    approval: bool = False,
 ) -> Tool:
     """The tool that calls ``fn`` with the model's arguments (see the module docstring)."""
     tool_name = name or fn.__name__
@@ -82,4 +83,5 @@ def tool_from_function(
         handler=handler,
         group=group,
         retry_on_crash=retry_on_crash,
+        approval=approval,
     )

@@ -82,6 +82,18 @@ AGENT_COST = Counter("shelly_agent_cost_usd_total", "USD of the model calls of e
                      ["agent"])
 AGENT_TOKENS = Counter("shelly_agent_tokens_total", "Tokens of each agent's model calls (input + output + cache).",
                        ["agent"])
+DECISION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
+"""A person answers in seconds when watching, in hours when not."""
+DECISIONS_PENDING = Gauge("shelly_decisions_pending",
+                          "Decisions waiting for a person across the pool (the decision index), by kind "
+                          "(question, approval); set by the worker that scans shard 0 of the due index.", ["kind"])
+DECISION_SECONDS = Histogram("shelly_decision_latency_seconds",
+                             "From a decision's request to its answer reaching the run, by kind (question, "
+                             "approval).", ["kind"], buckets=DECISION_BUCKETS)
+INTERVENTIONS = Counter("shelly_interventions_total",
+                        "People's interventions reaching runs, by kind (approval, question, steer); per 1,000 "
+                        "runs: 1000 * rate(shelly_interventions_total) / rate(shelly_runs_started_total).",
+                        ["kind"])
 BATCH_REQUESTS_WAITING = Gauge("shelly_provider_batch_requests_pending",
                                "Model calls waiting on a provider batch, by provider and where (window: not sent "
                                "yet; sent: in a vendor batch), as the desk's holder last saw them.",
@@ -93,6 +105,18 @@ BATCH_FALLBACKS = Counter("shelly_provider_batch_fallbacks_total",
                           ["provider", "reason"])
 
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_creation")
+
+NOT_A_PERSON = frozenset({"timeout", "always", "nobody"})
+"""Who decided, when it was no person: a deadline, a sticky ``--always``, no answer channel."""
+
+
+def decided(kind: str, asked: float, *, by: str = "") -> None:
+    """A decision of ``kind`` asked at ``asked`` (epoch seconds; 0: unknown) reached its run: its
+    latency, and an intervention unless no person made it (:data:`NOT_A_PERSON`)."""
+    if asked:
+        DECISION_SECONDS.labels(kind).observe(max(0.0, time.time() - asked))
+    if by not in NOT_A_PERSON:
+        INTERVENTIONS.labels(kind).inc()
 
 
 @contextlib.contextmanager

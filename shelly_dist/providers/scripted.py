@@ -8,11 +8,12 @@ and every instance of an agent replays its script from the start.
 A reply is a string (text), a :class:`Message`, or a mapping::
 
     {"text": "…", "tool_calls": [{"name": "delegate", "arguments": {…}, "id"?: "…", "metadata"?: {…}}],
-     "delay": 0.5, "error": "simulated outage", "until": "/path/to/file"}
+     "delay": 0.5, "error": "simulated outage", "until": "/path/to/file", "mark": "/path/to/file"}
 
 ``until`` holds the reply until that file exists (checked every 50 ms), then ``delay`` applies: a
 test or a demo decides when a model call ends, on whichever process it runs, without guessing how
-long the rest takes.
+long the rest takes. ``mark`` is a file the call creates as it starts: the test knows the call is
+in flight (to say something to the run while it works).
 
 ``suspend`` makes the call suspend its run the first time it is asked (a model call that must wait,
 as the provider governor's or a vendor batch's: :mod:`shelly_dist.models.suspend`): a number of
@@ -161,6 +162,8 @@ class ScriptedCompleter:
             index = len(self.replies) - 1
         spec = self.replies[index]
         reply, delay, error = build_reply(spec, index=index, task=_last_user_text(chat), result=_last_tool_result(chat))
+        if isinstance(spec, Mapping) and spec.get("mark"):
+            await asyncio.to_thread(Path(str(spec["mark"])).touch)
         if isinstance(spec, Mapping) and spec.get("suspend") is not None:
             await self._suspend(spec["suspend"], index)
         if isinstance(spec, Mapping) and spec.get("until"):

@@ -206,13 +206,19 @@ class Keys:
         return f"{self.run(run_id)}:asked"
 
     def tree_questions(self, root_id: str) -> str:
-        """The tree's open ``ask_user`` questions: field = question id, value = question JSON."""
+        """The tree's open decisions (``ask_user`` questions, approvals of gated calls): field =
+        decision id, value = its JSON (``kind`` says which)."""
         return f"{self.run(root_id)}:questions"
 
     def tree_questions_due(self, root_id: str) -> str:
-        """Sorted set of the tree's open questions with a ``question_timeout``, scored by their
-        deadline (ms): the reapers answer those past it with the timeout error."""
+        """Sorted set of the tree's open decisions with a deadline (``question_timeout``,
+        ``approval.timeout``), scored by it (ms): the reapers time out those past it."""
         return f"{self.run(root_id)}:questions:due"
+
+    def run_steer(self, run_id: str) -> str:
+        """The run's steering messages (``shelly steer``), append-only; the run's cursor in it is
+        journaled with its state, and the record's ``steer`` field counts them."""
+        return f"{self.run(run_id)}:steer"
 
     def delegations_due(self) -> str:
         """Sorted set of the waits of interactive children on their parent's round, scored by
@@ -254,6 +260,26 @@ class Keys:
     def question_counter(self, session: str) -> str:
         """Counter behind question ids ``q-<n>``, unique across the session's trees."""
         return f"{self.session(session)}:qn"
+
+    def approval_counter(self, session: str) -> str:
+        """Counter behind approval ids ``a-<n>``, unique across the session's trees."""
+        return f"{self.session(session)}:an"
+
+    def session_batch(self, session: str) -> str:
+        """The batch (its identity) whose item runs in ``session``, when one does: what ``--batch``
+        filters and where a batch's ``--always`` verdicts are kept."""
+        return f"{self.session(session)}:batch"
+
+    def always(self, scope: str) -> str:
+        """Sticky verdicts (``--always``) of one scope: field = tool, value = the verdict's JSON.
+        ``scope`` is ``s:<session>`` or ``batch:<identity>``; touched alone, never in a script."""
+        return f"{self.prefix}always:{_name('scope', scope)}"
+
+    def decisions(self, kind: str) -> str:
+        """The index of every open decision of ``kind`` (``question``, ``approval``) across all
+        sessions: sorted set of ``<session> <id> <root>`` scored by when it was asked (ms), so
+        ``shelly decisions`` costs O(pending), not O(live trees). Touched alone, never in a script."""
+        return f"{self.prefix}decisions:{_name('kind', kind)}"
 
     def instance_counter(self, session: str, agent: str) -> str:
         """Counter behind instance names ``<agent>-<slug>-<n>``, unique across workers."""

@@ -35,6 +35,9 @@ class Tool:
     retry_on_crash: bool = field(default=False, compare=False)
     """Safe to run again when a worker died while it ran (read-only, or idempotent). Otherwise such
     a call gets the result ``tool outcome unknown: the worker running it stopped``."""
+    approval: bool = field(default=False, compare=False)
+    """A person approves each call before it runs (``@tool(approval=True)``; an agent's ``approval:``
+    gates more): see :mod:`shelly_dist.agent.approval`."""
 
 
 def parse_input(tool: str, model: type[M], arguments: str) -> M:
@@ -56,6 +59,7 @@ def tool_from_model(
     *,
     group: str = "",
     retry_on_crash: bool = False,
+    approval: bool = False,
 ) -> Tool:
     """A tool whose input is validated by ``model`` and whose schema is generated from it."""
 
@@ -63,4 +67,4 @@ def tool_from_model(
         return await fn(parse_input(name, model, arguments))
 
     return Tool(name=name, description=description, input_schema=schema_for(model), handler=handler, group=group,
-                retry_on_crash=retry_on_crash)
+                retry_on_crash=retry_on_crash, approval=approval)

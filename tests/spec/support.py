@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
@@ -28,6 +30,9 @@ from tests.integration.cluster import Cluster
 from tests.integration.conftest import cluster
 
 __all__ = ["Cluster", "Observed", "Scenario", "both", "cluster", "complete", "delegate", "observe"]
+
+VOLATILE = {"call_id"}
+"""Event fields that differ per run (a tool call's id)."""
 
 POOL_ONLY = {"run_queued", "run_waiting", "run_resumed"}
 """Kinds that say where a run is placed on the pool (docs/events.md); an embedded run has no queue."""
@@ -50,6 +55,9 @@ class Scenario:
     answers: dict[str, str] = field(default_factory=dict)
     """``ask_user`` answers by question text, given from outside the run with ``Session.respond``
     once the question is listed by ``Session.questions``."""
+    during: Callable[[Any, Path], Awaitable[Any]] | None = None
+    """What a person does while the run works, from outside it: called with the session and the
+    project directory once the send has started; what it returns is ``Observed.during``."""
     providers: list[dict[str, Any]] = field(default_factory=list)
     """More providers (an agent names one with ``provider:``), e.g. a vendor's loopback stand-in."""
     concurrency: int = 8
@@ -81,6 +89,11 @@ class Observed:
     ``options``, ``timeout``; the asking run and time left out)."""
     asked: list[dict[str, Any]] = field(default_factory=list)
     """The data of every ``ask_user`` event, in order."""
+    during: Any = None
+    """What the scenario's ``during`` returned."""
+    people: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    """Every ``approval_requested``, ``approval_decided`` and ``steered`` event: (kind, agent, data
+    without what differs per run or per process)."""
 
 
 async def both(cluster: Cluster, scenario: Scenario) -> Observed:
@@ -121,6 +134,7 @@ async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observe
         if scenario.cancel_when_claimed:
             await cancel_once_claimed(board, scenario.cancel_when_claimed, sending)
         answered = await answer_questions(session, scenario.answers, sending)
+        during = await scenario.during(session, cluster.root) if scenario.during is not None else None
         outcome = await sending
         await until_every_run_ended(sub, seen)
         sub.close()
@@ -129,6 +143,7 @@ async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observe
     observed = _observed(seen, same_ids(entries), outcome.reply.text_content())
     observed.board = {t: (str(task.status), task.assignee) if task else ("", "") for t, task in tasks.items()}
     observed.questions = answered
+    observed.during = during
     return observed
 
 
@@ -218,13 +233,15 @@ def _observed(seen: list[Event], entries: list[list[dict[str, Any]]], reply: str
             tokens += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
             inputs.append(int(usage.get("input_tokens", 0)))
     asked = [dict(e.data) for e in seen if e.kind == "ask_user"]
+    people = [(e.kind, e.agent, {k: v for k, v in e.data.items() if k not in VOLATILE})
+              for e in seen if e.kind in ("approval_requested", "approval_decided", "steered")]
     kinds: dict[str, set[str]] = {}
     for e in seen:
         if e.run_id in asked_for and e.kind not in POOL_ONLY:
             kinds.setdefault(asked_for[e.run_id], set()).add(e.kind)
     return Observed(entries=entries, endings=sorted(endings), kinds=kinds, tokens=tokens, inputs=sorted(inputs),
                     reply=reply,
-                    asked=asked)
+                    asked=asked, people=people)
 
 
 def delegate(*tasks: dict[str, Any]) -> dict[str, Any]:

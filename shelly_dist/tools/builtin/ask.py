@@ -13,6 +13,10 @@ waits): the runtime numbers the question in Redis, announces it and resumes the 
 answer (``shelly_dist.runtime.celery.children.questions``).
 
 ``options.question_timeout`` bounds the wait: past it the call is an error result.
+
+The same responder asks a person to approve a gated tool call (:meth:`Responder.decide`, an
+:class:`~shelly_dist.tools.decisions.Approval` numbered ``a-N``): every answerer takes either
+request, so an approval goes wherever a question goes — one mechanism, not a copy.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from shelly_dist.errors import ToolError
+from shelly_dist.tools.decisions import APPROVAL, NOBODY_APPROVES, Approval, Verdict, timed_out
 from shelly_dist.tools.schema import shared_schema
 from shelly_dist.tools.suspend import SuspendCall
 from shelly_dist.tools.tool import Tool, parse_input
@@ -63,10 +68,21 @@ def timeout_error(question_id: str, limit: float) -> str:
     return f"{ASK_USER}: no answer to {question_id} within {limit:g}s (options.question_timeout)"
 
 
-class Answerer(Protocol):
-    """Gets the user's answer to one question. Raising ``ToolError`` makes the call an error."""
+Request = Question | Approval
+"""What an answerer is asked: a question (answered with text) or an approval (answered with a
+:class:`~shelly_dist.tools.decisions.Verdict`'s text)."""
 
-    async def answer(self, question: Question) -> str: ...
+
+def kind_of(request: Request) -> str:
+    """``question`` or ``approval``: the decision kind ``shelly decisions`` lists."""
+    return APPROVAL if isinstance(request, Approval) else "question"
+
+
+class Answerer(Protocol):
+    """Gets the user's answer to one question or approval. Raising ``ToolError`` makes a question's
+    call an error result and rejects an approval with the error's text as the reason."""
+
+    async def answer(self, question: Request) -> str: ...
 
 
 class SuspendingAnswerer:
@@ -78,7 +94,9 @@ class SuspendingAnswerer:
 
     announces = True
 
-    async def answer(self, question: Question) -> str:
+    async def answer(self, question: Request) -> str:
+        if isinstance(question, Approval):
+            raise SuspendCall(APPROVAL, question.model_dump(exclude={"id", "kind"}))
         raise SuspendCall(ASK_USER, question.model_dump(by_alias=True) | {"timeout": question.timeout})
 
 
@@ -88,7 +106,9 @@ class NoAnswerer:
     def __init__(self, reason: str = NO_ANSWER_CHANNEL) -> None:
         self.reason = reason
 
-    async def answer(self, question: Question) -> str:
+    async def answer(self, question: Request) -> str:
+        if isinstance(question, Approval):
+            raise ToolError(NOBODY_APPROVES if self.reason == NO_ANSWER_CHANNEL else self.reason, tool=question.tool)
         raise ToolError(f"{ASK_USER}: {self.reason}", tool=ASK_USER)
 
 
@@ -124,10 +144,14 @@ class Responder:
     One responder serves an engine, so ids are unique across its agents (Shelly: one per engine).
     """
 
-    def __init__(self, answerer: Answerer | None = None, on_ask: Callable[[Question], None] | None = None) -> None:
+    def __init__(self, answerer: Answerer | None = None, on_ask: Callable[[Request], None] | None = None) -> None:
         self.answerer: Answerer = answerer or NoAnswerer()
         self.on_ask = on_ask
         self._ids = itertools.count(1)
+        self._approval_ids = itertools.count(1)
+        self.always: dict[tuple[str, str], Verdict] = {}
+        """Sticky verdicts (``--always``) by (session, tool), for answerers that keep none
+        themselves; a durable answerer's live in Redis, per session or batch."""
 
     async def ask(self, question: Question, limit: float | None = None) -> str:
         """The answer to ``question`` (its ``id`` is assigned here), waiting at most ``limit``
@@ -145,6 +169,34 @@ class Responder:
                 return await self.answerer.answer(question)
         except TimeoutError:
             raise ToolError(timeout_error(question.id, limit), tool=ASK_USER) from None
+
+    async def decide(self, approval: Approval, session: str = "") -> Verdict:
+        """The verdict on ``approval`` (its ``id`` is assigned here), waiting at most its
+        ``timeout`` (past it: rejected, ``approval timed out``). A sticky verdict of ``session``
+        for the tool answers at once. An answerer that cannot ask anybody rejects it with its
+        reason; a durable one raises :class:`SuspendCall` (the runtime numbers and routes it)."""
+        sticky = self.always.get((session, approval.tool))
+        if sticky is not None:
+            return sticky.model_copy(update={"always": False, "by": sticky.by or "always"})
+        durable = getattr(self.answerer, "announces", False)
+        if not durable:
+            approval = approval.model_copy(update={"id": f"a-{next(self._approval_ids)}"})
+            if self.on_ask is not None:
+                self.on_ask(approval)
+        try:
+            if not approval.timeout or durable:
+                text = await self.answerer.answer(approval)
+            else:
+                async with asyncio.timeout(approval.timeout):
+                    text = await self.answerer.answer(approval)
+        except TimeoutError:
+            return timed_out().model_copy(update={"id": approval.id})
+        except ToolError as exc:
+            return Verdict.reject(str(exc), by="nobody").model_copy(update={"id": approval.id})
+        verdict = Verdict.parse(text).model_copy(update={"id": approval.id})
+        if verdict.always and verdict.decision != "skip":
+            self.always[(session, approval.tool)] = verdict
+        return verdict
 
     def toolbox(self, limit: float | None = None) -> ToolBox:
         """The ``ask`` toolbox (``ask_user``), waiting at most ``limit`` seconds for answers."""

@@ -24,7 +24,8 @@ class FakePool:
         self.submitted: list[str] = []
         self.canceled: list[str] = []
 
-    async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None) -> str:
+    async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None,
+                     batch: str = "") -> str:
         assert run_id is not None
         self.submitted.append(run_id)
         self.records.setdefault(run_id, {"status": "queued"})
@@ -135,7 +136,8 @@ class SlowSubmitPool(FakePool):
         self.entered = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None) -> str:
+    async def submit(self, agent: str, task: list[Message], *, session: str, run_id: str | None = None,
+                     batch: str = "") -> str:
         self.entered.set()
         await self.release.wait()
         return await super().submit(agent, task, session=session, run_id=run_id)

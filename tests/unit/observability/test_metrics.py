@@ -34,6 +34,21 @@ async def test_loop_lag_shows_a_blocked_loop():
     assert REGISTRY.get_sample_value("shelly_event_loop_lag_seconds") >= 0.15
 
 
+def test_a_persons_decision_is_an_intervention_and_a_timeouts_is_not():
+    def count(kind: str) -> float:
+        return REGISTRY.get_sample_value("shelly_interventions_total", {"kind": kind}) or 0.0
+
+    def observed(kind: str) -> float:
+        return REGISTRY.get_sample_value("shelly_decision_latency_seconds_count", {"kind": kind}) or 0.0
+
+    before, latencies = count("approval"), observed("approval")
+    metrics.decided("approval", time.time() - 5, by="cli:ana@host")
+    metrics.decided("approval", time.time() - 5, by="timeout")
+    metrics.decided("approval", time.time(), by="always")
+    assert count("approval") == before + 1
+    assert observed("approval") == latencies + 3
+
+
 async def test_the_servers_tokens_per_second_are_observed_per_provider_and_model():
     from shelly_dist.chats import Chat
     from shelly_dist.models.observed import ObservedCompleter

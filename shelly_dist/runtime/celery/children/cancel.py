@@ -64,6 +64,11 @@ async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str
     return runs
 
 
+STEER_HINT = "steer:"
+"""A message on the cancel channel that is no cancel: ``steer:<run id>``, a steering message was put in
+that run's inbox (``children/steering.py``). Only a hint: the count on the run's record is the truth."""
+
+
 ORPHAN_GRACE = 5.0
 """Seconds a canceled tree's root driven by a coordinator gets to end on its own before
 :func:`end_orphaned_root` ends it (a live coordinator notices the flag within a poll interval while
@@ -105,7 +110,8 @@ async def cancel_session(client: aioredis.Redis, keys: Keys, session: str) -> li
 
 
 class CancelWatch:
-    """Cancels this process's in-flight tasks of a tree when its root is announced as canceled.
+    """Cancels this process's in-flight tasks of a tree when its root is announced as canceled;
+    notes the steering hints (:data:`STEER_HINT`) of the runs in flight here.
 
     A root has an entry only while one of its tasks is in flight here: the last task to end
     removes it, so a worker that serves many trees keeps none of the finished ones.
@@ -115,6 +121,7 @@ class CancelWatch:
         self._client = client
         self._keys = keys
         self._tasks: dict[str, set[asyncio.Task[object]]] = {}
+        self._steered: set[str] = set()
         self._listener: asyncio.Task[None] | None = None
 
     def __len__(self) -> int:
@@ -131,6 +138,18 @@ class CancelWatch:
             tasks.discard(task)
             if not tasks:
                 del self._tasks[root]
+                self._steered.discard(root)
+
+    def steered(self, run_id: str) -> bool:
+        """Whether a steering message was announced for run ``run_id`` while one of its tasks was
+        in flight here (a hint: whether a run about to finish reads its inbox's count once more)."""
+        return run_id in self._steered
+
+    def _hint(self, message: str) -> None:
+        if message.startswith(STEER_HINT):
+            run_id = message.removeprefix(STEER_HINT)
+            if run_id in self._tasks:  # only runs in flight here; forgotten with their last task
+                self._steered.add(run_id)
 
     def cancel_local(self, root: str) -> int:
         tasks = list(self._tasks.get(root, ()))
@@ -152,6 +171,9 @@ class CancelWatch:
                         ready.set_result(None)
                     while True:  # outages are waited out inside message(); see state/blocking.py
                         root = await sub.message(None)
+                        if root and root.startswith(STEER_HINT):
+                            self._hint(root)
+                            continue
                         n = self.cancel_local(root) if root else 0
                         if n:
                             logger.info("cancelled %d in-flight steps of tree %s", n, root)

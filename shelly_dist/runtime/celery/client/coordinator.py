@@ -20,8 +20,9 @@ from typing import Any
 from shelly_dist import identity
 from shelly_dist.agent import Agent, ChildRequest, DelegateEntry, Run
 from shelly_dist.agent.records import LiveDelegation
+from shelly_dist.agent.steering import SteerMessage
 from shelly_dist.chats import Message, Role
-from shelly_dist.errors import RunCancelled, RunError
+from shelly_dist.errors import RunCancelled, RunError, UsageError
 from shelly_dist.events import Event, EventSink
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome
@@ -30,8 +31,15 @@ from shelly_dist.runtime.celery.children import interactive, model_waits
 from shelly_dist.runtime.celery.children.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.children.dispatch import dispatch_children
 from shelly_dist.runtime.celery.children.join import enqueue_resume, resume_each
-from shelly_dist.runtime.celery.children.questions import Answered, answer, open_questions, require_open
+from shelly_dist.runtime.celery.children.questions import (
+    Answered,
+    answer,
+    open_decisions,
+    open_questions,
+    require_open,
+)
 from shelly_dist.runtime.celery.children.spawns import PoolSpawner
+from shelly_dist.runtime.celery.children.steering import RedisInbox, live_runs, post
 from shelly_dist.runtime.celery.client.root_answerer import RootAnswerer
 from shelly_dist.runtime.celery.client.roots import RootWaiter
 from shelly_dist.runtime.celery.client.tail import Tail
@@ -40,6 +48,7 @@ from shelly_dist.runtime.celery.journal import Journal, Lease, RunRecord, RunSta
 from shelly_dist.runtime.celery.journal.stream import StreamSink
 from shelly_dist.runtime.celery.names import RUN_AGENT, task_kwargs
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.local.steering import LiveRun
 from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import connect, redis_errors
 from shelly_dist.state.hub import Hub, Watch
@@ -144,26 +153,35 @@ class CeleryRuntime:
         # in the same round trip), the last journal write before the next model call; a model call
         # that no such checkpoint preceded (the first, or one after a flush with nothing to write)
         # reads it on its own, as every model call did before (issue 16).
+        # The steering count rides with it both ways: read before each model call, it is what the
+        # run's inbox knows when it drains; after the reply it is stale (unknown: read when asked).
         flag: list[bool | None] = [None]
+        steer: list[int | None] = [None]
         record_key = self.journal.keys.run(run_id)
 
         async def flush(r: Run, reason: str) -> None:
             if reason != "tools":
+                if reason == "reply":
+                    steer[0] = None
                 await stream.flush()
                 return
-            read = await stream.flush_reading(record_key, "canceled")
-            flag[0] = None if read is None else read == "1"
+            read = await stream.flush_reading_fields(record_key, ["canceled", "steer"])
+            flag[0] = None if read is None else read[0] == "1"
+            steer[0] = None if read is None else int(read[1] or 0)
 
         async def before_model(r: Run) -> None:
             canceled, flag[0] = flag[0], None
             if canceled is None:
-                canceled = await self.journal.is_canceled(run_id)
+                with redis_errors("coordinator"):
+                    raw_canceled, raw_steer = await self.client.hmget(record_key, ["canceled", "steer"])
+                canceled, steer[0] = raw_canceled == "1", int(raw_steer or 0)
             if canceled:
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)
 
         awaiter = _Awaiter(self, lease, stream, tail)
         self.answerer.attach(lease, agent.options.on_event, stream.flush)
         run = Run.start(agent, messages, run_id=run_id, delegator=awaiter, checkpoint=flush, before_model=before_model)
+        run.inbox = RedisInbox(self.client, self.journal.keys, lambda: steer[0])
         status, error = "failed", ""
         try:
             with acting_as(session=session):
@@ -199,10 +217,12 @@ class CeleryRuntime:
     # -- root runs on the pool (batch) ---------------------------------------------------------
 
     async def submit(
-        self, agent: str, task: str | list[Message], *, session: str, run_id: str | None = None
+        self, agent: str, task: str | list[Message], *, session: str, run_id: str | None = None, batch: str = ""
     ) -> str:
         """Start ``agent`` on ``task`` (a text, or the user messages) as a root run on the pool;
-        returns its run id. The run never touches this process again.
+        returns its run id. The run never touches this process again. ``batch``: the identity of
+        the batch the run is an item of, kept for the session (what ``--batch`` filters decisions
+        by, and the scope of a batch's ``--always`` verdicts).
 
         A given ``run_id`` is an idempotency key: when a run is already recorded under it, nothing
         is created, and it is sent again only while still ``queued`` (the first send may have died
@@ -213,6 +233,10 @@ class CeleryRuntime:
         messages = [Message.text("user", Role.USER, task)] if isinstance(task, str) else task
         task = messages[-1].text_content() if messages else ""
         tier = "" if identity.priority() == "interactive" else identity.priority()  # the context's (a batch's)
+        if batch:  # before the run exists: its first decision finds it
+            key = self.journal.keys.session_batch(session)
+            await read_through("submit", lambda: self.client.set(key, batch, ex=self.settings.retention),
+                               until=time.monotonic() + SUBMIT_OUTAGE)
         # Safe to repeat (the same record, indexed with NX), so a Redis outage is waited out.
         created = await read_through(
             "submit", lambda: self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
@@ -261,23 +285,54 @@ class CeleryRuntime:
             self._roots, self._roots_loop = RootWaiter(self.client, self.journal.keys, self.hub), loop
         return self._roots
 
-    # -- questions (ask_user) -----------------------------------------------------------------
+    # -- decisions (ask_user, approvals) and steering -------------------------------------------
 
     async def questions(self, session: str) -> list[dict[str, Any]]:
         """The session's open ``ask_user`` questions (id, agent, run, text, options, …)."""
         return await open_questions(self.client, self.journal.keys, session)
 
-    async def respond(self, session: str, question_id: str, text: str) -> Answered:
-        """Answer question ``question_id`` of ``session`` from this process: the answer is stored
-        in Redis and the asking run resumed (on any worker, or its coordinator woken). A question
-        that is not open is a ``UsageError``."""
+    async def decisions(self, session: str | None = None) -> list[dict[str, Any]]:
+        """Every open decision of the pool (of ``session`` when given), oldest first, in the shape
+        of docs/reference.md ("Decisions"); O(pending) reads."""
+        return await open_decisions(self.client, self.journal.keys, session=session)
+
+    async def respond(self, session: str, question_id: str, text: str, *, by: str = "",
+                      what: str = "answer") -> Answered:
+        """Answer decision ``question_id`` of ``session`` from this process (a question with
+        ``text``, an approval with a verdict's text): the answer is stored in Redis and the asking
+        run resumed (on any worker, or its coordinator woken). A decision that is not open is a
+        ``UsageError`` (``what`` names the command in it)."""
         s = self.settings
         found = await answer(self.client, self.journal.keys, session, question_id, text, retention=s.retention,
-                             requeue_after=s.requeue_after)
-        require_open(found, question_id, session)
+                             requeue_after=s.requeue_after, by=by)
+        require_open(found, question_id, session, what)
         if found.resume:
             await enqueue_resume(self.journal, self._send, found.run)
         return found
+
+    async def try_respond(self, session: str, question_id: str, text: str, *, by: str = "") -> bool:
+        """:meth:`respond`, but a decision answered meanwhile (or whose run ended) is ``False``,
+        not an error: what deciding many at once, or a prompt that lost a race, wants."""
+        s = self.settings
+        found = await answer(self.client, self.journal.keys, session, question_id, text, retention=s.retention,
+                             requeue_after=s.requeue_after, by=by)
+        if found.resume:
+            await enqueue_resume(self.journal, self._send, found.run)
+        return found.outcome == "ok"
+
+    async def live_runs(self, session: str) -> list[LiveRun]:
+        """The runs of ``session`` that have not ended (what ``steer`` may address)."""
+        return await live_runs(self.client, self.journal.keys, session)
+
+    async def steer(self, session: str, run_id: str, message: SteerMessage) -> int:
+        """Put ``message`` in run ``run_id``'s inbox; it joins the run's chat before its next
+        model call, on any worker. How many messages the inbox holds. A run that has ended (or
+        never existed) is a ``UsageError``."""
+        outcome, n = await post(self.client, self.journal.keys, run_id, message, retention=self.settings.retention)
+        if outcome in ("ended", "missing"):
+            why = "has ended" if outcome == "ended" else "is not recorded"
+            raise UsageError(f"steer: run {run_id} of session {session} {why}: nothing was delivered")
+        return n
 
     async def cancel(self, run_id: str) -> list[str]:
         record = await self.journal.record(run_id)

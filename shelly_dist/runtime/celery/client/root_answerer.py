@@ -1,7 +1,8 @@
-"""``ask_user`` of a coordinator's top-level run (``shelly run`` on the pool, no terminal).
+"""``ask_user`` and approvals of a coordinator's top-level run (``shelly run`` on the pool, no terminal).
 
 The coordinator process drives its top-level run itself and holds no worker, so it need not
-suspend the run: it registers the question in Redis exactly as a worker's run does
+suspend the run: it registers the question (or a gated call's approval) in Redis exactly as a
+worker's run does
 (:func:`.questions.ask`), announces it on the session stream and the live view, and waits on the
 run's channel for the answer — ``shelly answer`` or ``Session.respond`` from any machine, or the
 reapers' timeout. It ends the wait on time even with no worker up: when the question's deadline
@@ -21,12 +22,13 @@ from shelly_dist import events
 from shelly_dist.chats import ToolResult
 from shelly_dist.errors import ToolError
 from shelly_dist.events import Event
-from shelly_dist.identity import agent_name, run_id
+from shelly_dist.identity import agent_name, run_id, run_path
 from shelly_dist.runtime.celery.children.questions import answer_field, ask, deadline_of, result_of, time_out
 from shelly_dist.runtime.celery.journal import Lease
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.subscription import Subscription
-from shelly_dist.tools.builtin.ask import ASK_USER, Question
+from shelly_dist.tools.builtin.ask import ASK_USER, Request
+from shelly_dist.tools.decisions import APPROVAL, QUESTION, Approval
 
 logger = logging.getLogger(__name__)
 
@@ -52,23 +54,29 @@ class RootAnswerer:
     def detach(self, run_id: str) -> None:
         self._roots.pop(run_id, None)
 
-    async def answer(self, question: Question) -> str:
+    async def answer(self, question: Request) -> str:
         rid = run_id()
         found = self._roots.get(rid or "")
         if found is None:
             raise ToolError(f"{ASK_USER}: this run has no answer channel", tool=ASK_USER)
         lease, sink, flush = found
         self._calls += 1
+        approval = isinstance(question, Approval)
         field = answer_field(0, f"root-{self._calls}-{question.id}")
         payload = question.model_dump(by_alias=True) | {"timeout": question.timeout}
-        qid, _ = await ask(lease, agent_name() or lease.record.agent, rid or "", field, payload)
-        sink(Event(kind=events.ASK_USER, agent=agent_name() or lease.record.agent, run_id=rid,
-                   session_id=lease.record.session, data=question.model_copy(update={"id": qid}).event_data()))
+        agent = agent_name() or lease.record.agent
+        done = await ask(lease, agent, rid or "", field, payload, kind=APPROVAL if approval else QUESTION,
+                         path=run_path())
+        if done.sticky is not None:
+            return done.sticky.to_text()
+        shown = question.model_copy(update={"id": done.id})
+        sink(Event(kind=events.APPROVAL_REQUESTED if approval else events.ASK_USER, agent=agent, run_id=rid,
+                   session_id=lease.record.session, data=shown.event_data()))
         await flush()
         try:
-            result = await self._wait(lease, qid, field)
+            result = await self._wait(lease, done.id, field)
         except asyncio.CancelledError:
-            await self._close(lease, qid)
+            await self._close(lease, done.id)
             raise
         if result.is_error:
             raise ToolError(result.content, tool=ASK_USER)

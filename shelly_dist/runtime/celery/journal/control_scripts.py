@@ -1,5 +1,6 @@
-"""The Lua of the pool's control paths: stopping runs, ``ask_user``, interactive rounds, handoff,
-the due index's scanner leases, suspended model calls and the provider batches' desks.
+"""The Lua of the pool's control paths: stopping runs, decisions (``ask_user``, approvals), steering,
+interactive rounds, handoff, the due index's scanner leases, suspended model calls and the provider
+batches' desks.
 
 The sibling of :mod:`.scripts` (the journal's, claim and finish): the same rules hold — every key a
 script touches is passed in ``KEYS`` and, but for the due index's own keys and a batch desk's (which
@@ -107,6 +108,23 @@ local out = joined(record, deadlines, retention, resume_at, run_id, 'answer')
 return {'ok', out[1], out[2]}
 """
 """Join an answer into the asking run, once (the first answer wins; a timeout is an answer)."""
+
+# -- steering (steering.py) ------------------------------------------------------------------------
+
+STEER = """
+local record, inbox = KEYS[1], KEYS[2]
+local message, retention = ARGV[1], ARGV[2]
+local status = redis.call('HGET', record, 'status')
+if not status then return {'missing', 0} end
+if status == 'done' or status == 'failed' or status == 'canceled' then return {'ended', 0} end
+local n = redis.call('RPUSH', inbox, message)
+redis.call('EXPIRE', inbox, retention)
+redis.call('HSET', record, 'steer', n)
+return {status, n}
+"""
+"""Append a steering message to a live run's inbox and count it on its record (``steer``, read
+with the claim and every checkpoint, so a run learns of it without a read of its own); nothing
+for a run that has ended (answers ``ended``) or never existed (``missing``, never re-created)."""
 
 # -- provider batches (batches/) -------------------------------------------------------------------
 

@@ -79,7 +79,8 @@ class Lease:
     ) -> tuple[int, bool]:
         """Append ``new`` after ``offset`` journaled messages, store ``state`` and write the
         ``events`` batch, in one round trip; returns (journaled count, tree canceled). The run's
-        ``stop`` reason (fail-fast) comes back in the same answer, into :attr:`record`.
+        ``stop`` reason (fail-fast) and its steering count come back in the same answer, into
+        :attr:`record`.
 
         ``rewrite``: the chat was rewritten in place (an effect compacted or trimmed it), so
         ``new`` is the whole chat and replaces the journaled messages, in the same atomic step
@@ -107,7 +108,8 @@ class Lease:
         args += held.messages
         keys = [st.keys.run(r.id), st.keys.run_msgs(r.id), st.keys.run(r.root), st.keys.run_lease(r.id),
                 *st.stream_keys(r.session)]
-        count, canceled, r.stop = await st.run_script(st.scripts.checkpoint, keys, args)
+        count, canceled, r.stop, steer = await st.run_script(st.scripts.checkpoint, keys, args)
+        r.steer = int(steer)
         await st.append_events(r.session, events)
         return int(count), canceled == "1"
 

@@ -83,6 +83,8 @@ class RunRecord:
     attempts: int = 0
     stop: str = ""
     """Why the run must stop (a failed sibling, under ``delegate_fail_fast``), as read with the record."""
+    steer: int = 0
+    """How many steering messages its inbox holds (``shelly steer``), as read with the record."""
     instance: str = ""
     """The instance name it ran as (``coder-fix-1``), once it ended."""
     worker: str = ""
@@ -140,6 +142,7 @@ class RunRecord:
             task=raw.get("task", ""), fingerprint=raw.get("fingerprint", ""), request=raw.get("request", ""),
             input=raw.get("input", ""), state=raw.get("state", ""), msg_count=num("msg_count"),
             instance_n=num("instance_n"), pending=num("pending"), attempts=num("attempts"), stop=raw.get("stop", ""),
+            steer=num("steer"),
             instance=raw.get("instance", ""), worker=raw.get("worker", ""), result=raw.get("result", ""),
             error=raw.get("error", ""), reply=raw.get("reply", ""), usage=raw.get("usage", ""),
             handoff=raw.get("handoff", ""), created=float(raw.get("created") or 0),

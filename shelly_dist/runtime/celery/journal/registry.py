@@ -58,6 +58,7 @@ class ControlScripts:
         self.handoff = _register(client, control_scripts.HANDOFF)
         self.ask = _register(client, control_scripts.ASK)
         self.answer = _register(client, control_scripts.ANSWER)
+        self.steer = _register(client, control_scripts.STEER)
         self.model_suspend = _register(client, control_scripts.MODEL_SUSPEND)
         self.model_deliver = _register(client, control_scripts.MODEL_DELIVER)
         self.ask_parent = _register(client, control_scripts.ASK_PARENT)

@@ -170,7 +170,8 @@ redis.call('HSET', record, 'state', state, 'status', status, 'msg_count', count,
 redis.call('EXPIRE', record, retention)
 if count > 0 then redis.call('EXPIRE', msgs, retention) end
 add_events(stream, events, retention)
-return {count, redis.call('HGET', root, 'canceled') or '0', redis.call('HGET', record, 'stop') or ''}
+return {count, redis.call('HGET', root, 'canceled') or '0', redis.call('HGET', record, 'stop') or '',
+        redis.call('HGET', record, 'steer') or '0'}
 """
 
 CLAIM = """

@@ -81,11 +81,18 @@ class StreamSink:
         there was something to write (the coordinator's root learns its cancel flag from its own
         checkpoints, issue 16): ``""`` for a field that is not set, ``None`` when nothing was
         written, so nothing was read."""
+        read = await self.flush_reading_fields(key, [field])
+        return None if read is None else read[0]
+
+    async def flush_reading_fields(self, key: str, fields: list[str]) -> list[str] | None:
+        """:meth:`flush_reading` of several fields of one hash (the root's cancel flag and its
+        steering count), in the same round trip: their values, ``""`` for each one not set."""
         await self.settle()
         payload = self.drain()
-        return await self._write(payload, expire=True, read=(key, field)) if payload else None
+        return await self._write(payload, expire=True, read=(key, fields)) if payload else None
 
-    async def _write(self, payload: str, *, expire: bool, read: tuple[str, str] | None = None) -> str | None:
+    async def _write(self, payload: str, *, expire: bool,
+                     read: tuple[str, list[str]] | None = None) -> list[str] | None:
         if not payload:
             return None
         async def write() -> list[Any]:
@@ -93,9 +100,9 @@ class StreamSink:
                 pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
                 pipe.expire(self._key, self._retention, nx=not expire)
                 if read is not None:
-                    pipe.hget(*read)
+                    pipe.hmget(read[0], read[1])
                 return await pipe.execute()  # type: ignore[no-any-return]
 
         with redis_errors("events"):
             answers = await write_through(write)  # Redis full: wait, the events are kept meanwhile
-        return (answers[-1] or "") if read is not None else None
+        return [v or "" for v in answers[-1]] if read is not None else None

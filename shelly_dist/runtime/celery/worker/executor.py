@@ -48,6 +48,7 @@ from shelly_dist.runtime.celery.children.dispatch import dispatch_children
 from shelly_dist.runtime.celery.children.handoff import hand_off
 from shelly_dist.runtime.celery.children.join import enqueue_resume, finish_and_join, resume_each
 from shelly_dist.runtime.celery.children.policy import PoolPolicy
+from shelly_dist.runtime.celery.children.steering import RedisInbox
 from shelly_dist.runtime.celery.journal import Journal, Lease, LeaseLost, RunRecord, child_key
 from shelly_dist.runtime.celery.journal.stream import StreamSink
 from shelly_dist.runtime.celery.names import RUN_AGENT, Enqueue, task_kwargs
@@ -264,6 +265,7 @@ class Executor:
         run.checkpoint = checkpoint
         run.before_model = before_model
         run.delegator = _WorkerDelegator(self, lease)
+        run.inbox = RedisInbox(self.journal.client, self.journal.keys, lambda: lease.record.steer)
         if life is not None:
             life.board = agent.options.task_board if life.request.task_id else None
             if (refused := await life.begin(run, parent_run=record.parent, fresh=not record.state)) is not None:
@@ -283,7 +285,7 @@ class Executor:
                             return Progress("waiting", f"model call: {wait.reason or wait.kind}")
                         continue  # its reply was delivered meanwhile
                 if run.state.phase == Phase.SUSPENDED and run.waiting():
-                    await questions.register(lease, run)  # ask_user: counted in pending before release
+                    await questions.register(lease, run)  # decisions: counted in pending before release
                     if parent := await interactive.ask_parent(lease, run):  # request_input to the parent
                         await enqueue_resume(self.journal, self.enqueue, parent)
                     await self._collect(record, run)
@@ -301,6 +303,8 @@ class Executor:
                         (life.scope() if life is not None else contextlib.nullcontext()):
                     outcome = await run.step()
                 if isinstance(outcome, Finished):
+                    if await self._steered_at_end(lease, run):  # a person spoke during its last call
+                        continue
                     waits = await self._spawn_wait(lease, run)
                     if waits == "go":  # announcements of spawned children: another step with them
                         continue
@@ -390,6 +394,20 @@ class Executor:
             run.emit(events.RUN_QUEUED, child_run=peer_id, child_agent=peer.spawned(), depth=peer.depth,
                      task=peer.task[:200])
         return Progress("done", f"handed off to {peer.spawned()} ({peer_id})")
+
+    async def _steered_at_end(self, lease: Lease, run: Run) -> bool:
+        """A run about to finish with its plain reply whose inbox holds a message it has not taken
+        is reopened (another step, with the message) instead. The count its last checkpoint read is
+        fresh unless its final reply was held to ride with the finish; then it is read once more,
+        when a steering hint for it was heard (``children/steering.py``)."""
+        fresh = lease.held is not None and self.cancel_watch.steered(lease.record.id)
+        if not run.steerable_at_end() or not await run.inbox.unread(run, fresh=fresh):  # type: ignore[union-attr]
+            return False
+        lease.held = None  # discarded: the checkpoint below writes the same reply with the reopened state
+        run.reopen()
+        assert run.checkpoint is not None
+        await run.checkpoint(run, "tools")
+        return True
 
     async def _spawn_wait(self, lease: Lease, run: Run) -> str:
         """A run that spawned children and would finish: ``go`` (announcements wait: step again),

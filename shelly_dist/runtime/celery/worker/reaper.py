@@ -33,7 +33,8 @@ idle pool thus costs a few commands per worker per scan, whatever the number of 
 The reaper also answers the ``ask_user`` questions past their ``options.question_timeout`` with
 the timeout error result (:func:`.questions.expire_due`, for the trees past their hint), resuming
 their runs, and (the scanner of shard 0) times out the interactive children that neither asked
-nor ended within theirs (:func:`.round_timeout.expire_due`).
+nor ended within theirs (:func:`.round_timeout.expire_due`) and sets the pool's pending decisions
+by kind (``shelly_decisions_pending``: one round trip per scan, whatever the number waiting).
 
 The reaper also registers this worker's config generation (``…:generations``) every
 ``GENERATION_EVERY`` seconds, so a worker of another config leaves this generation's runs to it
@@ -55,7 +56,7 @@ from shelly_dist.cancellation import pause
 from shelly_dist.observability import metrics
 from shelly_dist.runtime.celery.children import round_timeout
 from shelly_dist.runtime.celery.children.join import enqueue_resume
-from shelly_dist.runtime.celery.children.questions import expire_due
+from shelly_dist.runtime.celery.children.questions import expire_due, pending_counts
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.names import RESUME_AGENT, RUN_AGENT, Enqueue
 from shelly_dist.state.connection import redis_errors
@@ -150,6 +151,8 @@ class Reaper:
             await round_timeout.expire_due(
                 journal.client, journal.keys, retention=settings.retention, requeue_after=settings.requeue_after,
                 resume=lambda run_id: enqueue_resume(journal, self.enqueue, run_id))
+            for kind, n in (await pending_counts(journal.client, journal.keys)).items():
+                metrics.DECISIONS_PENDING.labels(kind).set(n)  # one scanner reports the pool's
         return sent
 
     async def _register(self, now: float) -> None:
