@@ -33,6 +33,7 @@ from bench import (
     commands,
     embedded,
     fanout,
+    governor,
     idle,
     memory,
     nested,
@@ -41,6 +42,7 @@ from bench import (
     recovery,
     scaling,
     throughput,
+    waiting,
 )
 from bench.context import STEP, Bench
 from bench.harness import REDIS_URL, BenchError, Stack
@@ -72,6 +74,8 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 async def run(args: argparse.Namespace) -> str:
     if args.scale:
         return await run_idle(args)
+    if args.waiting or args.governor:
+        return await run_provider_rows(args)
     sizes = QUICK if args.quick else FULL
     if args.workers:
         sizes = dataclasses.replace(sizes, scaling_workers=tuple(args.workers))
@@ -137,6 +141,29 @@ async def run_idle(args: argparse.Namespace) -> str:
     ])
 
 
+async def run_provider_rows(args: argparse.Namespace) -> str:
+    """The rows of issue 33 only (``--waiting N``, ``--governor``): each on a redis-server of its own."""
+    started = time.monotonic()
+    rows = []
+    if args.waiting:
+        workers = (args.workers or [2])[0]
+        print(f"bench: waiting, {args.waiting} trees, {workers} workers …", file=sys.stderr, flush=True)
+        rows.append(await asyncio.to_thread(waiting.measure_waiting, args.waiting, workers))
+    if args.governor:
+        workers = (args.workers or [governor.WORKERS])[0]
+        print(f"bench: governor, {governor.ITEMS} items, {workers} workers …", file=sys.stderr, flush=True)
+        rows.append(await asyncio.to_thread(governor.measure_governor, governor.ITEMS, workers))
+    flags = (f"--waiting {args.waiting} " if args.waiting else "") + ("--governor " if args.governor else "")
+    return "\n".join([
+        f"Measured {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}: `python -m bench "
+        f"{flags}` ({time.monotonic() - started:.0f} s).",
+        "",
+        describe(REDIS_URL),
+        "",
+        table(rows),
+    ])
+
+
 def _counts(text: str) -> list[int]:
     try:
         counts = [int(x) for x in text.split(",")]
@@ -175,6 +202,11 @@ def main(argv: list[str] | None = None) -> int:
                              "by this process, one coordinator for all of them")
     parser.add_argument("--scale", type=int, metavar="N",
                         help="only measure the idle pool's Redis load with N live idle trees (bench.idle)")
+    parser.add_argument("--waiting", type=int, metavar="N",
+                        help="only measure N trees waiting for answers under a waiting shelly batch (bench.waiting)")
+    parser.add_argument("--governor", action="store_true",
+                        help="only measure a batch through workers sharing one key against the strict vendor "
+                             "(bench.governor)")
     parser.add_argument("--write", action="store_true", help=f"write the results into {DOC}")
     parser.add_argument("--profile", type=Path, metavar="DIR",
                         help="sample every process (bench.sampler): one collapsed-stacks file each in DIR")

@@ -7,6 +7,7 @@ The tree, so one ``except ShellyError`` catches everything the library means to 
     ├── ConfigError             engine: invalid config; the message names the field (exit 2)
     ├── ModelError              models/providers: .provider, .model
     │   ├── ModelHTTPError      .status_code, .body, .retry_after, .kind
+    │   │   └── SpendLimitExceeded  a key's or a label's ``spend:`` refused the call: .limit, .scope
     │   └── ContextTooLong
     ├── ToolError               tools: .tool (the loop turns it into an is_error result)
     │   └── MCPError            .server
@@ -86,6 +87,21 @@ class ModelHTTPError(ModelError):
         self.status_code = status_code
         self.body = body
         self.retry_after = retry_after
+        self.paused = False
+        """The provider governor paused the key for this answer (a 429 with its wait): every
+        process holds its calls to the key until then, so neither a retry's sleep nor a key
+        cooldown needs to wait it out again."""
+
+
+class SpendLimitExceeded(ModelHTTPError):
+    """A ``spend:`` limit refused a model call before it was sent: ``limit`` is ``day_usd`` or
+    ``month_usd``, ``scope`` what it limits (``provider "openai" key …``, ``label "nightly"``).
+    Classified ``billing``: never retried; a fallback chain moves on to its next provider."""
+
+    def __init__(self, message: str, *, provider: str = "", model: str = "", limit: str = "", scope: str = "") -> None:
+        super().__init__(message, provider=provider, model=model, kind="billing")
+        self.limit = limit
+        self.scope = scope
 
 
 class ContextTooLong(ModelError):

@@ -15,6 +15,8 @@ from typing import Any
 _agent: ContextVar[str] = ContextVar("shelly_agent", default="")
 _run: ContextVar[str] = ContextVar("shelly_run", default="")
 _session: ContextVar[str] = ContextVar("shelly_session", default="")
+_priority: ContextVar[str] = ContextVar("shelly_priority", default="interactive")
+_share: ContextVar[str] = ContextVar("shelly_share", default="")
 _path: ContextVar[tuple[str, ...]] = ContextVar("shelly_path", default=())
 
 
@@ -33,6 +35,18 @@ def session_id() -> str:
     return _session.get()
 
 
+def priority() -> str:
+    """The priority of the run tree in this context at its provider: ``interactive`` (a person
+    waits: ``shelly run``, ``Session``, A2A, MCP; the default) or ``batch`` (``shelly batch``)."""
+    return _priority.get()
+
+
+def share() -> str:
+    """Who the run tree in this context shares its providers' keys fairly with, within its
+    priority: a batch's identity, else its root run ("" when not set: the root's own id)."""
+    return _share.get()
+
+
 def run_path() -> list[str]:
     """The instance names from the root's agent down to the agent of this context (``["lead",
     "deployer-1"]``): how a person finds the run a decision comes from. ``[agent]`` when unknown."""
@@ -41,10 +55,12 @@ def run_path() -> list[str]:
 
 @contextmanager
 def acting_as(agent: str | None = None, *, run: str | None = None, session: str | None = None,
-              path: list[str] | None = None) -> Iterator[None]:
+              path: list[str] | None = None, priority: str | None = None, share: str | None = None
+              ) -> Iterator[None]:
     """Set the identity for the body of the ``with``; arguments left ``None`` are inherited."""
     tokens: list[tuple[ContextVar[Any], Token[Any]]] = []
-    for var, value in ((_agent, agent), (_run, run), (_session, session), (_path, tuple(path or ()) or None)):
+    for var, value in ((_agent, agent), (_run, run), (_session, session), (_path, tuple(path or ()) or None),
+                       (_priority, priority), (_share, share)):
         if value is not None:
             tokens.append((var, var.set(value)))
     try:

@@ -138,6 +138,10 @@ class ChildRequest(BaseModel):
     spent: Usage | None = None
     """What the agents earlier in this entry's handoff chain spent (with their subtrees): the
     peer's entry carries it on to the parent's tree total."""
+    priority: str = "interactive"
+    """The tree's priority at its providers (its root's: ``interactive`` or ``batch``), inherited."""
+    share: str = ""
+    """Who the tree shares its providers' keys with fairly (its root's batch, or its root run)."""
     path: list[str] = Field(default_factory=list)
     """The instance names from the root's agent down to the delegating one (``["lead"]``): the
     child's own path is this plus its name, which its decisions name (``lead → deployer-1``)."""
@@ -252,6 +256,13 @@ class RunState(BaseModel):
     worker continuing the run starts calibrated (:mod:`shelly_dist.models.context`)."""
     effects: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Each effect's memory, by slot (``<index>:<kind>``): journaled with the run."""
+    priority: str = "interactive"
+    """At its providers: ``interactive`` or ``batch``; a root's comes from where it started
+    (``shelly batch``: batch), a child inherits its parent's (the provider governor serves
+    ``interactive`` first)."""
+    share: str = ""
+    """Who the tree shares a provider key with fairly within its priority: the batch it belongs to,
+    else its root run's id."""
     scopes: list[BudgetScope] = Field(default_factory=list)
     """The tree limits every model call of this run reserves against: inherited from the parent,
     plus the run's own when its agent has ``limits:``."""

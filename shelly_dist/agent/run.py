@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import shelly_dist.agent.reflections as reflections
-from shelly_dist import events
+from shelly_dist import events, identity
 from shelly_dist.agent import approval, steering
 from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
@@ -62,7 +62,7 @@ from shelly_dist.identity import acting_as
 from shelly_dist.models import Completer, Usage
 from shelly_dist.models.speed import SPEED
 from shelly_dist.models.suspend import ModelCall, ModelWait, SuspendModel, calling_model, raise_if_failed
-from shelly_dist.observability import tracing
+from shelly_dist.observability import metrics, tracing
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.decisions import Verdict, edited_note
 from shelly_dist.tools.hooks import bind_run_memory
@@ -219,20 +219,27 @@ class Run:
         run_id: str | None = None,
         visited: list[str] | None = None,
         scopes: list[BudgetScope] | None = None,
+        priority: str | None = None,
+        share: str | None = None,
         path: list[str] | None = None,
         **kwargs: object,
     ) -> Run:
         """A fresh run of ``agent`` over its chat, after appending ``messages``; ``scopes`` are the
-        tree limits it inherits, ``path`` the instance names of the agents above it."""
+        tree limits it inherits, ``path`` the instance names of the agents above it, ``priority``
+        and ``share`` its place at its providers (a root's default: the context's,
+        :func:`shelly_dist.identity.priority`; its share: itself)."""
         if messages:
             agent.chat.append(*messages)
+        rid = run_id or uuid.uuid4().hex[:12]
         state = RunState(
-            run_id=run_id or uuid.uuid4().hex[:12],
+            run_id=rid,
             config_name=agent.config_name,
             instance_name=agent.name,
             depth=agent.depth,
             visited=visited or [agent.config_name],
             scopes=list(scopes or []),
+            priority=priority or identity.priority(),
+            share=share or identity.share() or rid,
             path=list(path or []),
         )
         return cls(agent, state, **kwargs)  # type: ignore[arg-type]
@@ -245,7 +252,8 @@ class Run:
         chat of the run it continues (a team member's previous turn), before its new task."""
         earlier = [m for m in history or [] if m.role != Role.SYSTEM]
         return cls.start(agent, [*earlier, *child_messages(request)], visited=request.visited,
-                         scopes=request.scopes, path=request.path, **kwargs)  # type: ignore[arg-type]
+                         scopes=request.scopes, priority=request.priority, share=request.share or None,
+                         path=request.path, **kwargs)  # type: ignore[arg-type]
 
     @classmethod
     def restore(cls, agent: Agent, snapshot: RunState, **kwargs: object) -> Run:
@@ -385,7 +393,8 @@ class Run:
         ``AgentError``; cancellation propagates."""
         if not self._prepared:
             await self._prepare()
-        with acting_as(self.agent.name, run=self.state.run_id, path=[*self.state.path, self.agent.name]), \
+        with acting_as(self.agent.name, run=self.state.run_id, path=[*self.state.path, self.agent.name],
+                       priority=self.state.priority, share=self.state.share), \
                 bind_run_memory(self.state.hook_memory):
             if not self._hooks:
                 return await self._advance()
@@ -546,6 +555,7 @@ class Run:
         if opts.window is not None:
             state.token_ratio = opts.window.ratio
         agent.usage.add(usage)
+        metrics.agent_usage(agent.config_name or agent.name, usage.total_tokens, usage.cost_usd)
         if self._effects:
             await self._effects.run(EffectPhase.AFTER_COMPLETE, self._iteration_context, state.effects)
         calls = reply.tool_calls()
@@ -764,6 +774,7 @@ class Run:
                 state.delegation_n += len(entries)
             for request in requests:
                 request.scopes = list(state.scopes)
+                request.priority, request.share = state.priority, state.share
                 request.path = [*state.path, agent.name]
         except DelegationRejected as exc:
             await self._answered_at_once(call, str(exc), is_error=True)

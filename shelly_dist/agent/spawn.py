@@ -192,6 +192,7 @@ def plan_spawn(run: Run, call_id: str, spec: SpawnInput) -> ChildRequest:
         raise DelegationRejected(f"spawn: {error}", agent=agent.name)
     request = requests[0]
     request.scopes = list(state.scopes)
+    request.priority, request.share = state.priority, state.share
     request.path = [*state.path, agent.name]
     return request
 

@@ -1,7 +1,10 @@
 """``shelly batch``: many tasks from JSONL, each in its own session, N at a time, in-process.
 
 Shelly's schemas: input lines ``{"id","agent"?,"task","context"?}``, output lines
-``{"id","agent","status":"completed|error","reply"?,"error"?,"elapsed"}`` (and ``run`` on a pool).
+``{"id","agent","status":"completed|error","reply"?,"error"?,"elapsed"}`` (and ``run`` on a pool),
+plus ``usage``: what the item's whole tree spent (tokens by kind, ``cost_usd``,
+``model_requests``). The batch ends with one line on stderr totalling the items it ran and what
+they spent.
 The output is appended one line per finished item (in one write), so an interrupted batch keeps
 what it finished, and a re-run skips every id already in the output: the output file is the
 batch's journal (:mod:`shelly_dist.cli.batch_files`). A failing item is an ``error`` line, never
@@ -31,7 +34,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from shelly_dist.chats import Message
 from shelly_dist.cli.batch_files import BatchItem, append_record, done_ids, read_items
-from shelly_dist.cli.batch_pool import PoolItems, batch_identity
+from shelly_dist.cli.batch_pool import ItemFailed, PoolItems, batch_identity
 from shelly_dist.cli.errors import EXIT_FAILED, run_async
 from shelly_dist.cli.explain import explain
 from shelly_dist.cli.options import config_options
@@ -40,6 +43,8 @@ from shelly_dist.engine.config import find_config, load_config
 from shelly_dist.engine.providers import with_provider_batches
 from shelly_dist.engine.session import user_messages
 from shelly_dist.errors import RunError, StoreError
+from shelly_dist.identity import acting_as
+from shelly_dist.models import Usage
 from shelly_dist.tools.builtin.ask import NoAnswerer
 
 __all__ = ["BatchItem", "ItemNotRun", "batch_command", "done_ids", "item_messages", "read_items", "run_batch",
@@ -88,14 +93,42 @@ async def run_item(engine: Engine, item: BatchItem, pool: PoolItems | None = Non
                 outcome = await session.send_messages(item_messages(item))
             finally:  # the item's session ends with it: a long batch must not keep every one
                 engine.discard_session(session.id)
-            record.update(status="completed", reply=outcome.reply.text_content())
+            record.update(status="completed", reply=outcome.reply.text_content(),
+                          usage=(outcome.tree_usage or outcome.usage).model_dump())
     except Exception as exc:  # a failing item never stops the batch
         cause = _infrastructure(exc)
         if cause is not None:
             raise ItemNotRun(item.id, cause) from exc
         record.update(status="error", error=str(exc) or type(exc).__name__)
+        if isinstance(exc, ItemFailed):
+            record["usage"] = exc.usage
     record["elapsed"] = round(time.monotonic() - started, 3)
     return record
+
+
+class Totals:
+    """What the items a batch ran spent, summed as their output lines are written."""
+
+    def __init__(self) -> None:
+        self.items = 0
+        self.failed = 0
+        self.usage = Usage()
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.items += 1
+        self.failed += record["status"] != "completed"
+        if record.get("usage"):
+            self.usage = self.usage + Usage.model_validate(record["usage"])
+
+    def line(self) -> str:
+        """The batch's last line on stderr: ``batch: 80 items (2 failed), 12,345 tokens, $0.0123,
+        160 model requests``."""
+        u = self.usage
+        failed = f" ({self.failed} failed)" if self.failed else ""
+        return (f"batch: {self.items} items{failed}, {u.total_tokens:,} tokens "
+                f"({u.input_tokens:,} in, {u.output_tokens:,} out, "
+                f"{u.cache_read_tokens + u.cache_creation_tokens:,} cache), ${u.cost_usd:.4f}, "
+                f"{u.model_requests:,} model requests")
 
 
 async def run_batch(
@@ -106,12 +139,15 @@ async def run_batch(
     concurrency: int,
     progress: Progress | None = None,
     pool: PoolItems | None = None,
+    totals: Totals | None = None,
 ) -> int:
     """Run ``items``, ``concurrency`` at a time, appending each record to ``output``; the number
-    of items that failed. Cancelled (Ctrl-C), it cancels every pool run it was waiting for. Items
-    that met an infrastructure failure are not recorded: at the end, one ``RunError`` names how
-    many and the first cause (a rerun runs them)."""
+    of items that failed (``totals``, when given, sums what every recorded item spent). Cancelled
+    (Ctrl-C), it cancels every pool run it was waiting for. Items that met an infrastructure
+    failure are not recorded: at the end, one ``RunError`` names how many and the first cause (a
+    rerun runs them)."""
     failed = 0
+    totals = totals if totals is not None else Totals()
     not_run: list[ItemNotRun] = []
     task_id = progress.add_task("batch", total=len(items)) if progress is not None else None
     queue = iter(items)
@@ -127,6 +163,7 @@ async def run_batch(
                 not_run.append(exc)
                 continue
             failed += record["status"] != "completed"
+            totals.add(record)
             await asyncio.to_thread(append_record, output, record)
             if progress is not None and task_id is not None:
                 progress.advance(task_id)
@@ -153,6 +190,12 @@ async def run_batch(
               help="On a worker pool, the batch's identity: a rerun with the same id continues its runs "
                    "instead of submitting them again (default: derived from the output file's path).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--priority", type=click.Choice(["batch", "interactive"]), default="batch", show_default=True,
+              help="The items' priority at their providers: batch work waits for interactive work (shelly run) "
+                   "when a key is saturated, and batches share a key fairly.")
+@click.option("--label", default=None,
+              help="Who the items' trees are at their providers: batches of one label share keys fairly as one, "
+                   "and the config's spend: limits of the label hold for them (default: this batch alone).")
 @click.option("--provider-batch", is_flag=True,
               help="Send every model call through its provider's batch API (OpenAI Batch, Anthropic Message "
                    "Batches: half price, replies within 24 h) as if each provider with one set batch.enabled.")
@@ -164,13 +207,17 @@ def batch_command(
     shelly_dir: str,
     batch_id: str | None,
     quiet: bool,
+    priority: str,
+    label: str | None,
     provider_batch: bool,
 ) -> None:
     """Run every task of a JSONL file, each in its own session, writing one line per result."""
     console = Console(stderr=True)
     output = Path(output_path)
-    failed = run_async(_main(Path(tasks_path), output, concurrency, config_path, shelly_dir, quiet, console,
-                             batch_id or batch_identity(output), provider_batch))
+    ident = batch_id or batch_identity(output)
+    with acting_as(priority=priority, share=label or f"batch-{ident}"):  # every item's tree, on any process
+        failed = run_async(_main(Path(tasks_path), output, concurrency, config_path, shelly_dir, quiet, console,
+                                 ident, provider_batch))
     if failed:
         raise SystemExit(EXIT_FAILED)
 
@@ -212,10 +259,16 @@ async def _main(
             await pool.runtime.check()
         if concurrency is None:
             concurrency = 64 if pool is not None else 8
-        if quiet or not todo:
-            failed = await run_batch(engine, todo, output, concurrency=concurrency, pool=pool)
-        else:
-            columns = (TextColumn("batch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-            with Progress(*columns, console=console) as progress:
-                failed = await run_batch(engine, todo, output, concurrency=concurrency, progress=progress, pool=pool)
+        totals = Totals()
+        try:
+            if quiet or not todo:
+                failed = await run_batch(engine, todo, output, concurrency=concurrency, pool=pool, totals=totals)
+            else:
+                columns = (TextColumn("batch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+                with Progress(*columns, console=console) as progress:
+                    failed = await run_batch(engine, todo, output, concurrency=concurrency, progress=progress,
+                                             pool=pool, totals=totals)
+        finally:  # also when interrupted, or when items were not run: what was recorded was spent
+            if todo:
+                console.print(totals.line(), markup=False, highlight=False, soft_wrap=True)
     return failed + len(problems)

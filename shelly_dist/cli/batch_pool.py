@@ -32,6 +32,15 @@ if TYPE_CHECKING:  # the pool's modules import Celery: only when a batch runs on
     from shelly_dist.runtime.celery.journal import RunRecord
 
 
+class ItemFailed(RunError):
+    """An item's run failed or was canceled while the batch waited: its error, and what its tree
+    spent anyway (``usage``, for the output line)."""
+
+    def __init__(self, message: str, *, run_id: str, usage: dict[str, Any]) -> None:
+        super().__init__(message, run_id=run_id)
+        self.usage = usage
+
+
 class PoolRuntime(Protocol):
     """What a batch needs of the distributed runtime."""
 
@@ -47,6 +56,13 @@ class PoolRuntime(Protocol):
     async def cancel(self, run_id: str) -> list[str]: ...
 
     async def provider_batches(self, session: str) -> None: ...
+
+
+STARTING = 16
+"""Items looked up and submitted at once (each a record read, a transaction and a send, a few
+milliseconds): a batch of ``--concurrency 10000`` starts its items through the process's small
+connection pool at that pace, instead of 10,000 commands queueing for a connection until the pool
+gives up on some ("No connection available") and they wait out a pretend outage."""
 
 
 def batch_identity(output: Path) -> str:
@@ -70,6 +86,7 @@ class PoolItems:
         """Each item's model calls go through its providers' batch APIs (``--provider-batch``)."""
         self.waiting: set[str] = set()
         """Runs submitted or adopted by this batch that have not ended (what Ctrl-C cancels)."""
+        self._starting = asyncio.Semaphore(STARTING)
         self.submitting: set[asyncio.Task[str]] = set()
         """Submissions under way: shielded from Ctrl-C, finished before :meth:`cancel_all` cancels."""
 
@@ -89,25 +106,27 @@ class PoolItems:
     async def run(self, agent: str, item_id: str, messages: list[Message]) -> dict[str, Any]:
         """Submit (or adopt) the item's run and wait for its end; the output fields of a success.
 
-        Raises ``RunError`` for a run that failed or was canceled while this batch waited."""
+        Raises :class:`ItemFailed` for a run that failed or was canceled while this batch waited."""
         from shelly_dist.runtime.celery.journal import RunStatus
 
-        run_id, record = await self.current(item_id)
-        raise_if_cancelled()  # a Ctrl-C its record read swallowed (redis-py on 3.11) submits nothing
-        self.waiting.add(run_id)
-        if record is None or record.status == RunStatus.QUEUED:
-            # A submit cut by Ctrl-C between creating the root and sending it (or with its create
-            # still in flight on a dropped connection) would leave a queued root that the cancel
-            # does not see and the reaper later runs: it is finished first, then cancelled.
-            submit = asyncio.ensure_future(self._submit(agent, messages, run_id))
-            self.submitting.add(submit)
-            submit.add_done_callback(self.submitting.discard)
-            await asyncio.shield(submit)
+        async with self._starting:  # a few at a time: 10,000 at once only queue for connections
+            run_id, record = await self.current(item_id)
+            raise_if_cancelled()  # a Ctrl-C its record read swallowed (redis-py on 3.11) submits nothing
+            self.waiting.add(run_id)
+            if record is None or record.status == RunStatus.QUEUED:
+                # A submit cut by Ctrl-C between creating the root and sending it (or with its create
+                # still in flight on a dropped connection) would leave a queued root that the cancel
+                # does not see and the reaper later runs: it is finished first, then cancelled.
+                submit = asyncio.ensure_future(self._submit(agent, messages, run_id))
+                self.submitting.add(submit)
+                submit.add_done_callback(self.submitting.discard)
+                await asyncio.shield(submit)
         ended = await self.runtime.wait(run_id)
         self.waiting.discard(run_id)  # kept on cancellation: cancel_all stops it
+        usage = ended.tree_spent().model_dump()
         if ended.status != RunStatus.DONE:
-            raise RunError(ended.error or f"run {run_id} {ended.status}", run_id=run_id)
-        return {"status": "completed", "reply": ended.reply, "run": run_id}
+            raise ItemFailed(ended.error or f"run {run_id} {ended.status}", run_id=run_id, usage=usage)
+        return {"status": "completed", "reply": ended.reply, "run": run_id, "usage": usage}
 
     async def _submit(self, agent: str, messages: list[Message], run_id: str) -> str:
         session = new_session_id()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -127,8 +128,14 @@ class Board:
             row.action = f"{verb}{_on(row.worker)}"
             return f"{'  ' * row.depth}▶ {row.name} {verb}{_on(row.worker)} (depth {row.depth})"
         if event.kind == events.RUN_WAITING:
-            row.status, row.action = "waiting", f"waiting on {data.get('waiting_on', '?')} children"
+            if not data.get("model"):  # a suspended model call said what it waits for (model_waiting)
+                row.status, row.action = "waiting", f"waiting on {data.get('waiting_on', '?')} children"
             return None
+        if event.kind == events.MODEL_WAITING:
+            row.status, row.action = "waiting", f"waiting for {data.get('reason') or data.get('wait')}"
+            due = data.get("due_at")
+            left = f" ({max(0.0, float(due) - time.time()):.0f}s)" if isinstance(due, (int, float)) else ""
+            return f"{pad}⏸ {row.name} {row.action}{left}"
         if event.kind == events.RUN_FINISHED:
             return self._finished(row, data)
         if event.kind in BATCH_KINDS:

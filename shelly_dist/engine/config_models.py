@@ -27,6 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag
 
 from shelly_dist.agent.limits import Limits
+from shelly_dist.models.governor.spend import SpendLimit
 from shelly_dist.models.pricing import PriceEntry
 
 _GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -121,9 +122,13 @@ class OursSection(Section):
 
 
 class RateLimit(Section):
+    """One API key's limits (per model), shared by every process of a pool (the provider governor)."""
+
     input_tpm: int = Field(0, ge=0)
     output_tpm: int = Field(0, ge=0)
     rpm: int = Field(0, ge=0)
+    max_concurrent: int = Field(0, ge=0)
+    """Calls in flight at once on one key (ours; 0: no limit)."""
     max_retries: DefaultIfZero = Field(None, ge=1)
     """``None`` (or Go's 0) = 3 retries."""
     base_delay: OptionalDuration = None
@@ -208,6 +213,8 @@ class ProviderConfig(Section):
     """``kind: scripted`` only: replies per agent config name; key ``"*"`` serves any other agent."""
     options: dict[str, Any] = Field(default_factory=dict)
     """A ``@provider`` kind's own settings, handed to its factory as ``options=`` (ours)."""
+    spend: SpendLimit | None = None
+    """USD each of its keys may spend per UTC day and month, across the pool (ours)."""
 
     def batch_api(self, *, force: bool = False) -> str | None:
         """The batch API this provider's calls go through (``openai``/``anthropic``), or ``None``:
@@ -494,6 +501,8 @@ class Config(Section):
     def allow_knowledge_writes(self) -> None:
         """Let this config's tools write ``.shelly/context.md`` and ``.shelly/knowledge/``."""
         self._knowledge_writes = True
+    spend: dict[str, SpendLimit] = Field(default_factory=dict)
+    """USD per UTC day and month of each label: the trees of ``shelly batch --label NAME`` (ours)."""
     pricing: list[PriceEntry] = Field(default_factory=list)
     """Price overrides (USD per million tokens) merged over the defaults by provider kind and
     model prefix (ours; Go reads only ``.shelly/local/pricing.yaml``, which is read too)."""

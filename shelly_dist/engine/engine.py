@@ -66,15 +66,20 @@ async def _open_distributed_runtime(engine: Engine) -> Runtime:
     """The Celery runtime for ``engine``: the only place the engine reaches into
     ``shelly_dist.runtime.celery`` (imported lazily, so the embedded path never imports Celery).
 
-    Provider cooldowns move to Redis too, so every worker and the coordinator share them.
+    Provider cooldowns and the API keys' accounts (the provider governor) move to Redis too, so
+    every worker and the coordinator share them.
     """
     from shelly_dist.engine.worker import runtime_settings
     from shelly_dist.runtime.celery import open_runtime
     from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
+    from shelly_dist.state.governor import RedisGovernorStore
+    from shelly_dist.state.spend import RedisSpendLedger
 
     settings = runtime_settings(engine.config)
     runtime = open_runtime(settings, fingerprint(engine.config))
     engine.providers.cooldowns = RedisCooldownStore(runtime.client, prefix=settings.key_prefix)
+    engine.providers.governor = RedisGovernorStore(runtime.client, prefix=settings.key_prefix)
+    engine.providers.spend = RedisSpendLedger(runtime.client, prefix=settings.key_prefix)
     return runtime
 
 

@@ -29,6 +29,8 @@ from shelly_dist.models import Completer, ToolSpec
 from shelly_dist.models.batching import BatchSettings
 from shelly_dist.models.context import ContextWindow
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
+from shelly_dist.models.governor import GovernorStore, MemoryGovernorStore
+from shelly_dist.models.governor.spend import MemorySpendLedger, SpendLedger
 from shelly_dist.models.observed import ObservedCompleter
 from shelly_dist.models.pricing import PricedCompleter, PriceEntry, PriceTable, price_reply
 from shelly_dist.models.ratelimit import RateLimitSettings
@@ -71,7 +73,8 @@ def rate_limit_settings(provider: ProviderConfig) -> RateLimitSettings | None:
     rl = provider.rate_limit
     if rl is None:
         return None
-    data: dict[str, object] = {"input_tpm": rl.input_tpm, "output_tpm": rl.output_tpm, "rpm": rl.rpm}
+    data: dict[str, object] = {"input_tpm": rl.input_tpm, "output_tpm": rl.output_tpm, "rpm": rl.rpm,
+                               "max_concurrent": rl.max_concurrent}
     if rl.max_retries is not None:
         data["max_retries"] = rl.max_retries
     if rl.base_delay is not None:
@@ -87,11 +90,16 @@ class Providers:
         config: Config,
         *,
         cooldowns: CooldownStore | None = None,
+        governor: GovernorStore | None = None,
         on_event: EventSink = discard,
         prices: PriceTable | None = None,
     ) -> None:
         self.config = config
         self.cooldowns: CooldownStore = cooldowns or MemoryCooldownStore()
+        self.governor: GovernorStore = governor or MemoryGovernorStore()
+        """The API keys' accounts (the provider governor): this process's, or Redis on a pool."""
+        self.spend: SpendLedger = MemorySpendLedger()
+        """What keys and labels spent (``spend:`` limits): this process's, or Redis on a pool."""
         self.prices = prices if prices is not None else PriceTable.default(config.pricing)
         self._on_event = on_event
         self.pool_batching: PoolBatching | None = None
@@ -109,7 +117,9 @@ class Providers:
         one's completer, so its rate limiter, key rotation and cooldowns still cover every agent
         using it; the added providers are built for the widened set alone (their names, such as
         ``main@helper``, may mean another model in another session)."""
-        other = Providers(config, cooldowns=self.cooldowns, on_event=self._on_event, prices=self.prices)
+        other = Providers(config, cooldowns=self.cooldowns, governor=self.governor, on_event=self._on_event,
+                          prices=self.prices)
+        other.spend = self.spend
         other.pool_batching = self.pool_batching
         other._base = self
         return other
@@ -242,6 +252,11 @@ class Providers:
             rate_limit=rate_limit_settings(provider),
             options=provider.options,
             cooldowns=self.cooldowns,
+            governor=self.governor,
+            spend=provider.spend,
+            spend_labels=self.config.spend,
+            spend_ledger=self.spend,
+            price=self.prices.lookup(provider.kind, provider.model),
             window=self.window(provider),
             on_event=self._on_event,
             **self._batching(provider),

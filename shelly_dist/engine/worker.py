@@ -102,6 +102,8 @@ class EngineContext:
     def __init__(self, engine: Engine, fingerprint: str, settings: RuntimeSettings) -> None:
         from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
         from shelly_dist.state.connection import connect
+        from shelly_dist.state.governor import RedisGovernorStore
+        from shelly_dist.state.spend import RedisSpendLedger
 
         self.engine = engine
         self.fingerprint = fingerprint
@@ -110,6 +112,9 @@ class EngineContext:
         # Cooldowns are shared by every worker: a provider cooling down on one is skipped by all.
         self._client = connect(settings.redis_url, client_name="shelly-worker-cooldowns")
         engine.providers.cooldowns = RedisCooldownStore(self._client, prefix=settings.key_prefix)
+        # And so are the API keys' accounts: one governor per key for the whole pool.
+        engine.providers.governor = RedisGovernorStore(self._client, prefix=settings.key_prefix)
+        engine.providers.spend = RedisSpendLedger(self._client, prefix=settings.key_prefix)
         # A model call for a provider batch suspends its run (no slot held); this process works the
         # desks of every provider with a batch API (runtime/celery/children/batch_layer.py, worker/batch_runner.py).
         from shelly_dist.runtime.celery.children.batch_layer import PoolBatching

@@ -9,7 +9,8 @@ from shelly_dist.models.backoff import Backoff
 from shelly_dist.models.completer import Completer, ToolSpec
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
 from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
-from shelly_dist.models.ratelimit import RateLimiter, RateLimitSettings, ThrottledCompleter
+from shelly_dist.models.governor import GovernedCompleter, GovernorStore, KeyLimits, MemoryGovernorStore
+from shelly_dist.models.ratelimit import RateLimitSettings
 from shelly_dist.models.retry import RetryingCompleter
 from shelly_dist.models.usage import Usage, UsageTracker
 
@@ -19,11 +20,13 @@ __all__ = [
     "Completer",
     "CooldownStore",
     "FallbackCompleter",
+    "GovernedCompleter",
+    "GovernorStore",
+    "KeyLimits",
     "MemoryCooldownStore",
+    "MemoryGovernorStore",
     "RateLimitSettings",
-    "RateLimiter",
     "RetryingCompleter",
-    "ThrottledCompleter",
     "ToolSpec",
     "Usage",
     "UsageTracker",

@@ -12,7 +12,10 @@ Candidates in cooldown are skipped. When *every* candidate is cooling down, the 
 cooldown ends first is tried anyway: refusing to call at all would turn a cooldown into an outage.
 
 The same chain, with ``rotate=True``, spreads calls round-robin over the API keys of one provider
-(each key its own candidate with its own cooldown).
+(each key its own candidate with its own cooldown). There a key whose governor would suspend the
+call (its account has no room for a while) is passed over for the next; when every key would, the
+call suspends until the soonest. A 429 the governor paused a key for does not climb that key's
+cooldown ladder: the pause, which every process honours, is its cooldown.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from shelly_dist.chats import Chat, Message
 from shelly_dist.errors import ModelError, UsageError
@@ -31,6 +34,7 @@ from shelly_dist.models.classify import BILLING, error_kind, should_fall_back
 from shelly_dist.models.completer import Completer, ToolSpec
 from shelly_dist.models.cooldown import CooldownStore
 from shelly_dist.models.retry import provider_event
+from shelly_dist.models.suspend import SuspendModel, calling_model, model_call
 from shelly_dist.models.usage import Usage, UsageTracker
 
 logger = logging.getLogger(__name__)
@@ -95,14 +99,27 @@ class FallbackCompleter:
 
     async def complete(self, chat: Chat, tools: list[ToolSpec]) -> Message:
         plan = await self._plan()
+        suspended: list[SuspendModel] = []
         for i, (cand, until) in enumerate(plan):
             try:
-                reply = await cand.completer.complete(chat, tools)
+                if self._rotate and i + 1 < len(plan):  # a key that would make the call wait is passed over
+                    with calling_model(replace(model_call(), can_suspend=True)):
+                        reply = await cand.completer.complete(chat, tools)
+                else:
+                    reply = await cand.completer.complete(chat, tools)
+            except SuspendModel as signal:  # this key must wait: another may not
+                if not self._rotate:
+                    raise
+                suspended.append(signal)
+                if i + 1 == len(plan):  # every key must wait (the caller can suspend): the soonest
+                    raise min(suspended, key=lambda s: s.due_at or float("inf")) from None
+                continue
             except ModelError as exc:
                 if not should_fall_back(exc):
                     raise
                 kind = error_kind(exc)
-                await self.cooldowns.record_failure(cand.key, billing=kind == BILLING, now=self._clock())
+                if not getattr(exc, "paused", False):  # a governor's pause is the key's cooldown
+                    await self.cooldowns.record_failure(cand.key, billing=kind == BILLING, now=self._clock())
                 if i + 1 == len(plan):
                     raise
                 nxt = plan[i + 1][0].name

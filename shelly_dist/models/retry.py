@@ -65,7 +65,11 @@ class RetryingCompleter:
             except ModelError as exc:
                 if not is_transient(exc) or attempt >= self.max_retries:
                     raise
-                delay = self.backoff.delay(attempt, getattr(exc, "retry_after", None))
+                retry_after = getattr(exc, "retry_after", None)
+                # A 429 the governor paused the key for: the next attempt waits its turn there (in
+                # this process when near, else its run suspends), not in a sleep holding the slot.
+                delay = 0.0 if getattr(exc, "paused", False) and retry_after is not None else self.backoff.delay(
+                    attempt, retry_after)
                 attempt += 1
                 logger.warning(
                     "provider %s: %s, retry %d/%d in %.2fs",

@@ -60,6 +60,28 @@ RUNS_REAPED = Counter("shelly_runs_reaped_total", "Runs past their deadline this
 LOOP_LAG = Gauge("shelly_event_loop_lag_seconds",
                  f"How late the worker's event loop ran a callback due {LOOP_LAG_INTERVAL:g}s after the last.")
 
+GOVERNOR_BUCKETS = (0.01, 0.1, 0.5, 1.0, 2.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0)
+"""A grant is immediate, a pacing interval away (a second or two), or a minute's window away."""
+
+GOVERNOR_WAIT = Histogram("shelly_governor_wait_seconds",
+                          "Seconds model calls waited in this process for their key's budget before being granted "
+                          "(a wait that suspended its run counts from the call's last attempt).",
+                          ["provider", "model", "priority"], buckets=GOVERNOR_BUCKETS)
+GOVERNOR_GRANTS = Counter("shelly_governor_grants_total", "Model calls the provider governor granted.",
+                          ["provider", "model", "priority"])
+GOVERNOR_SUSPENDED = Counter("shelly_governor_suspended_total",
+                             "Model calls whose run suspended to wait for its key's budget, by the limit short.",
+                             ["provider", "model", "limit"])
+GOVERNOR_REJECTED = Counter("shelly_provider_rate_limited_total",
+                            "Rate-limit answers received (429, or an overload with retry-after); each pauses the "
+                            "key for every process.", ["provider", "model", "status"])
+GOVERNOR_LEARNED = Gauge("shelly_governor_learned_limit",
+                         "A key's limits as its vendor's headers last said (rpm, input_tpm, output_tpm).",
+                         ["provider", "model", "limit"])
+AGENT_COST = Counter("shelly_agent_cost_usd_total", "USD of the model calls of each agent (config name).",
+                     ["agent"])
+AGENT_TOKENS = Counter("shelly_agent_tokens_total", "Tokens of each agent's model calls (input + output + cache).",
+                       ["agent"])
 DECISION_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 """A person answers in seconds when watching, in hours when not."""
 DECISIONS_PENDING = Gauge("shelly_decisions_pending",
@@ -119,6 +141,33 @@ def model_usage(provider: str, model: str, tokens: dict[str, int], cost_usd: flo
             MODEL_TOKENS.labels(provider, model, kind).inc(n)
     if cost_usd:
         MODEL_COST.labels(provider, model).inc(cost_usd)
+
+
+def governor_granted(provider: str, model: str, priority: str, waited: float) -> None:
+    GOVERNOR_GRANTS.labels(provider, model, priority).inc()
+    GOVERNOR_WAIT.labels(provider, model, priority).observe(waited)
+
+
+def governor_suspended(provider: str, model: str, limit: str) -> None:
+    GOVERNOR_SUSPENDED.labels(provider, model, limit or "queue").inc()
+
+
+def governor_rejected(provider: str, model: str, status: int) -> None:
+    GOVERNOR_REJECTED.labels(provider, model, str(status)).inc()
+
+
+def governor_learned(provider: str, model: str, limits: dict[str, int]) -> None:
+    for name, value in limits.items():
+        if value:
+            GOVERNOR_LEARNED.labels(provider, model, name).set(value)
+
+
+def agent_usage(agent: str, tokens: int, cost_usd: float) -> None:
+    """One model call of ``agent`` (its config name: bounded)."""
+    if tokens:
+        AGENT_TOKENS.labels(agent).inc(tokens)
+    if cost_usd:
+        AGENT_COST.labels(agent).inc(cost_usd)
 
 
 def model_speed(provider: str, model: str, tokens_per_second: float) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
+from shelly_dist import identity
+
 log = logging.getLogger(__name__)
 
 TRACER = "shelly_dist"
@@ -90,6 +92,8 @@ def chat(system: str, model: str, *, provider: str = "") -> Iterator[Span]:
     (``openai``, ``anthropic``…), ``provider`` its config name."""
     attributes = {"gen_ai.operation.name": "chat", "gen_ai.provider.name": system, "gen_ai.request.model": model,
                   "shelly.provider": provider or system}
+    if agent := identity.agent_name():  # the call's cost (``shelly.cost_usd``) per agent
+        attributes["gen_ai.agent.name"] = agent
     with _span(f"chat {model}", SpanKind.CLIENT, attributes) as span:
         yield span
 

@@ -19,7 +19,7 @@ in flight (to say something to the run while it works).
 as the provider governor's or a vendor batch's: :mod:`shelly_dist.models.suspend`): a number of
 seconds is the wait's due time, after which the call is asked again and answers; ``"reply"``
 waits until a reply is delivered for it (``Run.deliver_reply``, or on the pool
-``runtime.celery.model_waits.deliver``). A caller that cannot suspend (not a run's model step)
+``runtime.celery.children.model_waits.deliver``). A caller that cannot suspend (not a run's model step)
 waits the seconds here instead.
 
 ``{task}`` in a text or in string arguments is replaced by the latest user message's text, so

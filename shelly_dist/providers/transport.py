@@ -46,6 +46,7 @@ from shelly_dist.models.classify import (
     parse_retry_after,
     transport_error,
 )
+from shelly_dist.models.governor.headers import heard
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds to wait for an answer (Shelly's 10-minute client timeout): long generations are slow."""
@@ -183,6 +184,7 @@ async def request(
             proxy=_proxy(parts.scheme, parts.hostname or ""),
         ) as resp:
             status, retry_after, raw = resp.status, resp.headers.get("Retry-After"), await resp.read()
+            heard(resp.headers)  # the vendor's rate-limit headers, to the governor of this call
     except TimeoutError as exc:  # aiohttp's connect/read timeouts are TimeoutErrors (and some ClientErrors)
         raise transport_error(
             provider=provider,

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
@@ -99,6 +100,20 @@ class Watch:
         await self._hub._drop(self)
 
 
+class Listener(Watch):
+    """A watch that hands each move to ``on_move`` (a message's data, ``None`` for a poll tick or
+    an outage) and keeps no log: an owner of thousands of channels (a batch waiting for its
+    roots) reads what the messages name, not every channel on every tick."""
+
+    def __init__(self, hub: Hub, channel: str, on_move: Callable[[str | None], None]) -> None:
+        super().__init__(hub, channel)
+        self._on_move = on_move
+
+    def _move(self, hint: str | None = None) -> None:
+        self.generation += 1
+        self._on_move(hint)
+
+
 class Hub:
     """Channels of one client over one pub/sub connection, for the event loop that made it."""
 
@@ -112,11 +127,19 @@ class Hub:
         self._confirmed: dict[str, asyncio.Future[None]] = {}
         self._pubsub: PubSub | ShardedPubSub | None = None
         self._pump_task: asyncio.Task[None] | None = None
+        self._sending = asyncio.Lock()
+        """Held while a ``SUBSCRIBE`` is sent (a send, not a round trip): redis-py's pub/sub takes its
+        connection from the client's pool on its first command, and two first commands at once
+        each took one — with hundreds of watches opening together, a bounded pool ran dry."""
+        self.outages = 0
+        """How many times the connection was lost (every watch moved, messages may be lost): an
+        owner that ignores poll ticks re-reads everything when this changes."""
 
-    async def watch(self, channel: str) -> Watch:
+    async def watch(self, channel: str, on_move: Callable[[str | None], None] | None = None) -> Watch:
         """A watch of ``channel``, subscribed and confirmed by Redis; ``StoreError`` if Redis does
-        not confirm within :data:`COMMAND_TIMEOUT`. :meth:`Watch.aclose` it when done."""
-        watch = Watch(self, channel)
+        not confirm within :data:`COMMAND_TIMEOUT`. :meth:`Watch.aclose` it when done. With
+        ``on_move``, a :class:`Listener` that hands it every move instead of keeping them."""
+        watch = Watch(self, channel) if on_move is None else Listener(self, channel, on_move)
         first = channel not in self._watches
         self._watches.setdefault(channel, set()).add(watch)
         if first:
@@ -140,7 +163,8 @@ class Hub:
         if self._pump_task is None or self._pump_task.done():
             self._pump_task = asyncio.create_task(self._pump())
         elif self._pubsub is not None:
-            await self._pubsub.subscribe(channel)
+            async with self._sending:
+                await self._pubsub.subscribe(channel)
 
     async def _drop(self, watch: Watch) -> None:
         watches = self._watches.get(watch.channel)
@@ -175,7 +199,8 @@ class Hub:
                 if self._pubsub is None:
                     self._pubsub = await open_pubsub(self._client, tree=self._tree)
                     if self._watches:
-                        await cancellable(self._pubsub.subscribe(*self._watches))
+                        async with self._sending:
+                            await cancellable(self._pubsub.subscribe(*self._watches))
                 wait = max(0.0, tick - time.monotonic())
                 if self._pubsub.connection is None:  # nothing subscribed on it yet: nothing to read
                     await pause(wait)
@@ -194,6 +219,7 @@ class Hub:
                 else:
                     logger.exception("hub: pub/sub failed; re-reading every %.1fs", self._poll)
                 await self._close_pubsub()
+                self.outages += 1
                 self._move_all()
                 await pause(min(backoff(attempt), self._poll))
                 attempt += 1

@@ -305,6 +305,16 @@ class Keys:
         tail = "" if scope == outer else f":{_name('scope', scope)}"
         return f"{self.prefix}budget:{{{outer}}}{tail}"
 
+    def governor(self, unit: str, part: str) -> str:
+        """One part of a provider key's governor account (``log``, ``tokens``, ``state``,
+        ``flying``, ``queue``, ``due``, ``share:<who>``), every part in the unit's slot."""
+        return f"{self.prefix}gov:{{{_name('governed unit', unit)}}}:{part}"
+
+    def spend(self, scope: str, period: str) -> str:
+        """USD a spend scope (a provider key, a label) spent in one period (``d20261128``,
+        ``m202611``); every scope under one tag, so a call's reservation is one script."""
+        return f"{self.prefix}spend:{{spend}}:{_name('spend scope', scope)}:{period}"
+
     def cooldown(self, name: str) -> str:
         """Provider cooldown record (shared by every worker)."""
         return f"{self.prefix}cooldown:{_name('cooldown', name)}"

@@ -34,6 +34,10 @@ In a test::
   sent as is (``"{"``).
 - ``requests`` lists :class:`RecordedRequest` (method, path, lower-cased headers, JSON body,
   ``arrived`` and ``answered`` monotonic times); ``wait_for_requests(n)`` waits with a deadline.
+- ``limits=StrictLimits(rpm=…, input_tpm=…)`` makes it a strict vendor
+  (:mod:`shelly_dist.testing.strict_limits`): sliding-window limits refused with a 429,
+  ``retry-after`` and the vendors' rate-limit headers, which it also sends on every answer;
+  ``limits.reject_all(15)`` answers 429 ``retry-after: 15`` to everything for 15 s.
 - ``batches`` is the vendors' batch APIs (OpenAI's files and batches, Anthropic's message batches),
   strict as the vendors and answering each batched request like a direct call once the batch has
   ended, ``batch_delay`` seconds after its creation (:mod:`shelly_dist.testing.batch_api`).
@@ -41,11 +45,13 @@ In a test::
 As a process (prints ``listening on http://127.0.0.1:PORT`` once ready; stops on SIGTERM)::
 
     python -m shelly_dist.testing.model_server --port 8765 --latency 0.05 --format openai --text ok
+    python -m shelly_dist.testing.model_server --rpm 40 --input-tpm 20000   # a strict vendor
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import signal
@@ -61,6 +67,7 @@ from shelly_dist.testing import server_rules
 from shelly_dist.testing.batch_api import BatchAPIs
 from shelly_dist.testing.batch_api import record as batch_record
 from shelly_dist.testing.server_rules import PrefixCache
+from shelly_dist.testing.strict_limits import StrictLimits, Verdict
 
 FORMATS = ("openai", "anthropic", "gemini")
 
@@ -353,7 +360,16 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, json.dumps({"error": f"mock: unknown path {self.path}"}).encode())
             return
         reply = owner._arrive(record)
+        verdict = owner.limits.judge(body, fmt == "anthropic") if owner.limits is not None else Verdict(200)
+        if verdict.status != 200:  # a strict vendor's refusal: at once, with its headers
+            record.answered = time.monotonic()
+            payload = json.dumps(_error_body(fmt, verdict.status)).encode()
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self._send(verdict.status, payload, verdict.headers)
+            return
         refusal, prompt = owner._judge(fmt, body)
+        if prompt is None and verdict.tokens:  # a strict vendor reports the input it charged
+            prompt = (verdict.tokens, 0)
         owner._pause(reply)
         # Stamped before the answer is written: once the client has it, a test may read it.
         record.answered = time.monotonic()
@@ -374,7 +390,7 @@ class _Handler(BaseHTTPRequestHandler):
                 payload = reply.raw if reply.raw is not None else _ANSWERS[fmt](reply, model, prompt)
                 if owner.timings and fmt == "openai" and isinstance(payload, dict):
                     payload["timings"] = owner.timings_of(payload)
-                self._send(200, json.dumps(payload).encode())
+                self._send(200, json.dumps(payload).encode(), verdict.headers)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test); nothing to answer
 
@@ -407,6 +423,7 @@ class ModelServer:
         token_ratio: float = 1.0,
         timings: bool = False,
         tokenizer: bool = True,
+        limits: StrictLimits | None = None,
     ) -> None:
         if format is not None and format not in FORMATS:
             raise ValueError(f"model_server: unknown format {format!r} (one of {', '.join(FORMATS)})")
@@ -439,6 +456,8 @@ class ModelServer:
         """Paths asked that are not model calls, in order (a client reading ``/props`` or
         ``/v1/models``, or trying Ollama's ``/api/show``): not in :attr:`requests`."""
         """Add llama-server's ``timings`` (prompt and generation tokens per second) to answers."""
+        self.limits = limits
+        """A strict vendor's rate limits (:mod:`shelly_dist.testing.strict_limits`), or none."""
         self._host, self._port = host, port
         self._queue: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
@@ -575,6 +594,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--format", choices=FORMATS, default=None, help="format for unrecognised paths")
     parser.add_argument("--text", default="ok", help="the text of every answer")
     parser.add_argument("--prefix-cache", action="store_true", help="count a shared prompt prefix as cached")
+    parser.add_argument("--rpm", type=int, default=0, help="refuse past this many requests per minute (429)")
+    parser.add_argument("--input-tpm", type=int, default=0, help="refuse past this many input tokens per minute")
+    parser.add_argument("--reject-for", type=float, default=0.0,
+                        help="answer 429 with this retry-after to everything for this long from the start")
     args = parser.parse_args(argv)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -586,7 +609,11 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         latency=args.latency,
         prefix_cache=args.prefix_cache,
+        limits=StrictLimits(rpm=args.rpm, input_tpm=args.input_tpm) if args.rpm or args.input_tpm or args.reject_for
+        else None,
     )
+    if args.reject_for and server.limits is not None:
+        server.limits.reject_all(args.reject_for)
     with server:
         print(f"listening on {server.url}", flush=True)
         done.wait()

@@ -109,3 +109,18 @@ async def test_a_poll_tick_is_a_hint_that_anything_may_have_changed(redis_url: s
         await asyncio.wait_for(w.moved(seen), 10)
         hints, _ = w.hints_since(first)
         assert hints and all(h is None for h in hints)
+
+
+async def test_hundreds_of_watches_opened_at_once_share_one_connection_of_a_small_pool(redis_url: str):
+    """redis-py's pub/sub takes its connection on its first command; several first commands at
+    once each took one, and a bounded pool (the coordinator's) ran dry: watches failed."""
+    name = f"hub-test-{uuid.uuid4().hex[:8]}"
+    client = connect(redis_url, client_name=name, max_connections=4)
+    hub = Hub(client, LONG_POLL)
+    try:
+        watches = await asyncio.gather(*(hub.watch(f"{name}:c{i}") for i in range(300)))
+        assert len(watches) == 300
+        assert await _pubsub_connections(client, name) == 1
+    finally:
+        await hub.aclose()
+        await client.aclose()

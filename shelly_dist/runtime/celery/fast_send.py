@@ -93,6 +93,12 @@ def shadow_name(name: str, kwargs: dict[str, Any]) -> str | None:
     return f"{name}[{agent}]" if agent else None
 
 
+CONNECTIONS = 4
+"""Connections a sender may open to the broker: the pushes of one loop turn go in one ``LPUSH``,
+so a process sending thousands of runs needs a few at a time (a blocking pool: past it, a push
+waits for a free one; a batch of 40 items held 9 unbounded)."""
+
+
 class TaskSend(Protocol):
     """Sends a run's task (name, args, kwargs) to the broker; whether the broker took it."""
 
@@ -243,7 +249,7 @@ class RedisSend:
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             self._client = connect(self.app.conf.broker_url, client_name=self._client_name,
-                                   socket_timeout=SEND_TIMEOUT, retries=SEND_RETRIES)
+                                   socket_timeout=SEND_TIMEOUT, retries=SEND_RETRIES, max_connections=CONNECTIONS)
             self._loop = loop
         return self._client
 

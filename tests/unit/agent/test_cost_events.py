@@ -24,3 +24,13 @@ async def test_message_added_and_the_run_usage_carry_the_calls_cost() -> None:
     assert added.data["usage"]["cost_usd"] == pytest.approx(call.cost_usd)
     assert added.data["usage"]["model_requests"] == 1
     assert run.state.usage.cost_usd == pytest.approx(call.cost_usd) and run.state.usage.model_requests == 1
+
+
+async def test_the_calls_cost_is_counted_per_agent_in_the_metrics() -> None:
+    from shelly_dist.observability import metrics
+
+    before = metrics.AGENT_COST.labels("pricey")._value.get()
+    price = PriceEntry(provider="scripted", input=1_000_000.0, output=1_000_000.0)
+    agent = Agent("pricey", completer=PricedCompleter(ScriptedCompleter(["hi"]), price))
+    reply = await Run.start(agent).until_done()
+    assert metrics.AGENT_COST.labels("pricey")._value.get() - before == pytest.approx(Usage.of(reply).cost_usd)

@@ -142,3 +142,28 @@ def test_a_batch_item_may_name_a_team(invoke, workdir: Path) -> None:  # type: i
     assert invoke("batch", "--tasks", str(tasks), "--output", "out.jsonl", "--quiet").exit_code == 0
     out = records(workdir / "out.jsonl")["t"]
     assert out["agent"] == "pair" and out["reply"] == "solo did it"
+
+
+def test_each_output_line_carries_its_trees_usage_and_cost_and_the_batch_ends_with_the_total(
+    invoke, workdir: Path  # type: ignore[no-untyped-def]
+) -> None:
+    import yaml
+
+    from shelly_dist.testing.model_server import ModelServer, Reply
+
+    with ModelServer(format="openai", default=Reply(text="priced", usage={"input": 1000, "output": 200})) as server:
+        config = {"providers": [{"name": "p", "kind": "openai", "model": "gpt-5.4", "base_url": server.url,
+                                 "api_key": "k"}],
+                  "agents": [{"name": "solo", "description": "answers"}]}
+        (workdir / ".shelly").mkdir(exist_ok=True)
+        (workdir / ".shelly" / "config.yaml").write_text(yaml.safe_dump(config))
+        tasks = write_tasks(workdir / "in.jsonl", *(json.dumps({"id": f"t{i}", "task": f"job {i}"}) for i in range(3)))
+        result = invoke("batch", "--tasks", str(tasks), "--output", "out.jsonl", "--quiet")
+    assert result.exit_code == 0, result.output
+    usage = records(workdir / "out.jsonl")["t1"]["usage"]
+    cost = (1000 * 2.50 + 200 * 15.0) / 1_000_000
+    assert (usage["input_tokens"], usage["output_tokens"], usage["model_requests"]) == (1000, 200, 1)
+    assert abs(usage["cost_usd"] - cost) < 1e-9
+    summary = result.stderr.strip().splitlines()[-1]
+    assert summary == (f"batch: 3 items, 3,600 tokens (3,000 in, 600 out, 0 cache), ${3 * cost:.4f}, "
+                       "3 model requests")

@@ -85,6 +85,21 @@ def test_a_spawn_and_its_announcement_are_shown_on_the_parents_row():
         "child_run": "r1-ab", "child_agent": "worker", "state": "failed"})).endswith("worker (r1-ab) failed")
 
 
+def test_a_run_waiting_for_its_providers_budget_says_so_in_the_live_view():
+    import time
+
+    board = Board()
+    board.apply(Event(kind=events.RUN_STARTED, agent="coder-1", data={"worker": "w1", "depth": 1}))
+    line = board.apply(Event(kind=events.MODEL_WAITING, agent="coder-1", data={
+        "wait": "governor", "reason": "the openai key: rpm", "due_at": time.time() + 12.4}))
+    board.apply(Event(kind=events.RUN_WAITING, agent="coder-1", data={"waiting_on": 0,
+                                                                      "model": "the openai key: rpm"}))
+    row = board.rows["coder-1"]
+    assert (row.status, row.action) == ("waiting", "waiting for the openai key: rpm")
+    assert line in ("  ⏸ coder-1 waiting for the openai key: rpm (12s)",
+                    "  ⏸ coder-1 waiting for the openai key: rpm (11s)")
+
+
 def test_a_run_waiting_for_a_provider_batch_shows_the_vendor_batch_and_its_size():
     board = Board()
     board.apply(Event(kind=events.RUN_STARTED, agent="writer-1", data={"worker": "w1", "depth": 1}))

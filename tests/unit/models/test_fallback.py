@@ -108,3 +108,47 @@ async def test_the_chain_adds_up_usage_across_candidates() -> None:
 def test_an_empty_chain_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="fallback: at least one candidate"):
         FallbackCompleter([], cooldowns=MemoryCooldownStore())
+
+
+class _Suspends:
+    """A key whose governor would make the call wait ``wait`` seconds."""
+
+    def __init__(self, wait: float) -> None:
+        self.wait = wait
+        self.calls = 0
+
+    async def complete(self, chat: Chat, tools: list[object]) -> object:
+        from shelly_dist.models.suspend import SuspendModel
+
+        self.calls += 1
+        raise SuspendModel("governor", {}, 1000.0 + self.wait)
+
+
+def rotation(*members: object) -> FallbackCompleter:
+    from shelly_dist.models import Candidate
+
+    return FallbackCompleter([Candidate(f"p[key {i}]", m) for i, m in enumerate(members)],  # type: ignore[arg-type]
+                             cooldowns=MemoryCooldownStore(), clock=FakeClock(), rotate=True, provider="p")
+
+
+async def test_a_key_whose_governor_would_suspend_the_call_is_passed_over_for_the_next() -> None:
+    waiting, free = _Suspends(30), FlakyCompleter(text="key 2")
+    reply = await rotation(waiting, free).complete(Chat(), [])
+    assert reply.text_content() == "key 2" and waiting.calls == 1
+
+
+async def test_when_every_key_would_suspend_the_call_the_soonest_turn_is_taken() -> None:
+    from shelly_dist.models.suspend import SuspendModel
+
+    with pytest.raises(SuspendModel) as info:
+        await rotation(_Suspends(30), _Suspends(5)).complete(Chat(), [])
+    assert info.value.due_at == 1005.0
+
+
+async def test_a_429_the_governor_paused_the_key_for_does_not_climb_its_cooldown() -> None:
+    store, clock = MemoryCooldownStore(), FakeClock()
+    paused = http_error("rate_limit", retry_after=15.0)
+    paused.paused = True
+    reply = await chain(("a", FlakyCompleter(paused)), ("b", FlakyCompleter(text="b")), clock=clock,
+                        store=store).complete(Chat(), [])
+    assert reply.text_content() == "b" and await store.cooling_until("a") == 0

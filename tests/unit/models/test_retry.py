@@ -96,3 +96,11 @@ async def test_cancellation_from_the_model_is_never_retried() -> None:
     with pytest.raises(asyncio.CancelledError):
         await retrying(inner, sleeps).complete(Chat(), [])
     assert (inner.calls, sleeps) == (1, [])
+
+
+async def test_a_429_the_governor_paused_the_key_for_is_retried_at_once_to_wait_its_turn_there() -> None:
+    paused = http_error("rate_limit", retry_after=15.0)
+    paused.paused = True
+    inner, sleeps = FlakyCompleter(paused), []
+    await retrying(inner, sleeps).complete(Chat(), [])
+    assert (inner.calls, sleeps) == (2, [0.0])

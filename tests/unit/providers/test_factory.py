@@ -9,7 +9,7 @@ import pytest
 
 from shelly_dist.errors import ConfigError, ModelHTTPError
 from shelly_dist.events import PROVIDER_FALLBACK, PROVIDER_RETRY, Event
-from shelly_dist.models import MemoryCooldownStore, RateLimitSettings
+from shelly_dist.models import MemoryCooldownStore, MemoryGovernorStore, RateLimitSettings
 from shelly_dist.providers.factory import create_completer, provider_kinds, register_provider, with_fallback
 from shelly_dist.providers.openai import OpenAICompleter
 from shelly_dist.testing.model_server import ModelServer, Reply
@@ -17,14 +17,20 @@ from tests.unit.providers.conftest import chat_of, user
 
 
 class Recorder:
-    """Injected sleep and event sink: records instead of waiting."""
+    """Injected sleep, clock and event sink: records instead of waiting (the clock moves by what
+    was slept)."""
 
     def __init__(self) -> None:
         self.sleeps: list[float] = []
         self.events: list[Event] = []
+        self.now = 1_800_000_000.0
 
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
+        self.now += seconds
+
+    def clock(self) -> float:
+        return self.now
 
     def kinds(self) -> list[str]:
         return [e.kind for e in self.events]
@@ -43,8 +49,10 @@ def backup() -> Iterator[ModelServer]:
 
 def build(server: ModelServer, rec: Recorder, kind: str = "openai", **kw: object):  # type: ignore[no-untyped-def]
     kw.setdefault("name", kind)
+    kw.setdefault("governor", MemoryGovernorStore())
     return create_completer(
-        kind, model="m", base_url=server.url, api_key="k", sleep=rec.sleep, on_event=rec.events.append, **kw
+        kind, model="m", base_url=server.url, api_key="k", sleep=rec.sleep, clock=rec.clock,
+        on_event=rec.events.append, **kw
     )  # type: ignore[arg-type]
 
 
@@ -76,17 +84,24 @@ async def test_a_registered_kind_is_built_by_its_factory(server: ModelServer, re
     assert server.requests[0].path == "/v1/chat/completions"
 
 
-async def test_429_is_retried_after_at_least_its_retry_after(server: ModelServer, rec: Recorder) -> None:
+async def test_a_429s_retry_after_pauses_the_key_and_the_retry_waits_it_out_at_the_governor(
+    server: ModelServer, rec: Recorder
+) -> None:
     server.push(Reply.error(429, retry_after="7"))
     reply = await build(server, rec).complete(chat_of(user()), [])
     assert reply.text_content() == "ok"
     assert len(server.requests) == 2
-    [delay] = rec.sleeps
-    assert 7 * 0.75 <= delay <= 7 * 1.25
+    assert rec.sleeps == [0.0, pytest.approx(7.0)]  # the retry goes at once; the paused key holds it 7 s
     [event] = rec.events
     assert event.kind == PROVIDER_RETRY
     assert event.data["provider"] == "openai"
-    assert (event.data["attempt"], event.data["error_kind"], event.data["delay"]) == (1, "rate_limit", delay)
+    assert (event.data["attempt"], event.data["error_kind"], event.data["delay"]) == (1, "rate_limit", 0.0)
+
+
+async def test_a_429_without_retry_after_is_retried_after_its_backoff(server: ModelServer, rec: Recorder) -> None:
+    server.push(Reply.error(429))
+    await build(server, rec).complete(chat_of(user()), [])
+    assert len(server.requests) == 2 and 0.75 <= rec.sleeps[0] <= 1.25
 
 
 async def test_overloaded_server_and_malformed_answers_are_retried(server: ModelServer, rec: Recorder) -> None:
@@ -131,10 +146,21 @@ async def test_api_keys_are_rotated_round_robin(server: ModelServer, rec: Record
     assert completer.usage is not None and completer.usage.count() == 4
 
 
+async def test_a_paused_key_is_passed_over_for_the_next_until_its_pause_ends(server: ModelServer,
+                                                                             rec: Recorder) -> None:
+    completer = build(server, rec, api_keys=["k1", "k2"], cooldowns=MemoryCooldownStore())
+    server.push(Reply.error(429, retry_after="30"))
+    for _ in range(3):
+        await completer.complete(chat_of(user()), [])
+    keys = [r.headers["authorization"] for r in server.requests]
+    assert keys == ["Bearer k1", "Bearer k2", "Bearer k2", "Bearer k2"]
+    assert rec.sleeps == []  # nobody waited for k1: its calls went to k2
+
+
 async def test_a_failing_key_cools_down_and_is_skipped(server: ModelServer, rec: Recorder) -> None:
     cooldowns = MemoryCooldownStore()
     completer = build(server, rec, api_keys=["k1", "k2"], cooldowns=cooldowns)
-    server.push(Reply.error(429))
+    server.push(Reply.error(500))
     for _ in range(3):
         await completer.complete(chat_of(user()), [])
     keys = [r.headers["authorization"] for r in server.requests]

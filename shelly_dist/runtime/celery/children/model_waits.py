@@ -5,7 +5,7 @@ A run whose model call raised :class:`~shelly_dist.models.suspend.SuspendModel` 
 journaled in its state (``RunState.model_wait``). :func:`suspend` then lets the run go
 (``control_scripts.MODEL_SUSPEND``): ``waiting``, holding no worker slot and no ``max_concurrency``
 slot, with a deadline at the wait's due time in the tree's deadline index — the reapers' due index
-(:mod:`.due`) resumes it then, at a cost that follows what is due, not what waits (DESIGN §3 rule
+(:mod:`..journal.due`) resumes it then, at a cost that follows what is due, not what waits (DESIGN §3 rule
 17). A wait with no due time has no deadline: only a delivery ends it.
 
 :func:`deliver` is how another process answers a suspended call (a vendor batch's poller): the

@@ -17,6 +17,7 @@ import time
 import uuid
 from typing import Any
 
+from shelly_dist import identity
 from shelly_dist.agent import Agent, ChildRequest, DelegateEntry, Run
 from shelly_dist.agent.records import LiveDelegation
 from shelly_dist.agent.steering import SteerMessage
@@ -40,6 +41,7 @@ from shelly_dist.runtime.celery.children.questions import (
 from shelly_dist.runtime.celery.children.spawns import PoolSpawner
 from shelly_dist.runtime.celery.children.steering import RedisInbox, live_runs, post
 from shelly_dist.runtime.celery.client.root_answerer import RootAnswerer
+from shelly_dist.runtime.celery.client.roots import RootWaiter
 from shelly_dist.runtime.celery.client.tail import Tail
 from shelly_dist.runtime.celery.client.tree_end import until_tree_ended
 from shelly_dist.runtime.celery.journal import Journal, Lease, RunRecord, RunStatus, child_key
@@ -60,6 +62,11 @@ WRITE_PROBE_EVERY = 2.0
 """Seconds between two probes, while the coordinator waits, of whether Redis takes writes (a full
 Redis still answers every read the wait makes, so only a write tells; see ``state/refusal.py``)."""
 """Seconds after which a coordinator whose children have not started says why it may be waiting."""
+
+CONNECTIONS = 8
+"""Connections the process's client may open (a blocking pool: past it, a command waits for a free
+one). A batch submitting and waiting for 10,000 roots needs a handful at a time: its waits share one
+reader (:class:`RootWaiter`) and its wake-ups one pub/sub connection (from this pool too)."""
 
 SUBMIT_OUTAGE = 60.0
 """Seconds a submission waits out a Redis that does not answer before it fails."""
@@ -83,12 +90,14 @@ class CeleryRuntime:
         self.settings = settings
         self.fingerprint = fingerprint
         self.app = create_app(settings)
-        self.client = connect(settings.redis_url, client_name="shelly-coordinator")
+        self.client = connect(settings.redis_url, client_name="shelly-coordinator", max_connections=CONNECTIONS)
         self.journal = Journal(self.client, settings)
         self.sender = run_task_sender(self.app, settings.queue, client_name="shelly-coordinator-send")
         """Sends the runs' tasks: one ``LPUSH`` per fan-out on a Redis broker (``fast_send``)."""
         self._broker_checked: asyncio.Task[None] | None = None
         self._hub: Hub | None = None
+        self._roots: RootWaiter | None = None
+        self._roots_loop: asyncio.AbstractEventLoop | None = None
         self.answerer = RootAnswerer(settings.poll_interval)
         """Answers the ``ask_user`` questions of the top-level runs this process drives, through
         Redis (the engine uses it when no terminal answers)."""
@@ -223,6 +232,7 @@ class CeleryRuntime:
         run_id = run_id or uuid.uuid4().hex[:12]
         messages = [Message.text("user", Role.USER, task)] if isinstance(task, str) else task
         task = messages[-1].text_content() if messages else ""
+        tier = "" if identity.priority() == "interactive" else identity.priority()  # the context's (a batch's)
         if batch:  # before the run exists: its first decision finds it
             key = self.journal.keys.session_batch(session)
             await read_through("submit", lambda: self.client.set(key, batch, ex=self.settings.retention),
@@ -231,7 +241,8 @@ class CeleryRuntime:
         created = await read_through(
             "submit", lambda: self.journal.create_root(run_id, agent=agent, session=session, mode="worker", task=task,
                                                        fingerprint=self.fingerprint, messages=messages,
-                                                       if_absent=explicit),
+                                                       if_absent=explicit, priority=tier,
+                                                       share=identity.share()),
             until=time.monotonic() + SUBMIT_OUTAGE)
         if not created:
             record = await self.journal.record(run_id)
@@ -256,34 +267,23 @@ class CeleryRuntime:
         return await self.journal.record(run_id)
 
     async def wait(self, run_id: str, timeout: float | None = None) -> RunRecord:  # noqa: ASYNC109
-        """The run's record once it has ended (re-read on every wake-up and poll).
+        """The run's record once it has ended.
 
         The wake-ups come through the process's one pub/sub connection (:meth:`hub`): a batch
         waits for thousands of runs, and a subscription each cost a TCP connect, ``SUBSCRIBE`` and
         close per run (issue 27). They come on the run's ``ended`` channel, not ``changed``, which
         also carries a message per child's join: a root on the pool with 200 children was re-read
-        200 times as its record grew with their results."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        watch = await self.hub().watch(self.journal.keys.run_ended(run_id))
-        try:
-            while True:
-                seen = watch.generation
-                record = await read_through("coordinator", lambda: self.journal.record(run_id))
-                if record is None:
-                    raise RunError(f"run {run_id}: not found", run_id=run_id)
-                if record.ended:
-                    return record
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise RunError(f"run {run_id}: still {record.status} after {timeout}s", run_id=run_id)
-                if remaining is None:
-                    await watch.moved(seen)
-                else:
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(remaining):
-                            await watch.moved(seen)
-        finally:
-            await asyncio.shield(watch.aclose())
+        200 times as its record grew with their results. Every waited run shares one reader
+        (:meth:`roots`), which reads what a message names, not every run on every poll tick."""
+        return await self.roots().wait(run_id, timeout)
+
+    def roots(self) -> RootWaiter:
+        """The process's wait for its root runs' ends (per event loop): it costs what ends, not what
+        waits (:mod:`..client.roots`; ``shelly batch`` waits for thousands)."""
+        loop = asyncio.get_running_loop()
+        if self._roots is None or self._roots_loop is not loop:
+            self._roots, self._roots_loop = RootWaiter(self.client, self.journal.keys, self.hub), loop
+        return self._roots
 
     # -- decisions (ask_user, approvals) and steering -------------------------------------------
 
@@ -344,6 +344,8 @@ class CeleryRuntime:
         return await cancel_session(self.client, self.journal.keys, session)
 
     async def aclose(self) -> None:
+        if self._roots is not None:
+            await self._roots.aclose()
         if self._hub is not None:
             with contextlib.suppress(Exception):
                 await self._hub.aclose()

@@ -261,7 +261,8 @@ local record, lease, children, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local token, field, run_id, due_ms, waiting_for, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
 if not holds(record, lease, token) then return lost(record) end
 if redis.call('HEXISTS', children, field) == 1 then return 0 end
-redis.call('HSET', record, 'status', 'waiting', 'attempts', 0, 'waiting_for', waiting_for, 'updated', now)
+redis.call('HSET', record, 'status', 'waiting', 'attempts', 0, 'waiting_for', waiting_for, 'updated', now,
+           'wake_at', due_ms)
 redis.call('DEL', lease)
 if due_ms > 0 then
   redis.call('ZADD', deadlines, due_ms, run_id)
@@ -274,7 +275,9 @@ return 1
 due time (the reaper resumes it then: ``REAP`` re-enqueues a waiting run with nothing pending), or
 none when only a delivered reply ends the wait. A suspension is progress (the attempts without
 progress start again). Answers 0, keeping the lease, when the reply was delivered meanwhile (the
-caller takes it at once), else 1."""
+caller takes it at once), else 1. ``wake_at`` names the due time, so the ``SENT`` of a resume task
+that ran before its sender recorded the send (the run suspended again meanwhile) leaves the new due
+time where it is instead of pushing it to the broker's backstop."""
 
 MODEL_DELIVER = """
 local record, children, deadlines, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4]

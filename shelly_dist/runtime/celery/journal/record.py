@@ -14,6 +14,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from shelly_dist.agent.children import Ending
+from shelly_dist.agent.records import RunState
+from shelly_dist.models import Usage
 from shelly_dist.runtime.celery.names import task_kwargs
 
 if TYPE_CHECKING:
@@ -102,6 +104,10 @@ class RunRecord:
     """The tree's cancel flag (meaningful on a root's record)."""
     spawned: bool = False
     """Started by its parent's ``spawn`` (not joined by a ``delegate``)."""
+    priority: str = ""
+    """A root's priority at its providers (``batch`` for a ``shelly batch`` item; "" interactive)."""
+    share: str = ""
+    """A root's fair-share group at its providers (its batch's identity; "" its own id)."""
     waiting_for: str = ""
     """What its suspended model call waits for (``openai batch batch_abc (37 requests)``, the
     provider key's budget); meaningful while it is ``waiting``."""
@@ -115,6 +121,12 @@ class RunRecord:
         if self.usage:
             return dict(json.loads(self.usage))
         return dict(json.loads(self.state or "{}").get("usage") or {})
+
+    def tree_spent(self) -> Usage:
+        """What the run and every run it delegated spent, as its last journaled state totals it
+        (``RunState.tree_usage``, the one place a tree's usage is summed; zero before its first
+        checkpoint)."""
+        return RunState.model_validate_json(self.state).tree_usage if self.state else Usage()
 
     @classmethod
     def parse(cls, raw: dict[str, str]) -> RunRecord:
@@ -135,7 +147,8 @@ class RunRecord:
             error=raw.get("error", ""), reply=raw.get("reply", ""), usage=raw.get("usage", ""),
             handoff=raw.get("handoff", ""), created=float(raw.get("created") or 0),
             updated=float(raw.get("updated") or 0), canceled=raw.get("canceled") == "1",
-            spawned=raw.get("spawned") == "1", waiting_for=raw.get("waiting_for", ""),
+            spawned=raw.get("spawned") == "1", priority=raw.get("priority", ""), share=raw.get("share", ""),
+            waiting_for=raw.get("waiting_for", ""),
         )
 
     def task_kwargs(self) -> dict[str, Any]:

@@ -81,7 +81,8 @@ class Journal:
 
     async def create_root(
         self, run_id: str, *, agent: str, session: str, mode: str, task: str, fingerprint: str,
-        messages: list[Message] | None = None, owner: str = "", if_absent: bool = False,
+        messages: list[Message] | None = None, owner: str = "", if_absent: bool = False, priority: str = "",
+        share: str = "",
     ) -> bool:
         """A top-level run: ``mode`` is ``coordinator`` (in the CLI process, written only by
         ``owner``) or ``worker`` (its first user ``messages`` are stored for the worker that starts
@@ -99,6 +100,10 @@ class Journal:
         }
         if owner:
             fields["owner"] = owner
+        if priority:  # at its providers: the governor's class and fair share, inherited by the tree
+            fields["priority"] = priority
+        if share:
+            fields["share"] = share
         if messages:
             fields["input"] = json.dumps([m.model_dump(mode="json") for m in messages])
         with redis_errors("journal"):

@@ -54,7 +54,9 @@ can therefore write nothing, however late its writes arrive.
   ``waiting`` with its join complete (a resume) — has its deadline moved *later* (``ZADD XX GT``)
   to the backstop, so a message merely waiting behind a backlog in the queue is not re-sent as
   lost after ``requeue_after``. A run claimed meanwhile keeps its lease deadline (the claim
-  wrote it; the lease key makes this a no-op), and one that ended is not put back (``XX``).
+  wrote it; the lease key makes this a no-op), and one that ended is not put back (``XX``). A run
+  whose deadline is its suspended model call's due time (``wake_at``: it ran and suspended again
+  before its sender recorded the send) keeps it.
 * ``REAP`` decides, for one run whose deadline passed, whether to re-enqueue it. It moves the
   deadline forward in the same step, so of several reapers racing only one re-enqueues; each
   re-send of the same run doubles the wait before the next (up to 64 × ``requeue_after``), so a
@@ -316,6 +318,10 @@ if redis.call('EXISTS', lease) == 1 then return 0 end
 local status = redis.call('HGET', record, 'status')
 if status == 'waiting' and tonumber(redis.call('HGET', record, 'pending') or '0') > 0 then return 0 end
 if status ~= 'queued' and status ~= 'running' and status ~= 'waiting' then return 0 end
+if status == 'waiting' then  -- a suspended model call's due time is no send's to move (model_waits.py)
+  local wake, at = redis.call('HGET', record, 'wake_at'), redis.call('ZSCORE', deadlines, run_id)
+  if wake and at and tonumber(wake) == tonumber(at) then return 0 end
+end
 return redis.call('ZADD', deadlines, 'XX', 'GT', 'CH', backstop_at, run_id)
 """
 

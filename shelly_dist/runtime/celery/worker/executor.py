@@ -240,7 +240,9 @@ class Executor:
             # journaled one instead, so a rebuild anywhere continues from the rewritten chat.
             nonlocal offset, canceled, rewrites
             if reason == "suspended":
-                r.emit(events.RUN_WAITING, waiting_on=len(r.missing()) + len(r.state.awaiting))
+                wait = r.state.model_wait
+                r.emit(events.RUN_WAITING, waiting_on=len(r.missing()) + len(r.state.awaiting),
+                       **({"model": wait.reason or wait.kind} if wait is not None else {}))
             rewrite = r.agent.chat.rewrites != rewrites
             new = list(r.agent.chat.view(0 if rewrite else offset))
             if reason == "reply" and r.state.phase == Phase.DONE and not rewrite:
@@ -362,7 +364,8 @@ class Executor:
             raw = json.loads(record.input) if record.input else None
             first = ([Message.model_validate(m) for m in raw] if raw
                      else [Message.text("user", Role.USER, record.task)])
-            run = Run.start(agent, first, run_id=record.id)
+            run = Run.start(agent, first, run_id=record.id, priority=record.priority or None,
+                            share=record.share or None)
             children.started(run, parent=record.parent, task=record.task, worker=self.hostname)
         metrics.RUNS_STARTED.labels(record.agent).inc()
         return run
