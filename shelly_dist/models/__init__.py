@@ -4,13 +4,19 @@ Retry, error classification and fallback chains also live here (see ``retry``, `
 ``fallback``): they wrap any completer, whatever the provider.
 """
 
-from shelly_dist.models.backoff import Backoff
-from shelly_dist.models.completer import Completer, ToolSpec
-from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
-from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
-from shelly_dist.models.ratelimit import RateLimiter, RateLimitSettings, ThrottledCompleter
-from shelly_dist.models.retry import RetryingCompleter
-from shelly_dist.models.usage import Usage, UsageTracker
+from typing import TYPE_CHECKING
+
+from shelly_dist._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from shelly_dist.models.backoff import Backoff
+    from shelly_dist.models.completer import Completer, ToolSpec
+    from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
+    from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
+    from shelly_dist.models.ratelimit import RateLimiter, RateLimitSettings, ThrottledCompleter
+    from shelly_dist.models.retry import RetryingCompleter
+    from shelly_dist.models.usage import Usage, UsageTracker
+
 
 __all__ = [
     "Backoff",
@@ -28,3 +34,5 @@ __all__ = [
     "UsageTracker",
     "with_fallback",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
