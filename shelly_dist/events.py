@@ -16,6 +16,10 @@ from pydantic import BaseModel, Field
 AGENT_START = "agent_start"
 AGENT_END = "agent_end"
 MESSAGE_ADDED = "message_added"
+MESSAGE_DELTA = "message_delta"
+"""A piece of a reply's text while the model writes it (only when a person watches the run);
+``data.text``; ``data.begin`` marks the start of a streamed answer (again after a retry). The whole
+reply still arrives as ``message_added``."""
 TOOL_CALL_START = "tool_call_start"
 TOOL_CALL_END = "tool_call_end"
 DELEGATION_PROGRESS = "delegation_progress"

@@ -65,15 +65,22 @@ def _no_real_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from shelly_dist.providers import http
 
-    real = http.post_json
+    real, real_stream = http.post_json, http.post_stream
+
+    def check(url: str) -> None:
+        if (urlsplit(url).hostname or "") not in LOOPBACK_HOSTS:
+            raise AssertionError(f"test tried to call a real model API: {url}")
 
     async def guarded(url: str, *args: object, **kwargs: object) -> object:
-        host = urlsplit(url).hostname or ""
-        if host not in LOOPBACK_HOSTS:
-            raise AssertionError(f"test tried to call a real model API: {url}")
+        check(url)
         return await real(url, *args, **kwargs)  # type: ignore[arg-type]
 
+    def guarded_stream(url: str, *args: object, **kwargs: object) -> object:
+        check(url)
+        return real_stream(url, *args, **kwargs)  # type: ignore[arg-type]
+
     monkeypatch.setattr(http, "post_json", guarded)
+    monkeypatch.setattr(http, "post_stream", guarded_stream)
 
 
 SLOWEST_FIRST = ("tests/chaos/", "tests/integration/", "tests/spec/", "tests/compat/")

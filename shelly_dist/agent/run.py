@@ -32,6 +32,7 @@ import shelly_dist.agent.reflections as reflections
 from shelly_dist import events
 from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
+from shelly_dist.agent.deltas import RunDeltas
 from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
 from shelly_dist.agent.handoff import handoff_tool
 from shelly_dist.agent.hooks import HookChain
@@ -56,7 +57,7 @@ from shelly_dist.chats.replies import STOP_REASON, argument_problem, truncated
 from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
 from shelly_dist.events import REPLY_TRUNCATED, Event
 from shelly_dist.identity import acting_as
-from shelly_dist.models import Completer, Usage
+from shelly_dist.models import Completer, Usage, streaming
 from shelly_dist.observability import tracing
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.hooks import bind_run_memory
@@ -200,10 +201,12 @@ class Run:
         run_id: str | None = None,
         visited: list[str] | None = None,
         scopes: list[BudgetScope] | None = None,
+        watched: bool | None = None,
         **kwargs: object,
     ) -> Run:
         """A fresh run of ``agent`` over its chat, after appending ``messages``; ``scopes`` are the
-        tree limits it inherits."""
+        tree limits it inherits; ``watched`` whether a person watches its tree (default: whether it
+        starts inside :func:`~shelly_dist.models.streaming.watching`)."""
         if messages:
             agent.chat.append(*messages)
         state = RunState(
@@ -213,6 +216,7 @@ class Run:
             depth=agent.depth,
             visited=visited or [agent.config_name],
             scopes=list(scopes or []),
+            watched=streaming.watched() if watched is None else watched,
         )
         return cls(agent, state, **kwargs)  # type: ignore[arg-type]
 
@@ -224,7 +228,7 @@ class Run:
         chat of the run it continues (a team member's previous turn), before its new task."""
         earlier = [m for m in history or [] if m.role != Role.SYSTEM]
         return cls.start(agent, [*earlier, *child_messages(request)], visited=request.visited,
-                         scopes=request.scopes, **kwargs)  # type: ignore[arg-type]
+                         scopes=request.scopes, watched=request.watched, **kwargs)  # type: ignore[arg-type]
 
     @classmethod
     def restore(cls, agent: Agent, snapshot: RunState, **kwargs: object) -> Run:
@@ -412,7 +416,8 @@ class Run:
         if self._hooks:
             await self._hooks.before_model(self)
         raise_if_cancelled()  # a cancel swallowed under a hook or a journal write asks no model
-        reply = raw = await self._completer.complete(agent.chat, tools)
+        with streaming.streaming_to(RunDeltas(self.emit) if state.watched and opts.on_event else None):
+            reply = raw = await self._completer.complete(agent.chat, tools)
         if self._hooks:  # a reply a hook replaces still counts the model call's usage (``raw``)
             reply = await self._hooks.after_model(self, reply)
             if not reply.tool_calls():
@@ -614,7 +619,7 @@ class Run:
             if interactive:  # every task takes its d-N, as in Shelly
                 state.delegation_n += len(entries)
             for request in requests:
-                request.scopes = list(state.scopes)
+                request.scopes, request.watched = list(state.scopes), state.watched
         except DelegationRejected as exc:
             await self._answered_at_once(call, str(exc), is_error=True)
             return

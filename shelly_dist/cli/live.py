@@ -40,6 +40,8 @@ class AgentRow:
     action: str = ""
     tokens: int = 0
     worker: str = ""
+    writing: str = ""
+    """The text of the reply being streamed (``message_delta``), until it is whole."""
 
 
 def _on(worker: str) -> str:
@@ -52,6 +54,12 @@ def _tokens(usage: object) -> int:
     if not isinstance(usage, dict):
         return 0
     return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+
+
+def _tail(text: str, limit: int = ACTION_LIMIT) -> str:
+    """The end of ``text`` on one line: what a reply being written says last."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
 def _short(text: str, limit: int = ACTION_LIMIT) -> str:
@@ -81,7 +89,12 @@ class Board:
         if event.kind == events.AGENT_START:
             row.depth, row.status, row.action = int(data.get("depth") or 0), "running", "started"
             return f"{'  ' * row.depth}▶ {row.name} started (depth {row.depth})"
+        if event.kind == events.MESSAGE_DELTA:  # a reply being written: its latest words
+            row.writing = ("" if data.get("begin") else row.writing) + str(data.get("text") or "")
+            row.action = "✎ " + _tail(row.writing)
+            return None
         if event.kind == events.MESSAGE_ADDED and data.get("role") == "assistant":
+            row.writing = ""
             row.tokens += _tokens(data.get("usage"))
             tools = data.get("tool_calls") or []
             row.action = f"calls {', '.join(tools)}" if tools else _short(str(data.get("text") or ""))

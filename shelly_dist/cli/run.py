@@ -33,6 +33,7 @@ from shelly_dist.cli.prompt import TerminalAnswerer, TerminalPrompt
 from shelly_dist.cli.questions import announce_questions
 from shelly_dist.engine import Config, Engine
 from shelly_dist.errors import SessionNotSaved, UsageError
+from shelly_dist.models import streaming
 from shelly_dist.tools.builtin.ask import NoAnswerer
 
 
@@ -91,7 +92,8 @@ async def run_task(
         try:
             async with LiveView(engine.bus, console, view_mode) as view:
                 views.append(view)
-                outcome = await session.send(task)
+                with streaming.watching(view.mode == "live"):  # replies stream into the live table
+                    outcome = await session.send(task)
         except SessionNotSaved as exc:  # the answer is printed all the same, then the failure named
             raise AnswerNotSaved(_result(session, exc.outcome, started), exc) from exc
         finally:

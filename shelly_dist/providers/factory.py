@@ -115,6 +115,7 @@ def create_completer(
     temperature: float | None = None,
     options: dict[str, Any] | None = None,
     prompt_cache: bool = True,
+    stream: bool = True,
     cooldowns: CooldownStore | None = None,
     on_event: EventSink = discard,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -124,7 +125,8 @@ def create_completer(
 
     ``cooldowns`` holds per-key cooldowns (default: one in-process store); pass the runtime's
     Redis store when distributed. ``prompt_cache=False`` (Anthropic: no ``cache_control``
-    breakpoints) reaches the factory only when set, so a custom kind's factory need not accept it.
+    breakpoints) and ``stream=False`` (never stream, even when a person watches) reach the factory
+    only when set, so a custom kind's factory need not accept them.
     ``sleep`` and ``clock`` are for tests. The result's ``usage``
     is the provider's running total. An unknown kind raises ``ConfigError``.
     """
@@ -151,6 +153,8 @@ def create_completer(
         common["options"] = dict(options or {})
     if not prompt_cache:
         common["prompt_cache"] = False
+    if not stream:
+        common["stream"] = False
     members = [factory(api_key=k, **common) for k in keys]
     core: Completer = members[0]
     if len(members) > 1:

@@ -2,7 +2,9 @@
 
 It answers ``POST …/chat/completions`` (OpenAI and every compatible server), ``POST …/messages``
 (Anthropic) and ``POST …/models/{model}:generateContent`` (Gemini) in each vendor's JSON, chosen by
-the request path, records every request, and replies from a script. It runs in a background
+the request path, records every request, and replies from a script. A request that asks for a
+stream (``"stream": true``; Gemini's ``:streamGenerateContent``) gets the same answer as the
+vendor's server-sent events (:mod:`shelly_dist.testing.streams`). It runs in a background
 thread (a ``ThreadingHTTPServer``, so concurrent requests are served concurrently), or as a
 separate process for CLI tests and benchmarks.
 
@@ -24,7 +26,10 @@ In a test::
   ``status`` + ``body`` + ``retry_after`` for errors (the body defaults to the vendor's error
   JSON), ``malformed`` (a 200 whose body is not JSON), ``raw`` (a JSON answer sent as is),
   ``delay`` (seconds before answering), ``hold_until`` (hold the answer until that many requests
-  have arrived in total — proves concurrency without timing).
+  have arrived in total — proves concurrency without timing), ``stream_gate`` (a
+  ``threading.Event``: a streamed answer stops after its first piece of text until the test sets
+  it — proves the text was seen before the answer ended, without timing), ``stream_cut`` (a
+  streamed answer's connection is closed after its first piece of text).
 - ``strict_alternation``, ``strict_arguments``, ``prefix_cache`` and ``context_size`` make it
   answer as a real llama-server does (:mod:`shelly_dist.testing.server_rules`): refuse turns that
   do not alternate, 500 on tool-call arguments that are not JSON, count a shared prompt prefix as
@@ -52,7 +57,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from shelly_dist.testing import server_rules
+from shelly_dist.testing import server_rules, streams
 from shelly_dist.testing.server_rules import PrefixCache
 
 FORMATS = ("openai", "anthropic", "gemini")
@@ -84,6 +89,10 @@ class Reply:
     finish_reason: str | None = None
     """``length`` makes the answer one the output limit cut (Anthropic ``max_tokens``, Gemini
     ``MAX_TOKENS``); default: ``tool_calls``/``stop`` as the reply says."""
+    stream_gate: threading.Event | None = None
+    """Streamed: after the first piece of text, wait (at most 60 s) until the test sets it."""
+    stream_cut: bool = False
+    """Streamed: close the connection after the first piece of text (a dropped stream)."""
 
     @classmethod
     def error(cls, status: int, body: str | None = None, *, retry_after: str | None = None) -> Reply:
@@ -125,9 +134,14 @@ def _format_of(path: str, fallback: str | None) -> str | None:
         return "openai"
     if path.endswith("/messages"):
         return "anthropic"
-    if ":generateContent" in path:
+    if ":generateContent" in path or ":streamGenerateContent" in path:
         return "gemini"
     return fallback
+
+
+def _streamed(path: str, body: Any) -> bool:
+    """Whether the request asks for the answer as a stream."""
+    return ":streamGenerateContent" in path or (isinstance(body, dict) and body.get("stream") is True)
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -261,6 +275,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
         self.wfile.flush()
 
+    def _stream(self, fmt: str, answer: dict[str, Any], reply: Reply) -> None:
+        """``answer`` as the vendor streams it; the connection closes at its end."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        held = False
+        for event in streams.EVENTS[fmt](answer):
+            self.wfile.write(streams.frame(event))
+            self.wfile.flush()
+            if not held and streams.is_text(fmt, event):
+                held = True
+                if reply.stream_cut:
+                    return
+                if reply.stream_gate is not None:
+                    reply.stream_gate.wait(60)
+
     def do_GET(self) -> None:
         self._send(200, b'{"status": "ok"}')
 
@@ -301,7 +334,10 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 model = str((body or {}).get("model") or "mock") if isinstance(body, dict) else "mock"
                 payload = reply.raw if reply.raw is not None else _ANSWERS[fmt](reply, model, prompt)
-                self._send(200, json.dumps(payload).encode())
+                if _streamed(self.path, body):
+                    self._stream(fmt, payload, reply)
+                else:
+                    self._send(200, json.dumps(payload).encode())
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test); nothing to answer
 

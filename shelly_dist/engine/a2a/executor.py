@@ -2,7 +2,9 @@
 
 ``execute`` starts the run through the engine's runtime (embedded, or the coordinator with its
 tree on the worker pool), turns the session's events — the whole tree's, replayed from the pool —
-into ``working`` status updates, and ends with the reply as the task's artifact. Cancelling the
+into ``working`` status updates (on ``message/stream``, a reply's text too, as it is written: one
+update per ``message_delta``, metadata ``kind: message_delta``), and ends with the reply as the
+task's artifact. Cancelling the
 task cancels the run: the runtime stops the whole tree (the coordinator cancels it in Redis).
 """
 
@@ -104,7 +106,10 @@ class ShellyAgentExecutor(AgentExecutor):
 
     async def _forward(self, feed: Subscription, session: str, updater: TaskUpdater, context_id: str) -> None:
         async for event in feed:
-            if event.session_id != session or (line := status_text(event)) is None:
+            if event.session_id != session:
+                continue
+            line = str(event.data.get("text") or "") if event.kind == events.MESSAGE_DELTA else status_text(event)
+            if not line:
                 continue
             await updater.update_status(
                 TaskState.TASK_STATE_WORKING, self._message(line, updater.task_id, context_id),

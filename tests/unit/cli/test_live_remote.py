@@ -83,3 +83,15 @@ def test_a_spawn_and_its_announcement_are_shown_on_the_parents_row():
     assert heard == "  lead ⇠ heard worker: completed" and board.rows["lead"].action == "heard worker (completed)"
     assert _line(Event(kind=events.SPAWN_ANNOUNCED, agent="lead", run_id="r1", data={
         "child_run": "r1-ab", "child_agent": "worker", "state": "failed"})).endswith("worker (r1-ab) failed")
+
+
+def test_a_reply_being_streamed_shows_its_latest_words_until_it_is_whole():
+    board = Board()
+    for data in ({"text": "", "begin": True}, {"text": "Blue light "}, {"text": "scatters"}):
+        assert board.apply(Event(kind=events.MESSAGE_DELTA, agent="w-1", data=data)) is None  # no line of its own
+    row = board.rows["w-1"]
+    assert (row.writing, row.action) == ("Blue light scatters", "✎ Blue light scatters")
+    board.apply(Event(kind=events.MESSAGE_DELTA, agent="w-1", data={"text": "Bl", "begin": True}))  # a retry
+    assert row.writing == "Bl"
+    board.apply(Event(kind=events.MESSAGE_ADDED, agent="w-1", data={"role": "assistant", "text": "Blue."}))
+    assert (row.writing, row.action) == ("", "Blue.")
