@@ -35,7 +35,7 @@ import yaml
 from bench.procs import BenchError, cpu_seconds
 from bench.report import Row
 from bench.servers import redis_cpu, start_redis_server
-from shelly_dist.runtime.celery.due import SHARDS
+from shelly_dist.runtime.celery.journal.due import SHARDS
 from shelly_dist.state.keys import Keys
 
 NAME = "idle"

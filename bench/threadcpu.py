@@ -58,7 +58,7 @@ def _worker_main(directory: Path, module: str, argv: list[str]) -> None:
                 if action.startswith("cpu"):
                     (directory / f"{action}.json").write_text(json.dumps(_threads_cpu()))
                     continue
-                from shelly_dist.runtime.celery.process import WorkerProcess
+                from shelly_dist.runtime.celery.worker.process import WorkerProcess
 
                 loop = WorkerProcess._instance.loop if WorkerProcess._instance else None
                 if loop is None:

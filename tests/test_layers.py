@@ -115,8 +115,74 @@ def test_the_check_sees_an_import_circle():
 
 
 def test_the_journal_and_the_lease_are_not_one_module_cut_in_two():
-    """The lease writes a run through the store below both (``runtime/celery/store.py``), not
+    """The lease writes a run through the store below both (``runtime/celery/journal/store.py``), not
     through private journal methods: the journal hands leases out, the lease never names it."""
     graph = import_graph("shelly_dist.runtime.celery")
-    journal, lease = "shelly_dist.runtime.celery.journal", "shelly_dist.runtime.celery.lease"
+    journal, lease = "shelly_dist.runtime.celery.journal.runs", "shelly_dist.runtime.celery.journal.lease"
     assert [c for c in circles(graph) if journal in c and lease in c] == []
+
+
+CELERY = "shelly_dist.runtime.celery"
+FLOORS = {"names": 0, "settings": 0, "journal": 1, "broker": 2, "fast_send": 2, "redis_broker": 2,
+          "children": 3, "worker": 4, "client": 4}
+"""``runtime/celery/``'s rooms and the floor each stands on (its package docstring): a module
+imports only its own room and lower floors; ``worker`` and ``client`` share a floor and never
+import each other."""
+
+
+def room_of(module: str) -> str:
+    """The room (or top-level module) of a module of ``runtime/celery``; ``""`` for the package root."""
+    return module.removeprefix(CELERY).lstrip(".").split(".")[0]
+
+
+def floor_breaches(graph: dict[str, set[str]]) -> list[str]:
+    """Every import in ``graph`` (modules of ``runtime/celery``) that reaches a room above its own
+    floor, or across the worker/client floor, or the package root (whose ``__init__`` imports the
+    client and the worker: a module that imports it, even lazily inside a function, closes a circle)."""
+    out = []
+    for module, targets in sorted(graph.items()):
+        room = room_of(module)
+        if not room:
+            continue
+        for target in sorted(targets):
+            other = room_of(target)
+            if not other:
+                out.append(f"{module} imports the package root")
+            elif FLOORS[other] > FLOORS[room] or {room, other} == {"worker", "client"}:
+                out.append(f"{module} ({room}) imports {target} ({other})")
+    return out
+
+
+def test_every_module_of_runtime_celery_is_in_a_room():
+    assert {room_of(m) for m in import_graph(CELERY)} - {""} == set(FLOORS)
+
+
+def test_the_rooms_of_runtime_celery_import_only_their_floor_and_below():
+    """journal → broker → children → worker | client (``runtime/celery/__init__.py``)."""
+    assert floor_breaches(import_graph(CELERY)) == []
+
+
+def test_the_floor_check_sees_an_upward_a_sideways_and_a_root_import():
+    graph = {
+        f"{CELERY}.journal.lease": {f"{CELERY}.children.join"},
+        f"{CELERY}.worker.tasks": {f"{CELERY}.client.coordinator"},
+        f"{CELERY}.children.spawns": {CELERY},
+        f"{CELERY}.client.coordinator": {f"{CELERY}.children.join", f"{CELERY}.journal"},
+    }
+    assert floor_breaches(graph) == [
+        f"{CELERY}.children.spawns imports the package root",
+        f"{CELERY}.journal.lease (journal) imports {CELERY}.children.join (children)",
+        f"{CELERY}.worker.tasks (worker) imports {CELERY}.client.coordinator (client)",
+    ]
+
+
+def test_a_lazy_import_of_the_package_root_is_seen(tmp_path: Path):
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text(f"def f():\n    from {CELERY} import CeleryRuntime\n")
+    assert imports_of(lazy, {CELERY, f"{CELERY}.client"}) == {CELERY}
+
+
+def test_the_runtime_package_has_no_import_circle():
+    """Three circles this replaced: app ↔ control ↔ wakes, executor ↔ spawns (for one task name),
+    lease ↔ renewer ↔ store."""
+    assert circles(import_graph("shelly_dist.runtime")) == []

@@ -4,7 +4,7 @@ A child is spawned and named, claims its board task, runs inside the board's can
 as an entry, may hand its delegation off to a peer, settles its board task, and reports its start
 and end with the same events (docs/events.md). Each runtime only decides *where* the child runs
 — an asyncio task in this process (:mod:`shelly_dist.runtime.local`) or a Celery task on a worker
-(:mod:`shelly_dist.runtime.celery.executor`) — and calls these pieces at the same points, so a
+(:mod:`shelly_dist.runtime.celery.worker.executor`) — and calls these pieces at the same points, so a
 config and a failure read the same in both (DESIGN §6, STYLE lesson 16).
 """
 

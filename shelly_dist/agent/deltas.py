@@ -5,7 +5,7 @@ The run sets a :class:`RunDeltas` around its model call when a person watches it
 here is journaled: deltas are for the eyes only, and the reply reaches the journal and the
 ``message_added`` event whole, once, as when nothing streams. Where events cross processes (the
 session's Redis stream) consecutive deltas of one run are merged into one event per write
-(:class:`~shelly_dist.runtime.celery.events.StreamSink`), about ten a second.
+(:class:`~shelly_dist.runtime.celery.journal.stream.StreamSink`), about ten a second.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ the announcement text, and how a run drains announcements (from a cursor journal
 
 Where a child runs and where its announcements are kept is a :class:`Spawner`: asyncio tasks and
 memory embedded (:mod:`shelly_dist.runtime.local.spawns`), Celery tasks and Redis on the pool
-(:mod:`shelly_dist.runtime.celery.spawns`). Both start the child through the one child lifecycle
+(:mod:`shelly_dist.runtime.celery.children.spawns`). Both start the child through the one child lifecycle
 (:mod:`shelly_dist.agent.children`).
 """
 

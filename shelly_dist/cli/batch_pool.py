@@ -29,7 +29,7 @@ from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.errors import RunError
 
 if TYPE_CHECKING:  # the pool's modules import Celery: only when a batch runs on it
-    from shelly_dist.runtime.celery.record import RunRecord
+    from shelly_dist.runtime.celery.journal import RunRecord
 
 
 class PoolRuntime(Protocol):
@@ -71,7 +71,7 @@ class PoolItems:
     async def current(self, item_id: str) -> tuple[str, RunRecord | None]:
         """The item's run id to use now and its record (``None`` when none): the first attempt
         not canceled."""
-        from shelly_dist.runtime.celery.record import RunStatus
+        from shelly_dist.runtime.celery.journal import RunStatus
 
         attempt = 1
         while True:
@@ -85,7 +85,7 @@ class PoolItems:
         """Submit (or adopt) the item's run and wait for its end; the output fields of a success.
 
         Raises ``RunError`` for a run that failed or was canceled while this batch waited."""
-        from shelly_dist.runtime.celery.record import RunStatus
+        from shelly_dist.runtime.celery.journal import RunStatus
 
         run_id, record = await self.current(item_id)
         raise_if_cancelled()  # a Ctrl-C its record read swallowed (redis-py on 3.11) submits nothing
@@ -112,7 +112,7 @@ class PoolItems:
         The runs no worker has started are cancelled first, the started ones after: cancelling a
         started run frees its worker slot, and a slot freed while a queued run's cancel was still
         on its way would start that run and ask its model after the Ctrl-C."""
-        from shelly_dist.runtime.celery.record import RunStatus
+        from shelly_dist.runtime.celery.journal import RunStatus
 
         if self.submitting:
             await asyncio.gather(*self.submitting, return_exceptions=True)

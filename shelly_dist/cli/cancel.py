@@ -22,7 +22,7 @@ def cancel_command(run_id: str | None, session_id: str | None, config_path: str 
     async def main() -> None:
         if bool(run_id) == bool(session_id):
             raise UsageError("cancel: give exactly one of RUN_ID or --session")
-        from shelly_dist.runtime.celery.cancel import cancel_session, cancel_tree, end_orphaned_root
+        from shelly_dist.runtime.celery.children.cancel import cancel_session, cancel_tree, end_orphaned_root
 
         async with redis_for(config_path, shelly_dir) as (client, keys):
             if session_id:

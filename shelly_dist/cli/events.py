@@ -60,7 +60,7 @@ def events_command(session_id: str, follow: bool, as_json: bool, config_path: st
 
     async def main() -> None:
         async with redis_for(config_path, shelly_dir) as (client, keys):
-            from shelly_dist.runtime.celery.events import read_events
+            from shelly_dist.runtime.celery.client.events import read_events
 
             if not await _known(client, keys, session_id):
                 unknown = (f"events: session {session_id} not found (no events, runs or saved conversation "

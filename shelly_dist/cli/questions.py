@@ -28,7 +28,7 @@ def _line(q: dict[str, Any]) -> str:
 
 
 async def _with_pool(config_path: str | None, shelly_dir: str, fn: Any) -> Any:
-    from shelly_dist.runtime.celery.coordinator import CeleryRuntime
+    from shelly_dist.runtime.celery.client.coordinator import CeleryRuntime
 
     runtime = CeleryRuntime(load_settings(config_path, shelly_dir), fingerprint="")
     try:

@@ -11,7 +11,7 @@ permission the config does not give, and agents may ask the user questions (``as
 pausing the live view (:mod:`shelly_dist.cli.prompt`); piped, or on a worker, permissions are
 refused. Without a terminal, ``ask_user`` waits for ``shelly answer`` when the config has a broker
 (the question and how to answer it are printed on stderr; see
-:mod:`shelly_dist.runtime.celery.questions`), and is an error result telling the model nobody can
+:mod:`shelly_dist.runtime.celery.children.questions`), and is an error result telling the model nobody can
 answer otherwise; questions of runs on workers always wait for ``shelly answer``.
 """
 

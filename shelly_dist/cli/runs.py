@@ -19,12 +19,12 @@ from shelly_dist.cli.errors import run_async
 from shelly_dist.cli.options import config_options, json_option, session_option
 
 if TYPE_CHECKING:  # the pool's modules import Celery: only once a command reads them
-    from shelly_dist.runtime.celery.record import RunRecord
+    from shelly_dist.runtime.celery.journal import RunRecord
 
 
 async def load_runs(client: Any, keys: Any, session: str) -> list[RunRecord]:
     """Every run of the session's trees, roots first then by depth and creation, parsed once."""
-    from shelly_dist.runtime.celery.record import RunRecord
+    from shelly_dist.runtime.celery.journal import RunRecord
 
     roots = await client.zrange(keys.session_runs(session), 0, -1)
     out: list[RunRecord] = []

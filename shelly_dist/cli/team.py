@@ -34,7 +34,7 @@ def send_command(message: str, to: str | None, session_id: str, config_path: str
             cfg = load_config(find_config(config_path, shelly_dir))
             if cfg.distributed.broker_url:
                 from shelly_dist.engine.worker import runtime_settings
-                from shelly_dist.runtime.celery.wakes import PoolWakes
+                from shelly_dist.runtime.celery.children.wakes import PoolWakes
 
                 stores.on_post = PoolWakes(runtime_settings(cfg), due=stores.due_index()).on_post
             events = StreamEvents(stores)

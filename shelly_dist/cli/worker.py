@@ -31,7 +31,7 @@ def _loop_alive() -> bool:
     """The heartbeat's probe: the worker's event loop (once started) runs a no-op within
     :data:`LOOP_PROBE_TIMEOUT` seconds. A loop that is stopped, or blocked by a step doing sync
     work, stops the beats, so liveness restarts the worker instead of it holding tasks forever."""
-    from shelly_dist.runtime.celery.process import WorkerProcess
+    from shelly_dist.runtime.celery.worker.process import WorkerProcess
 
     process = WorkerProcess._instance
     if process is None:
@@ -55,7 +55,7 @@ def freeze_startup_objects(**_: object) -> None:
 def check_reachable(app: object) -> None:
     """Fail fast when the broker or Redis cannot be reached at start, instead of Celery retrying for
     many minutes: the error becomes one line naming the setting to fix (``cli.explain``)."""
-    from shelly_dist.runtime.celery.app import ensure_broker
+    from shelly_dist.runtime.celery.broker import ensure_broker
     from shelly_dist.state.connection import sync_client
     from shelly_dist.state.sharded import check_sharded_pubsub_sync
 
@@ -122,7 +122,7 @@ def worker_command(
     try:
         from celery.signals import worker_process_init, worker_ready, worker_shutdown
 
-        from shelly_dist.runtime.celery.app import create_worker_app
+        from shelly_dist.runtime.celery.worker.tasks import create_worker_app
         from shelly_dist.runtime.heartbeat import Heartbeat
 
         app = create_worker_app()
@@ -136,7 +136,7 @@ def worker_command(
     structured = structured_logs(node)
     if pool != "prefork":  # no fork ahead: open the engine and its MCP servers now, failing fast
         try:
-            from shelly_dist.runtime.celery.app import worker_process
+            from shelly_dist.runtime.celery.worker.tasks import worker_process
 
             worker_process(app, node)
         except Exception as exc:

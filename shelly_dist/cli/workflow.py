@@ -36,7 +36,7 @@ def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
 async def _tail(engine: Engine, session: str) -> None:
     """Replay the session's stream into the engine's bus, so the live view shows every worker's
     posts and wakes."""
-    from shelly_dist.runtime.celery.events import read_entries
+    from shelly_dist.runtime.celery.client.events import read_entries
 
     async for _, batch in read_entries(engine.stores.client(), engine.stores.keys, session, follow=True):
         for event in batch:
@@ -156,7 +156,7 @@ def replay_cmd(agent: str | None, session_id: str, config_path: str | None, shel
 
     async def main() -> list[dict[str, Any]]:
         from shelly_dist.engine.worker import runtime_settings
-        from shelly_dist.runtime.celery.wakes import PoolWakes
+        from shelly_dist.runtime.celery.children.wakes import PoolWakes
 
         cfg = load_config(find_config(config_path, shelly_dir))
         if not cfg.distributed.broker_url:

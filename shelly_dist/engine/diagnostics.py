@@ -155,7 +155,7 @@ async def broker_check(url: str, seconds: float) -> Check:
         probe = await probe_redis(url, seconds=seconds)
         problem, error = probe.problem, probe.error
     elif url.startswith(("amqp://", "amqps://", "pyamqp://")):
-        from shelly_dist.runtime.celery.control import probe_amqp
+        from shelly_dist.runtime.celery.client.workers import probe_amqp
 
         answer = await asyncio.to_thread(probe_amqp, url, timeout=seconds)
         problem, error = answer.problem, answer.error
@@ -173,7 +173,7 @@ async def broker_check(url: str, seconds: float) -> Check:
 
 async def worker_checks(config: Config, settings: Any, fp: str, seconds: float) -> list[Check]:
     """One line per worker consuming the queue; fail when there is none, or one runs another config."""
-    from shelly_dist.runtime.celery.control import list_workers
+    from shelly_dist.runtime.celery.client.workers import list_workers
 
     queue = settings.queue
     try:

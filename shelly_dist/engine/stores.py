@@ -49,7 +49,7 @@ class SessionStores:
         session's stream on a pool."""
         self.on_post: Callable[[str, ChannelMessage, list[str]], Awaitable[None]] | None = None
         """Told of every team post that lands in some inbox, with its session (set by the
-        engine or the worker to start wakes: ``runtime/local/wakes.py``, ``runtime/celery/wakes.py``)."""
+        engine or the worker to start wakes: ``runtime/local/wakes.py``, ``runtime/celery/children/wakes.py``)."""
 
     @classmethod
     def from_config(cls, cfg: DistributedConfig) -> SessionStores:

@@ -29,7 +29,7 @@ class StreamEvents:
         self._pending: set[asyncio.Task[None]] = set()
 
     def __call__(self, event: Event) -> None:
-        from shelly_dist.runtime.celery.events import StreamSink
+        from shelly_dist.runtime.celery.journal.stream import StreamSink
 
         stream = StreamSink(self._stores.client(), self._stores.keys, event.session_id, retention=self._retention)
         stream(event)
@@ -51,7 +51,7 @@ def team_wakes(engine: Engine) -> Wakes:
     """The wakes of ``engine``: on its pool when its runtime is one, else on this loop."""
     settings = getattr(engine.runtime, "settings", None)
     if engine.runtime.name != "local" and settings is not None:
-        from shelly_dist.runtime.celery.wakes import PoolWakes
+        from shelly_dist.runtime.celery.children.wakes import PoolWakes
 
         return PoolWakes(settings, due=engine.stores.due_index())
     return LocalWakes(engine.runtime, lambda session, agent: engine.registry(session).spawn(agent),

@@ -111,7 +111,7 @@ class EngineContext:
         self._client = connect(settings.redis_url, client_name="shelly-worker-cooldowns")
         engine.providers.cooldowns = RedisCooldownStore(self._client, prefix=settings.key_prefix)
         # A team post made on this worker (a channel_send of a run) wakes the agents on the pool.
-        from shelly_dist.runtime.celery.wakes import PoolWakes
+        from shelly_dist.runtime.celery.children.wakes import PoolWakes
 
         self.wakes = PoolWakes(settings, due=engine.stores.due_index())
         engine.stores.on_post = self.wakes.on_post
@@ -154,7 +154,7 @@ class EngineContext:
         return self.engine.stores.workspace(session)
 
     async def wake_ended(self, record: Any, status: str, *, reply: str, error: str) -> None:
-        from shelly_dist.runtime.celery.wakes import finish_pool_wake
+        from shelly_dist.runtime.celery.children.wakes import finish_pool_wake
 
         try:
             await finish_pool_wake(self.workspace(record.session), self.wakes, record, status, reply=reply,

@@ -1,7 +1,7 @@
 """A wake: one run of a team agent for the messages waiting in its inbox (DESIGN §7).
 
 The same two halves serve both runtimes (embedded: ``runtime/local/wakes.py``; the pool:
-``runtime/celery/wakes.py``), which differ only in how the run in between executes:
+``runtime/celery/children/wakes.py``), which differ only in how the run in between executes:
 
 * :func:`begin_wake` takes the agent's wake lease (one wake per agent at a time, across the pool),
   takes the **high-water mark** (the channel's last id, now), and builds the prompt from the inbox
@@ -34,7 +34,7 @@ from shelly_dist.workspace.prompt import wake_prompt
 logger = logging.getLogger(__name__)
 
 TEAM_WAKE = "shelly.team_wake"
-"""The Celery task that starts a wake on the pool (``runtime/celery/wakes.py``)."""
+"""The Celery task that starts a wake on the pool (``runtime/celery/children/wakes.py``)."""
 
 WAKE_PREFIX = "wake"
 """Run ids of wakes start with this, so a run's end tells a wake from any other root run cheaply."""
@@ -80,7 +80,7 @@ class Wake:
 
 class Wakes(Protocol):
     """Who runs a process's wakes: :class:`~shelly_dist.runtime.local.wakes.LocalWakes` (this
-    loop) or :class:`~shelly_dist.runtime.celery.wakes.PoolWakes` (the pool)."""
+    loop) or :class:`~shelly_dist.runtime.celery.children.wakes.PoolWakes` (the pool)."""
 
     async def on_post(self, session: str, message: ChannelMessage, agents: list[str]) -> None:
         """A post landed in ``agents``' inboxes: wake each."""

@@ -193,7 +193,7 @@ class Keys:
     def tree_deadlines(self, root_id: str) -> str:
         """Sorted set of the tree's runs that someone must advance, scored by the time (ms) by
         which that must show: a lease's expiry, a queued run's or a completed join's re-send time.
-        The reaper re-enqueues what passes its deadline (see ``runtime/celery/reaper.py``)."""
+        The reaper re-enqueues what passes its deadline (see ``runtime/celery/worker/reaper.py``)."""
         return f"{self.run(root_id)}:deadlines"
 
     def run_asked(self, run_id: str) -> str:
@@ -212,7 +212,7 @@ class Keys:
     def delegations_due(self) -> str:
         """Sorted set of the waits of interactive children on their parent's round, scored by
         their ``question_timeout`` deadline (ms), one member (JSON naming parent, root, key,
-        child) per wait: every reaper scan times out those past it (``runtime/celery/round_timeout.py``).
+        child) per wait: every reaper scan times out those past it (``runtime/celery/children/round_timeout.py``).
         One key for the prefix, as before the due index (its members name trees of every slot,
         so it is never passed to a script)."""
         return f"{self.prefix}delegations:due"
@@ -221,7 +221,7 @@ class Keys:
         """One shard of the global due index: sorted set of root run ids, scored by the time (ms)
         by which something in that tree may be due (at or before its earliest deadline). A hint
         beside the trees' own indexes, so it has a hash tag of its own per shard
-        (``shelly:due:{d3}``); see ``runtime/celery/due.py``."""
+        (``shelly:due:{d3}``); see ``runtime/celery/journal/due.py``."""
         return f"{self.prefix}due:{{d{shard}}}"
 
     def due_versions(self, shard: int) -> str:

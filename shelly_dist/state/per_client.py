@@ -1,7 +1,7 @@
 """One object per Redis client, made on first use and kept as long as the client lives.
 
-Scripts are registered once per client (``runtime/celery/registry.py``) and a loop turn's
-pipeline is shared per client (``runtime/celery/turn_batch.py``): both need "the one X of this
+Scripts are registered once per client (``runtime/celery/journal/registry.py``) and a loop turn's
+pipeline is shared per client (``runtime/celery/journal/turn_batch.py``): both need "the one X of this
 client" without holding the client alive, which is what :class:`PerClient` keeps.
 """
 

@@ -7,7 +7,7 @@ its retry (the broker is the same full Redis), so before this module the worker 
 unrecoverable and exited (issue 25). Here one classifier names the refusal; the run journal's and
 the event stream's writes wait it out with capped backoff (:func:`write_through`), on workers and
 coordinators alike; a worker task that still meets one waits and advances its run again
-(``runtime/celery/app.py``); and a coordinator waiting on its children probes for it. Each process
+(``runtime/celery/worker/tasks.py``); and a coordinator waiting on its children probes for it. Each process
 says so once at WARNING (on ``shelly run``'s stderr) when the refusal starts, and once when it ends.
 
 The probe is ``LPUSHX`` on a key that never exists: a write command Redis refuses exactly as it

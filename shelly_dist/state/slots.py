@@ -10,7 +10,7 @@ by dead holders disappears on its own.
 
 A worker never waits for a slot inside a task (DESIGN §3 rule 1): it tries once, and a child
 that finds its agent full is re-queued with a delay (see
-:mod:`shelly_dist.runtime.celery.policy`).
+:mod:`shelly_dist.runtime.celery.children.policy`).
 """
 
 from __future__ import annotations

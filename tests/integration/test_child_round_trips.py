@@ -19,9 +19,8 @@ import redis.asyncio as aioredis
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message, Role
-from shelly_dist.runtime.celery.due import SHARDS
-from shelly_dist.runtime.celery.journal import Journal
-from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.journal import Journal, Lease
+from shelly_dist.runtime.celery.journal.due import SHARDS
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 from .own_redis import own_redis

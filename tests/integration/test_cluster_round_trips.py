@@ -19,10 +19,9 @@ import redis.asyncio as aioredis
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message, Role
-from shelly_dist.runtime.celery.due import shard_of
-from shelly_dist.runtime.celery.events import read_events
-from shelly_dist.runtime.celery.journal import Journal
-from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.client.events import read_events
+from shelly_dist.runtime.celery.journal import Journal, Lease
+from shelly_dist.runtime.celery.journal.due import shard_of
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import connect
 

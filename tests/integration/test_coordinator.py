@@ -12,7 +12,7 @@ import pytest
 
 from shelly_dist import Message, Role
 from shelly_dist.runtime.celery import CeleryRuntime, RuntimeSettings
-from shelly_dist.runtime.celery import coordinator as coordinator_module
+from shelly_dist.runtime.celery.client import coordinator as coordinator_module
 from shelly_dist.runtime.celery.journal import Journal
 
 from .cluster import Cluster

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from shelly_dist.runtime.celery.events import read_events
+from shelly_dist.runtime.celery.client.events import read_events
 from shelly_dist.state.connection import connect
 from shelly_dist.state.keys import Keys
 

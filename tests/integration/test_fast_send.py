@@ -21,9 +21,9 @@ import redis
 from celery import Celery
 from prometheus_client.parser import text_string_to_metric_families
 
-from shelly_dist.runtime.celery.app import create_app, send_run_task
-from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
+from shelly_dist.runtime.celery.broker import create_app, send_run_task
 from shelly_dist.runtime.celery.fast_send import RedisSend
+from shelly_dist.runtime.celery.names import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from tests.conftest import free_port
 

@@ -8,8 +8,8 @@ import uuid
 
 import redis
 
-from shelly_dist.runtime.celery.app import create_app, send_run_task
-from shelly_dist.runtime.celery.executor import RUN_AGENT
+from shelly_dist.runtime.celery.broker import create_app, send_run_task
+from shelly_dist.runtime.celery.names import RUN_AGENT
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 from .cluster import BROKER_DB

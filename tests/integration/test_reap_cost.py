@@ -10,10 +10,10 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from shelly_dist.runtime.celery.due import SHARDS
 from shelly_dist.runtime.celery.journal import Journal
-from shelly_dist.runtime.celery.reaper import Reaper
+from shelly_dist.runtime.celery.journal.due import SHARDS
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.worker.reaper import Reaper
 
 from .own_redis import own_redis
 

@@ -14,10 +14,9 @@ from redis.asyncio.cluster import RedisCluster
 
 from shelly_dist.agent import ChildRequest, DelegateEntry
 from shelly_dist.errors import StoreError
-from shelly_dist.runtime.celery import control_scripts, scripts
-from shelly_dist.runtime.celery.cancel import cancel_tree
-from shelly_dist.runtime.celery.journal import Journal
-from shelly_dist.runtime.celery.registry import registered
+from shelly_dist.runtime.celery.children.cancel import cancel_tree
+from shelly_dist.runtime.celery.journal import Journal, control_scripts, scripts
+from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import connect
 from shelly_dist.state.hub import Hub, Watch

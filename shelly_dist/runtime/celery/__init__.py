@@ -1,33 +1,32 @@
 """The distributed runtime: every delegation a Celery task, every run a journal in Redis.
 
-One idea per module; the names are the map (no sub-packages), by part:
+Four rooms, by what the code does, and two small modules every room reads:
 
-* journal and lease — ``settings`` (the numbers and how they relate), ``record`` (the typed run
-  record and its status), ``store`` (Redis as the scripts see it, below the journal and the lease;
-  ``run_script``, the one way a script is run), ``journal`` (reading runs, claiming them),
-  ``lease`` (the only writer of a run), ``renewer`` (keeps a process's leases from a thread).
-* delegation — ``executor`` (advancing a run on a worker), ``spawns`` (``spawn``'s children),
-  ``handoff``, ``policy`` (``max_concurrency`` slots, fail-fast), ``questions`` (``ask_user``:
-  registered, answered, timed out by one enforcer), ``interactive`` and ``round_timeout``
-  (interactive delegation and its ``question_timeout``), ``wakes`` (team wakes as root runs).
-* coordinator, client and event tail — ``coordinator`` (the top-level run in the CLI process,
-  ``CeleryRuntime``), ``root_answerer`` (its ``ask_user``), ``events`` (the session's stream).
-* reaper, renewer, control — ``reaper`` (re-sends lost runs, resumes joined parents, times out
-  questions and rounds), ``due`` (the global due index it scans), ``cancel`` (a whole tree's
-  cancel and ``CancelWatch``), ``stops`` (the one stop of a subtree every stopper calls),
-  ``control`` (``shelly doctor``'s broadcast), ``process`` (the per-process event loop),
-  ``app`` (the Celery app and task bodies), ``redis_broker`` (kombu's transport, fixed).
-* scripts — ``scripts`` (the journal's Lua), ``control_scripts`` (the Lua of stops, questions,
-  interactive rounds, handoff and the due index), ``registry`` (all of them registered once per
-  client: the only module that registers one).
+* ``journal/`` — a run in Redis and the only ways to write it: :class:`~.journal.Journal` (read,
+  create, claim) and the :class:`~.journal.Lease` a claim returns (every fenced write), over the
+  record, the store, the renewer, the due index, the Lua scripts and their registry.
+* ``broker.py`` — the Celery app and how a run's task is sent (``send_task``, or the direct Redis
+  send beside it, ``fast_send.py``; ``redis_broker.py`` fixes kombu's transport).
+* ``children/`` — what happens to a delegation's children whoever their parent runs in: dispatch,
+  finish-and-join, spawns, handoff, stops, cancel, questions, interactive rounds, wakes, policy.
+* ``worker/`` — what only ``shelly worker`` runs: the tasks, the executor, the process, the
+  reaper, the broker resync, the ``shelly_info`` answer.
+* ``client/`` — what a process using the pool runs: the coordinator (``CeleryRuntime``: a root
+  here, or submitted, waited for, answered, cancelled), the live tail, event reading, who is there.
+* ``names.py`` (task names and kwargs: they cross processes) and ``settings.py`` (the numbers).
+
+Floors: ``names``/``settings`` → ``journal`` → ``broker`` → ``children`` → ``worker`` | ``client``.
+A module imports only its own room and the floors below it; the worker and the client never import
+each other, and nothing here imports this package's root (``tests/test_layers.py`` pins all three).
 
 Importing this package imports Celery and redis; the embedded path never does.
 """
 
-from shelly_dist.runtime.celery.coordinator import CeleryRuntime, open_runtime
-from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT, Progress, WorkerContext
-from shelly_dist.runtime.celery.process import WorkerSpec
+from shelly_dist.runtime.celery.client.coordinator import CeleryRuntime, open_runtime
+from shelly_dist.runtime.celery.names import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.worker.executor import Progress, WorkerContext
+from shelly_dist.runtime.celery.worker.process import WorkerSpec
 
 __all__ = [
     "RESUME_AGENT",

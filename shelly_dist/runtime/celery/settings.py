@@ -11,7 +11,7 @@ How the durations relate (DESIGN §3 rule 3):
   ``lease + reap_interval`` — the recovery time.
 * ``step_time_limit`` bounds one step (a model call and its tools); a step over it fails the run.
   It also bounds how long a worker's event loop may go without running before the renewer takes
-  it for hung and lets its leases lapse (see ``renewer.py``).
+  it for hung and lets its leases lapse (see ``journal/renewer.py``).
 * ``visibility_timeout`` is only the Redis broker's backstop for a message whose worker died: no
   correctness depends on it. A redelivered message whose run is leased by a live worker is dropped
   (the lease holder, or the reaper if it dies, carries the run on), so a step longer than the

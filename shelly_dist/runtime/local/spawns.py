@@ -4,7 +4,7 @@ The embedded :class:`~shelly_dist.agent.spawn.Spawner`. A spawned child runs thr
 delegator's one child lifecycle (:meth:`InlineDelegator.run_child`), as an asyncio task the
 parent does not await; its end becomes an announcement in the parent's list, which the parent's
 run drains before its next model call. Limits, dedup and the timeout behave as on the pool
-(:mod:`shelly_dist.runtime.celery.spawns`), where the same state lives in Redis.
+(:mod:`shelly_dist.runtime.celery.children.spawns`), where the same state lives in Redis.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from shelly_dist import events
 from shelly_dist.agent import children
@@ -23,13 +23,22 @@ from shelly_dist.runtime.local.stops import stop
 
 if TYPE_CHECKING:
     from shelly_dist.agent.run import Run
-    from shelly_dist.runtime.local.delegator import InlineDelegator
+
+
+class ChildRunner(Protocol):
+    """What a spawner needs of its delegator (:class:`~.delegator.InlineDelegator` is one): the one
+    child lifecycle, and how many steps each child it ran took. A protocol, so the delegator can
+    own its spawner without the two modules importing each other."""
+
+    iterations: dict[str, int]
+
+    async def run_child(self, parent: Run, request: ChildRequest, *, run_id: str = "") -> DelegateEntry: ...
 
 
 class LocalSpawner:
     """The spawned runs of one run tree in this process, by parent run id."""
 
-    def __init__(self, delegator: InlineDelegator) -> None:
+    def __init__(self, delegator: ChildRunner) -> None:
         self.delegator = delegator
         self._runs: dict[str, dict[str, Spawned]] = {}
         self._announced: dict[str, list[Spawned]] = {}

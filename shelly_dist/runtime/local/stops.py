@@ -9,7 +9,7 @@ reason as its entry's error (``runtime/local/delegator.py``, ``_stopped``), its 
 settled, and the runs it spawned stopped the same way; its delegated children are cancelled with
 its task (their ``delegate`` call is cancelled), so the whole subtree goes. The decisions and
 texts are the agent layer's (:mod:`shelly_dist.agent.stops`); the pool's equivalent is
-``runtime/celery/stops.py`` (a flag and a wake-up, since no task may be holding the run there).
+``runtime/celery/children/stops.py`` (a flag and a wake-up, since no task may be holding the run there).
 """
 
 from __future__ import annotations

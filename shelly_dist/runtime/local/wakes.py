@@ -1,6 +1,6 @@
 """Wakes embedded: each an asyncio task on this loop, its run executed by the engine's runtime.
 
-The pool's counterpart is ``runtime/celery/wakes.py``; both use :mod:`shelly_dist.runtime.wake`
+The pool's counterpart is ``runtime/celery/children/wakes.py``; both use :mod:`shelly_dist.runtime.wake`
 for everything but how the run executes, so a team behaves the same in one process and on a pool.
 """
 

@@ -10,7 +10,7 @@ Redis. Without any, :class:`NoAnswerer` makes the call an error result that says
 so a headless run never hangs on a question nobody will see. On a worker,
 :class:`SuspendingAnswerer` suspends the asking run durably instead (no worker slot held while it
 waits): the runtime numbers the question in Redis, announces it and resumes the run with the
-answer (``shelly_dist.runtime.celery.questions``).
+answer (``shelly_dist.runtime.celery.children.questions``).
 
 ``options.question_timeout`` bounds the wait: past it the call is an error result.
 """

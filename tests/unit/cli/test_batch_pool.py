@@ -10,7 +10,7 @@ import pytest
 from shelly_dist.chats import Message, Role
 from shelly_dist.cli.batch_pool import PoolItems, item_run_id
 from shelly_dist.errors import RunError
-from shelly_dist.runtime.celery.record import RunRecord
+from shelly_dist.runtime.celery.journal import RunRecord
 
 BATCH = "b1"
 FIRST = item_run_id(BATCH, "item")

@@ -8,7 +8,7 @@ import pytest
 
 from shelly_dist.cli.runs import runs_json, tree_lines
 from shelly_dist.models import Usage
-from shelly_dist.runtime.celery.record import RunRecord
+from shelly_dist.runtime.celery.journal import RunRecord
 
 
 def record(rid: str, parent: str = "", *, tokens: int = 0, cost: float = 0.0, requests: int = 0,

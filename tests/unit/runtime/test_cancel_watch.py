@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from shelly_dist.runtime.celery.cancel import CancelWatch
+from shelly_dist.runtime.celery.children.cancel import CancelWatch
 from shelly_dist.state.keys import Keys
 
 

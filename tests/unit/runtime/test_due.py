@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import fakeredis
 import pytest
 
-from shelly_dist.runtime.celery.due import SHARDS, DueIndex, shard_of
+from shelly_dist.runtime.celery.journal.due import SHARDS, DueIndex, shard_of
 from shelly_dist.state.keys import Keys
 
 

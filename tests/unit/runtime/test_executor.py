@@ -16,12 +16,12 @@ import pytest
 from shelly_dist import Agent, AgentOptions, Registry, ScriptedCompleter
 from shelly_dist.agent import ChildRequest
 from shelly_dist.errors import StoreError
-from shelly_dist.runtime.celery.cancel import CancelWatch
-from shelly_dist.runtime.celery.executor import RESUME_AGENT, Executor
-from shelly_dist.runtime.celery.journal import Journal, child_key
-from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.renewer import Renewer
+from shelly_dist.runtime.celery.children.cancel import CancelWatch
+from shelly_dist.runtime.celery.journal import Journal, Lease, child_key
+from shelly_dist.runtime.celery.journal.renewer import Renewer
+from shelly_dist.runtime.celery.names import RESUME_AGENT
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.worker.executor import Executor
 
 
 class Context:

@@ -16,7 +16,7 @@ import pytest
 from celery.signals import before_task_publish
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from shelly_dist.runtime.celery.app import KombuSend, create_app, run_task_sender
+from shelly_dist.runtime.celery.broker import KombuSend, create_app, run_task_sender
 from shelly_dist.runtime.celery.fast_send import RedisSend, direct_send_refusal
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
@@ -149,7 +149,7 @@ class Records:
 
 
 async def test_resumes_sent_together_leave_in_one_push():
-    from shelly_dist.runtime.celery.executor import resume_each
+    from shelly_dist.runtime.celery.children.join import resume_each
 
     broker = FakeBroker()
     await resume_each(Records(), sender(broker), ["p1", "p2", "p3"])  # type: ignore[arg-type]

@@ -14,9 +14,8 @@ import pytest
 
 from shelly_dist import Message, Role
 from shelly_dist.agent import Run, Suspended
-from shelly_dist.runtime.celery import questions
-from shelly_dist.runtime.celery.journal import Journal
-from shelly_dist.runtime.celery.lease import Lease
+from shelly_dist.runtime.celery.children import questions
+from shelly_dist.runtime.celery.journal import Journal, Lease
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.tools.builtin.ask import Responder, SuspendingAnswerer
 

@@ -16,14 +16,13 @@ import fakeredis
 import pytest
 
 from shelly_dist.agent import ChildRequest, DelegateEntry
-from shelly_dist.runtime.celery import journal as journal_module
-from shelly_dist.runtime.celery import reaper as reaper_module
-from shelly_dist.runtime.celery.due import SHARDS
-from shelly_dist.runtime.celery.executor import RESUME_AGENT, RUN_AGENT
-from shelly_dist.runtime.celery.journal import Journal
-from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.reaper import SIT_OUT, Reaper
+from shelly_dist.runtime.celery.journal import Journal, Lease
+from shelly_dist.runtime.celery.journal import runs as journal_module
+from shelly_dist.runtime.celery.journal.due import SHARDS
+from shelly_dist.runtime.celery.names import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.worker import reaper as reaper_module
+from shelly_dist.runtime.celery.worker.reaper import SIT_OUT, Reaper
 
 LEASE = 0.05
 """A lease short enough to lapse at once, for the claims whose lapse (or passed deadline) is the

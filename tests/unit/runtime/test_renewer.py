@@ -15,10 +15,9 @@ import fakeredis
 import pytest
 from redis.exceptions import RedisClusterException
 
-from shelly_dist.runtime.celery.journal import Journal
-from shelly_dist.runtime.celery.lease import Lease
-from shelly_dist.runtime.celery.renewer import Renewer
-from shelly_dist.runtime.celery.renewer import logger as renewer_logger
+from shelly_dist.runtime.celery.journal import Journal, Lease
+from shelly_dist.runtime.celery.journal.renewer import Renewer
+from shelly_dist.runtime.celery.journal.renewer import logger as renewer_logger
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 

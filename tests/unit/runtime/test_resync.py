@@ -1,5 +1,5 @@
 """After a broker reconnect, the tasks the broker had taken are checked again soon
-(``runtime/celery/resync.py``): a run whose task was lost with the connection is re-sent after
+(``runtime/celery/worker/resync.py``): a run whose task was lost with the connection is re-sent after
 ``requeue_after``, not after the backstop; everything else keeps its deadline."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import fakeredis
 import pytest
 
 from shelly_dist.agent import ChildRequest
-from shelly_dist.runtime.celery.due import shard_of
-from shelly_dist.runtime.celery.executor import RUN_AGENT
 from shelly_dist.runtime.celery.journal import Journal
-from shelly_dist.runtime.celery.reaper import Reaper
-from shelly_dist.runtime.celery.resync import pull_backstops, redis_broker
+from shelly_dist.runtime.celery.journal.due import shard_of
+from shelly_dist.runtime.celery.names import RUN_AGENT
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.worker.reaper import Reaper
+from shelly_dist.runtime.celery.worker.resync import pull_backstops, redis_broker
 
 
 @pytest.fixture

@@ -12,10 +12,11 @@ from typing import Any
 import fakeredis
 import pytest
 
-from shelly_dist.runtime.celery import cancel, policy, registry
-from shelly_dist.runtime.celery.due import DueIndex
+from shelly_dist.runtime.celery.children import cancel, policy
+from shelly_dist.runtime.celery.journal import registry
+from shelly_dist.runtime.celery.journal.due import DueIndex
+from shelly_dist.runtime.celery.journal.store import RunStore
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.runtime.celery.store import RunStore
 from shelly_dist.state.keys import Keys
 
 CELERY = Path(registry.__file__).parent

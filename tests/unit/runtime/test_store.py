@@ -10,9 +10,9 @@ from typing import Any
 import fakeredis
 import pytest
 
-from shelly_dist.runtime.celery.due import shard_of
+from shelly_dist.runtime.celery.journal.due import shard_of
+from shelly_dist.runtime.celery.journal.store import RunStore
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.runtime.celery.store import RunStore
 
 COUNTED = "redis.call('INCR', KEYS[1]); return redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2])"
 """A stand-in for a journal script that writes a deadline: counts its runs, then writes it."""

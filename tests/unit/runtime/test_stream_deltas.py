@@ -10,7 +10,7 @@ import json
 import fakeredis
 
 from shelly_dist.events import MESSAGE_DELTA, Event
-from shelly_dist.runtime.celery.events import DELTA_INTERVAL, StreamSink
+from shelly_dist.runtime.celery.journal.stream import DELTA_INTERVAL, StreamSink
 from shelly_dist.state.keys import Keys
 
 

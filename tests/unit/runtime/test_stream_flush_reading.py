@@ -6,7 +6,7 @@ from __future__ import annotations
 import fakeredis
 
 from shelly_dist.events import Event
-from shelly_dist.runtime.celery.events import StreamSink
+from shelly_dist.runtime.celery.journal.stream import StreamSink
 from shelly_dist.state.keys import Keys
 
 

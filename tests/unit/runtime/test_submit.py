@@ -15,9 +15,9 @@ from kombu.exceptions import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from shelly_dist.errors import StoreError
-from shelly_dist.runtime.celery import coordinator
-from shelly_dist.runtime.celery.app import KombuSend
-from shelly_dist.runtime.celery.coordinator import CeleryRuntime
+from shelly_dist.runtime.celery.broker import KombuSend
+from shelly_dist.runtime.celery.client import coordinator
+from shelly_dist.runtime.celery.client.coordinator import CeleryRuntime
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 

@@ -9,7 +9,7 @@ import logging
 import fakeredis
 import pytest
 
-from shelly_dist.runtime.celery.tree_end import until_tree_ended
+from shelly_dist.runtime.celery.client.tree_end import until_tree_ended
 from shelly_dist.state.keys import Keys
 
 KEYS = Keys("t:")

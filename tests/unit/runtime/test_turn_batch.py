@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from shelly_dist.runtime.celery.turn_batch import TurnBatch
+from shelly_dist.runtime.celery.journal.turn_batch import TurnBatch
 
 
 async def test_calls_of_one_turn_reach_one_handler_call_and_each_gets_its_result():

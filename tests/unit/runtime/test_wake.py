@@ -108,7 +108,7 @@ async def test_a_pool_wake_holds_the_short_claim_lease_until_its_run_is_journale
     agent for the claim time only; after, the lease lives as long as a wake may run."""
     from typing import Any
 
-    from shelly_dist.runtime.celery.wakes import start_pool_wake
+    from shelly_dist.runtime.celery.children.wakes import start_pool_wake
 
     seen: dict[str, float] = {}
 

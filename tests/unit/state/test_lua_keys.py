@@ -63,7 +63,7 @@ def foreign_keys(script: str) -> list[str]:
 
 def test_the_package_has_lua_scripts_to_check() -> None:
     files = {name.split(":")[0] for name in scripts()}
-    assert {"runtime/celery/scripts.py", "state/redis.py", "runtime/celery/control_scripts.py"} <= files
+    assert {"runtime/celery/journal/scripts.py", "state/redis.py", "runtime/celery/journal/control_scripts.py"} <= files
 
 
 def test_every_key_a_lua_script_touches_is_passed_in_keys() -> None:

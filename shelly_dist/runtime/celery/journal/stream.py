@@ -1,0 +1,125 @@
+"""A run's events on their way to the session's stream: buffered, then written in batches.
+
+A run's events are buffered in memory by a non-blocking sink (the agent loop calls sinks inline)
+and written with one ``XADD`` per checkpoint — a stream entry holds a batch — so a delegation
+costs a couple of commands, not one per event; a journal script takes the batch (:meth:`StreamSink.drain`)
+and writes it in the same round trip as the state it belongs to. A streamed reply's text
+(``message_delta``, only when a person watches) cannot wait for the checkpoint after the reply:
+consecutive deltas of a run are merged into one event in the buffer, and written within
+:data:`DELTA_INTERVAL`, so a watcher on another machine sees the text grow about ten times a
+second for one ``XADD`` each. Reading the stream is the client's
+(:mod:`shelly_dist.runtime.celery.client.events`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from shelly_dist.events import MESSAGE_DELTA, Event
+from shelly_dist.state.connection import redis_errors
+from shelly_dist.state.keys import Keys
+from shelly_dist.state.refusal import write_through
+
+DELTA_INTERVAL = 0.1
+"""Seconds a streamed reply's text waits in the buffer at most before it is written."""
+
+STREAM_MAXLEN = 20_000
+"""Approximate cap on a session stream's entries (each a batch): bounded state (DESIGN §3 r10)."""
+
+
+class StreamSink:
+    """Buffers events for one session; ``flush`` writes them as one stream entry."""
+
+    def __init__(self, client: aioredis.Redis, keys: Keys, session: str, *, retention: int) -> None:
+        self._client = client
+        self._key = keys.events(session)
+        self._session = session
+        self._retention = retention
+        self._buffer: list[Event] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._inflight: asyncio.Future[None] | None = None
+
+    def __call__(self, event: Event) -> None:
+        if not event.session_id:
+            event = event.model_copy(update={"session_id": self._session})
+        if event.kind != MESSAGE_DELTA:
+            self._buffer.append(event)
+            return
+        last = self._buffer[-1] if self._buffer else None
+        if (last is not None and last.kind == MESSAGE_DELTA and last.run_id == event.run_id
+                and last.agent == event.agent and not event.data.get("begin")):
+            text = str(last.data.get("text") or "") + str(event.data.get("text") or "")
+            self._buffer[-1] = last.model_copy(update={"data": {**last.data, "text": text}})  # others hold `last`
+        else:
+            self._buffer.append(event)
+        if self._timer is None:
+            self.flush_soon(DELTA_INTERVAL)
+
+    def drain(self) -> str:
+        """Take the buffered events as one batch payload ("" when none), for a journal script to
+        write in the same round trip as the state it belongs to."""
+        if not self._buffer:
+            return ""
+        batch, self._buffer = self._buffer, []
+        return json.dumps([e.model_dump(mode="json") for e in batch])
+
+    def flush_soon(self, delay: float) -> None:
+        """Write the buffered events after ``delay`` seconds unless a journal write takes them
+        first: a quick step's events ride with its checkpoint (no write of their own), a slow one's
+        show within ``delay``. Call :meth:`settle` before draining for a journal write, so a timed
+        write already under way lands first and the stream keeps the events in order."""
+        self._timer = asyncio.get_running_loop().call_later(delay, self._flush_now)
+
+    def _flush_now(self) -> None:
+        self._timer = None
+        self._inflight = asyncio.ensure_future(self._write_after(self._inflight, self.drain()))
+
+    async def _write_after(self, previous: asyncio.Future[None] | None, payload: str) -> None:
+        """Write ``payload`` once the timed write before it has landed: the stream keeps the order."""
+        if previous is not None:
+            await previous
+        await self._write(payload, expire=False)
+
+    async def settle(self) -> None:
+        """Cancel a pending :meth:`flush_soon`, and wait for its write if it has started."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        inflight, self._inflight = self._inflight, None
+        if inflight is not None:
+            await inflight
+
+    async def flush(self, *, expire: bool = True) -> None:
+        """Write the buffered events now. ``expire=False`` skips refreshing the stream's TTL when a
+        journal script (which refreshes it) is about to follow; a stream this write creates still
+        gets one at once (``EXPIRE NX``), so a crash before that script leaves no key forever."""
+        await self.settle()
+        await self._write(self.drain(), expire=expire)
+
+    async def flush_reading(self, key: str, field: str) -> str | None:
+        """:meth:`flush`, and the hash field ``key``/``field`` read in the same round trip when
+        there was something to write (the coordinator's root learns its cancel flag from its own
+        checkpoints, issue 16): ``""`` for a field that is not set, ``None`` when nothing was
+        written, so nothing was read."""
+        await self.settle()
+        payload = self.drain()
+        return await self._write(payload, expire=True, read=(key, field)) if payload else None
+
+    async def _write(self, payload: str, *, expire: bool, read: tuple[str, str] | None = None) -> str | None:
+        if not payload:
+            return None
+        async def write() -> list[Any]:
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.xadd(self._key, {"events": payload}, maxlen=STREAM_MAXLEN, approximate=True)
+                pipe.expire(self._key, self._retention, nx=not expire)
+                if read is not None:
+                    pipe.hget(*read)
+                return await pipe.execute()  # type: ignore[no-any-return]
+
+        with redis_errors("events"):
+            answers = await write_through(write)  # Redis full: wait, the events are kept meanwhile
+        return (answers[-1] or "") if read is not None else None
