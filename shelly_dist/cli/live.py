@@ -42,6 +42,8 @@ class AgentRow:
     worker: str = ""
     writing: str = ""
     """The text of the reply being streamed (``message_delta``), until it is whole."""
+    cost: float = 0.0
+    """What the run's model calls cost (USD), from the usage its events carry."""
 
 
 def _on(worker: str) -> str:
@@ -60,6 +62,11 @@ def _tail(text: str, limit: int = ACTION_LIMIT) -> str:
     """The end of ``text`` on one line: what a reply being written says last."""
     text = " ".join(text.split())
     return text if len(text) <= limit else "…" + text[-(limit - 1):]
+
+
+def _cost(usage: object) -> float:
+    """The ``cost_usd`` of a ``usage`` field (0 when absent)."""
+    return float(usage.get("cost_usd") or 0.0) if isinstance(usage, dict) else 0.0
 
 
 def _short(text: str, limit: int = ACTION_LIMIT) -> str:
@@ -96,6 +103,7 @@ class Board:
         if event.kind == events.MESSAGE_ADDED and data.get("role") == "assistant":
             row.writing = ""
             row.tokens += _tokens(data.get("usage"))
+            row.cost += _cost(data.get("usage"))
             tools = data.get("tool_calls") or []
             row.action = f"calls {', '.join(tools)}" if tools else _short(str(data.get("text") or ""))
             return None
@@ -171,6 +179,7 @@ class Board:
         row.status = {"done": "done", "canceled": "canceled"}.get(str(data.get("status")), "failed")
         row.worker = str(data.get("worker") or row.worker)
         row.tokens = max(row.tokens, _tokens(data.get("usage")))
+        row.cost = max(row.cost, _cost(data.get("usage")))
         entry = data.get("entry") if isinstance(data.get("entry"), dict) else {}
         assert isinstance(entry, dict)
         pad, cost = "  " * row.depth, f"({row.tokens} tokens)"

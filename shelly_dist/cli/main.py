@@ -42,6 +42,10 @@ COMMANDS = {
         "Cancel RUN_ID's whole tree (or all of --session): in-flight steps stop, queued ones never start.",
         starts_programs=False,
     ),
+    "chat": LazyCommand(
+        "shelly_dist.cli.chat.command:chat_command",
+        "Talk with the team in the terminal (what `shelly` opens on a terminal).",
+    ),
     "channel": LazyCommand(
         "shelly_dist.cli.team:channel_command",
         "Print the session's channel (every kind: what people may see).",
@@ -155,13 +159,34 @@ def configure_logging(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
 
 
-@click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+CHAT_OPTIONS = ("--agent", "--session", "--config", "--shelly-dir")
+"""The group's own options that take a value: the chat's, when no command is given."""
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="shelly")
 @click.option("-v", "--verbose", count=True, help="More log output on stderr (-v info, -vv debug).")
-def cli(verbose: int) -> None:
-    """shelly: teams of LLM agents, embedded or on a Celery worker pool."""
+@click.option("--agent", default=None, help="The chat: agent to talk with (default: the entry agent).")
+@click.option("--session", "session_id", default=None, help="The chat: continue a saved session by id.")
+@click.option("--config", "config_path", default=None, help="The chat: config file.")
+@click.option("--shelly-dir", default=".shelly", help="The chat: the .shelly directory.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, agent: str | None, session_id: str | None, config_path: str | None,
+        shelly_dir: str) -> None:
+    """shelly: teams of LLM agents, embedded or on a Celery worker pool.
+
+    With no command, on a terminal: the chat with the entry agent (/help inside lists its commands).
+    """
     configure_logging(verbose)
     configure_tracing()
+    if ctx.invoked_subcommand is not None:
+        return
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):  # a pipe, CI, a script: the help, as before
+        raise click.exceptions.NoArgsIsHelpError(ctx)
+    from shelly_dist.cli.chat.command import open_chat
+
+    open_chat(agent=agent, session_id=session_id, config_path=config_path, shelly_dir=shelly_dir)
 
 
 def configure_tracing() -> None:
@@ -176,14 +201,18 @@ def configure_tracing() -> None:
 
 
 def command_of(argv: list[str]) -> str | None:
-    """The command ``argv`` (without the program name) runs: its first word not an option;
-    ``None`` for ``--help``/``--version`` or nothing, which start no program."""
-    for word in argv:
+    """The command ``argv`` (without the program name) runs: its first word that is neither an
+    option nor an option's value; ``"chat"`` when there is none; ``None`` for ``--help`` or
+    ``--version`` before it, which start no program."""
+    words = iter(argv)
+    for word in words:
         if word in ("-h", "--help", "--version"):
             return None
-        if not word.startswith("-"):
+        if word in CHAT_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
             return word
-    return None
+    return "chat"
 
 
 def needs_clean_environment(argv: list[str]) -> bool:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from shelly_dist import events
 from shelly_dist.agent import Agent
+from shelly_dist.agent.effects.compact import summarize
 from shelly_dist.chats import Message, Role
 from shelly_dist.engine.sessions import SessionInfo
 from shelly_dist.errors import SessionNotSaved, StoreError, UsageError
@@ -93,6 +94,20 @@ class Session:
                                           f"but --session {self.id} cannot continue from it",
                                           key=self.id, outcome=outcome) from exc
             return outcome
+        finally:
+            self._active = False
+
+    async def compact(self) -> str:
+        """Summarise the conversation and replace it with the summary (Shelly's ``Session.Compact``,
+        the chat's ``/compact``), with the agent's own model; saved at once. Returns the summary."""
+        if self._active:
+            raise UsageError(f"engine: session {self.id}: cannot compact while a send is active")
+        self._active = True
+        try:
+            summary = await summarize(self.agent.chat, self.agent.completer, self.agent.name)
+            if self.persist:
+                await self.save()
+            return summary
         finally:
             self._active = False
 

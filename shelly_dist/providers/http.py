@@ -25,7 +25,7 @@ from shelly_dist.chats import Chat, Message, Role, ToolCall
 from shelly_dist.chats.replies import STOP_REASON, arguments_object
 from shelly_dist.errors import ModelError
 from shelly_dist.models import streaming
-from shelly_dist.models.classify import NETWORK, SERVER, transport_error
+from shelly_dist.models.classify import BAD_REQUEST, NETWORK, SERVER, transport_error
 from shelly_dist.models.completer import ToolSpec
 from shelly_dist.models.usage import Usage, UsageTracker
 from shelly_dist.providers.transport import aclose_http_client as aclose_http_client  # re-exported
@@ -131,6 +131,9 @@ class HTTPCompleter:
     extra_headers: ClassVar[dict[str, str]] = {}
     assembler: ClassVar[type[StreamAssembler] | None] = None
     """The vendor's stream reader; ``None``: this kind never streams."""
+    takes: ClassVar[frozenset[str]] = frozenset({"image", "document"})
+    """The attachment parts the vendor's API takes; a chat holding another is refused before any
+    request, naming the part (an attached PDF to a server that reads images only)."""
 
     def __init__(
         self,
@@ -187,8 +190,19 @@ class HTTPCompleter:
         """The URL and body that ask for the answer as a stream (default: ``"stream": true``)."""
         return self.url, {**body, "stream": True}
 
+    def _check_parts(self, messages: list[Message]) -> None:
+        for m in messages:
+            for part in m.parts:
+                if part.kind in ("image", "document") and part.kind not in self.takes:
+                    what = getattr(part, "path", "") or part.kind
+                    raise transport_error(provider=self.name, model=self.model, kind=BAD_REQUEST,
+                                          detail=f"a {self.kind} provider takes no {part.kind} parts ({what}); "
+                                                 f"it takes: {', '.join(sorted(self.takes)) or 'text only'}")
+
     async def complete(self, chat: Chat, tools: list[ToolSpec]) -> Message:
-        body = self.encode(list(chat.view()), tools)
+        messages = list(chat.view())
+        self._check_parts(messages)
+        body = self.encode(messages, tools)
         sink = streaming.deltas()
         if sink is not None and self.stream and self.assembler is not None:
             data = await self._streamed(body, self.assembler(provider=self.name, model=self.model), sink)

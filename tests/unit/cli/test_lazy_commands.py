@@ -62,7 +62,14 @@ def test_help_lists_every_command() -> None:
         (["--help"], False),
         (["--version"], False),
         (["-v", "--help", "run"], False),
+        ([], True),  # the chat on a terminal: its agents' tools start programs
+        (["--agent", "state", "--session", "tasks"], True),  # option values are not commands
     ],
 )
 def test_only_commands_that_may_start_programs_re_execute_on_a_clean_environment(argv: list[str], clean: bool) -> None:
     assert needs_clean_environment(argv) is clean
+
+
+def test_no_command_without_a_terminal_prints_the_help_as_before() -> None:
+    result = click.testing.CliRunner().invoke(cli, [])
+    assert result.exit_code == 2 and "Commands:" in result.output and "chat" in result.output
