@@ -21,11 +21,15 @@ import asyncio
 import json
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import click
 from rich.console import Console
 
+from shelly_dist.chats import Message, Role, Text
+from shelly_dist.chats.attachments import attachment
+from shelly_dist.chats.parts import Part
 from shelly_dist.cli.errors import fail, run_async
 from shelly_dist.cli.live import LiveView
 from shelly_dist.cli.options import config_options, json_option
@@ -66,8 +70,10 @@ async def run_task(
     view_mode: str,
     console: Console,
     interactive: bool = False,
+    attachments: Sequence[Part] = (),
 ) -> dict[str, Any]:
-    """Open the engine, run ``task`` in a new or resumed session, return the ``--json`` object."""
+    """Open the engine, run ``task`` (with ``attachments``, parts of files already read) in a new
+    or resumed session, return the ``--json`` object."""
     started = time.monotonic()
     views: list[LiveView] = []
     prompt = TerminalPrompt(console, views) if interactive else None
@@ -93,7 +99,8 @@ async def run_task(
             async with LiveView(engine.bus, console, view_mode) as view:
                 views.append(view)
                 with streaming.watching(view.mode == "live"):  # replies stream into the live table
-                    outcome = await session.send(task)
+                    outcome = await session.send_messages(
+                        [Message(sender="user", role=Role.USER, parts=[Text(text=task), *attachments])])
         except SessionNotSaved as exc:  # the answer is printed all the same, then the failure named
             raise AnswerNotSaved(_result(session, exc.outcome, started), exc) from exc
         finally:
@@ -122,6 +129,8 @@ def _result(session: Any, outcome: Any, started: float) -> dict[str, Any]:
 @click.option("--agent", default=None, help="Agent to run (default: entry_agent, else the first).")
 @config_options
 @click.option("--session", "session_id", default=None, help="Continue a saved session by id.")
+@click.option("--attach", "attach", multiple=True, metavar="FILE",
+              help="Send FILE with the task (repeatable): an image, a PDF or a UTF-8 text file.")
 @json_option
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 def run_command(
@@ -130,17 +139,19 @@ def run_command(
     config_path: str | None,
     shelly_dir: str,
     session_id: str | None,
+    attach: tuple[str, ...],
     as_json: bool,
     quiet: bool,
 ) -> None:
     """Run TASK (or stdin) through the team and print the final answer."""
     try:
         text = read_task(task)
+        files = [attachment(path) for path in attach]  # read once, here: a worker never opens them
     except UsageError as exc:
         fail(exc)
     run_and_print(
         text, agent=agent, config_path=config_path, shelly_dir=shelly_dir, session_id=session_id,
-        quiet=quiet, as_json=as_json, may_ask=task is not None,
+        quiet=quiet, as_json=as_json, may_ask=task is not None, attachments=files,
     )
 
 
@@ -154,6 +165,7 @@ def run_and_print(
     quiet: bool,
     as_json: bool,
     may_ask: bool,
+    attachments: Sequence[Part] = (),
 ) -> None:
     """Run ``task`` (see :func:`run_task`) and print the reply, or the ``--json`` object.
 
@@ -179,6 +191,7 @@ def run_and_print(
             view_mode="quiet" if quiet else "auto",
             console=console,
             interactive=may_ask and sys.stdin.isatty() and console.is_terminal,
+            attachments=attachments,
         )
     ))
     click.echo(json.dumps(result, ensure_ascii=False) if as_json else result["reply"])
