@@ -51,6 +51,11 @@ COMMANDS = {
         "Print the session's channel (every kind: what people may see).",
         starts_programs=False,
     ),
+    "config": LazyCommand(
+        "shelly_dist.cli.config_wizard:config_command",
+        "Create or change .shelly/config.yaml with a few questions (keys as ${VAR} references).",
+        starts_programs=False,
+    ),
     "docs": LazyCommand(
         "shelly_dist.cli.team:docs_command", "Print the document NAME, or list the documents.", starts_programs=False
     ),
