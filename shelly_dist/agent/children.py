@@ -2,14 +2,19 @@
 
 A child is spawned and named, claims its board task, runs inside the board's cancel scope, ends
 as an entry, may hand its delegation off to a peer, settles its board task, and reports its start
-and end with the same events (docs/events.md). Each runtime only decides *where* the child runs
-— an asyncio task in this process (:mod:`shelly_dist.runtime.local`) or a Celery task on a worker
-(:mod:`shelly_dist.runtime.celery.worker.executor`) — and calls these pieces at the same points, so a
-config and a failure read the same in both (DESIGN §6, STYLE lesson 16).
+and end with the same events (docs/events.md). :class:`ChildLife` owns that sequence —
+``begin`` → steps inside ``scope`` → ``end`` — and each runtime only decides *where* the child runs:
+an asyncio task in this process (:mod:`shelly_dist.runtime.local`) or Celery tasks on workers
+(:mod:`shelly_dist.runtime.celery.worker.executor`), where every exit, the early ones included
+(stopped before its first step, a refused claim, a rebuild that failed), calls ``end``. So a config
+and a failure read the same in both (DESIGN §6, STYLE lessons 16 and 18).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +38,10 @@ TASK_LIMIT = 200
 """Characters of a child's task carried by its ``run_started`` and ``run_queued`` events."""
 
 __all__ = [
+    "ChildLife",
+    "End",
     "Ending",
+    "Stop",
     "board_scope",
     "child_run_id",
     "claim_task",
@@ -197,3 +205,106 @@ def progress_sink(parent: EventSink, parent_name: str, child_name: str) -> Event
                                    "message": text}))
 
     return sink
+
+
+@dataclass(frozen=True)
+class Stop:
+    """A child stopped from outside — its board task canceled, a failed sibling (fail-fast), its
+    interactive delegation closed or timed out, its tree cancelled: it ends ``canceled`` with
+    ``reason`` as its entry's error, whatever the reason says."""
+
+    reason: str
+
+
+@dataclass
+class End:
+    """How a child ended: its entry, its ending, the events that report it (in order), and the peer
+    it handed its delegation off to (``None`` when it did not: then ``entry`` is what its parent gets)."""
+
+    entry: DelegateEntry
+    ending: Ending
+    events: list[Event] = field(default_factory=list)
+    peer: ChildRequest | None = None
+
+
+def settled(result: DelegateEntry | Stop, agent: str, *, raised: bool = False) -> tuple[DelegateEntry, Ending]:
+    """The entry and ending of a run that ended with ``result`` (a child's or a root's)."""
+    if isinstance(result, Stop):
+        return DelegateEntry(agent=agent, error=result.reason), Ending.CANCELED
+    return result, ending_of(result, raised=raised)
+
+
+class ChildLife:
+    """One delegated child's life, in the order both runtimes follow: :meth:`spawn` names the
+    instance and wires its progress, :meth:`begin` reports its start and claims its board task,
+    its steps run inside :meth:`scope`, and :meth:`end` builds its entry, hands off or settles the
+    board, and returns the events that report the end. A runtime calls :meth:`end` on every exit:
+    a child that never began (stopped while queued, its rebuild failed) still reports its end the
+    same way, and a child that began has its board task settled."""
+
+    def __init__(self, request: ChildRequest, run_id: str, *, board: TaskBoardHook | None = None,
+                 parent: str = "", worker: str = "", session: str = "") -> None:
+        self.request = request
+        self.run_id = run_id
+        self.board = board if request.task_id else None
+        self.parent = parent or request.parent_agent
+        """The parent instance's name, as the ``delegation_progress`` events carry it."""
+        self.worker = worker
+        self.session = session
+        self.began = False
+        """Set once the child's start is reported and its board task is its own: only then does
+        its end settle the task (a refused claim is not its to settle) and carry its usage."""
+
+    def spawn(self, agent: Agent, n: int, sink: EventSink | None) -> None:
+        """Name the instance (``coder-refactor-1``; ``n`` from the runtime's counter) and send its
+        events to ``sink`` with Shelly's ``delegation_progress`` for its texts."""
+        name_child(agent, self.request, n)
+        if sink is not None:
+            agent.options.on_event = progress_sink(sink, self.parent, agent.name)
+
+    async def begin(self, run: Run, *, parent_run: str, fresh: bool = True) -> DelegateEntry | None:
+        """The child's start: ``run_started`` and its board claim when ``fresh`` (a run continued
+        after its first step has reported and claimed already); the failed entry when the board
+        refuses the claim — then :meth:`end` it with that entry."""
+        if fresh:
+            started(run, parent=parent_run, task=self.request.task, worker=self.worker)
+            if (refused := await claim_task(self.board, self.request, run.agent.name)) is not None:
+                return refused
+        self.began = True
+        return None
+
+    @contextlib.asynccontextmanager
+    async def scope(self, *also: contextlib.AbstractAsyncContextManager[Any]) -> AsyncIterator[None]:
+        """Where the child's steps run: cancelling its task on the board stops them (and ``also``,
+        e.g. an interactive child's closing scope)."""
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(board_scope(self.board, self.request))
+            for cm in also:
+                await stack.enter_async_context(cm)
+            yield
+
+    async def end(self, run: Run | None, result: DelegateEntry | Stop, *, raised: bool = False) -> End:
+        """End the child with ``result`` (its entry, or how it was stopped); ``raised`` when its run
+        raised (out of iterations or a budget: failed, though its entry is a completion). A child
+        that finished and asked for a handoff ends ``done`` with the peer to run as the same entry;
+        any other end settles its board task (when it began) and reports the entry as its parent
+        gets it, then ``run_finished``."""
+        entry, ending = settled(result, self.request.agent, raised=raised)
+        entry.agent = self.request.agent  # a handoff's peer reports under the name its delegation asked for
+        name = run.agent.name if run is not None else self.request.spawned()
+        usage = run.state.usage.model_dump() if run is not None else {}
+        if run is not None and self.began:
+            entry.usage = self.request.entry_usage(run.state)  # joined into the parent, which totals its tree
+            if not raised and not isinstance(result, Stop):
+                step = next_step(self.request, run, entry)
+                if isinstance(step, ChildRequest):
+                    return End(entry, Ending.DONE, [finished(name, self.run_id, ending=Ending.DONE,
+                                                             entry=handoff_entry(step), usage=usage,
+                                                             worker=self.worker, session=self.session)], peer=step)
+                if step is not entry:  # a refused handoff: its error is the entry's
+                    entry, ending = step, Ending.FAILED
+                    entry.usage = self.request.entry_usage(run.state)
+        if self.began:
+            await settle_task(self.board, self.request, entry)
+        return End(entry, ending, end_events(name, self.run_id, parent=self.parent, entry=entry, ending=ending,
+                                             usage=usage, worker=self.worker, session=self.session))

@@ -14,6 +14,7 @@ from shelly_dist.agent.middleware import Middleware
 from shelly_dist.agent.prompt import SkillLike
 from shelly_dist.agent.reflections import ReflectionStore
 from shelly_dist.events import EventSink
+from shelly_dist.models.context import ContextWindow
 from shelly_dist.tools import Tool
 from shelly_dist.tools.hooks import ToolHook
 
@@ -78,3 +79,7 @@ class AgentOptions:
     budget: Budget | None = None
     """The tree-limits ledger, this agent's own ``limits`` and its call estimates
     (:mod:`shelly_dist.agent.limits`); ``None``: no model call of the agent is ever reserved."""
+    window: ContextWindow | None = None
+    """The provider's context window and token ratio as this process knows them, shared with the
+    provider that learns them (:mod:`shelly_dist.models.context`); ``None``: the effects' own
+    ``context_window`` and Shelly's plain estimate."""

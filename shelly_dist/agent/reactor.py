@@ -241,4 +241,6 @@ class Reactor:
                 chat.append(Message.text("user", Role.USER, CORRECTION.format(why=exc)))
                 continue
             return decision, {"raws": raws, "whys": whys}, usage
-        raise AgentError(f"reactor {self.team}: coordinator gave no valid decision: {whys[-1]}")
+        failed = AgentError(f"reactor {self.team}: coordinator gave no valid decision: {whys[-1]}")
+        failed.usage = usage  # type: ignore[attr-defined]  # the calls were made: the run counts them
+        raise failed

@@ -237,7 +237,11 @@ class RunState(BaseModel):
     hooks_started: bool = False
     """``on_run_start`` (and the input guardrails) ran: they run once per run."""
     last_input_tokens: int = 0
-    """The last model call's reported input: the real size of the context, for effects."""
+    """The last model call's whole prompt as the server counted it (cached tokens included): the
+    real size of the context, for effects."""
+    token_ratio: float = 0.0
+    """The server's tokens per estimated token as learned so far (0: unknown), journaled so that a
+    worker continuing the run starts calibrated (:mod:`shelly_dist.models.context`)."""
     effects: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Each effect's memory, by slot (``<index>:<kind>``): journaled with the run."""
     scopes: list[BudgetScope] = Field(default_factory=list)

@@ -40,6 +40,7 @@ from shelly_dist.agent.interaction import request_input_tool
 from shelly_dist.agent.interactive import INTERACTIVE, answer_tool, answered, parse_answers, settle
 from shelly_dist.agent.limits import BudgetScope, LimitedCompleter
 from shelly_dist.agent.orchestration import orchestration_toolbox
+from shelly_dist.agent.overflow import complete_or_shrink
 from shelly_dist.agent.records import (
     ChildRequest,
     CompletionResult,
@@ -53,11 +54,12 @@ from shelly_dist.agent.records import (
 from shelly_dist.agent.spawn import Spawner, drain, spawn_toolbox
 from shelly_dist.cancellation import raise_if_cancelled
 from shelly_dist.chats import Message, Role, Text, ToolCall, ToolResult
-from shelly_dist.chats.replies import STOP_REASON, argument_problem, truncated
+from shelly_dist.chats.replies import STOP_REASON, argument_problem, parse_arguments, truncated
 from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
 from shelly_dist.events import REPLY_TRUNCATED, Event
 from shelly_dist.identity import acting_as
 from shelly_dist.models import Completer, Usage, streaming
+from shelly_dist.models.speed import SPEED
 from shelly_dist.observability import tracing
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.hooks import bind_run_memory
@@ -281,6 +283,8 @@ class Run:
             boxes.append(ToolBox(ending, name="completion"))
         self._effects = EffectChain(agent.options.effects)
         boxes.extend(self._effects.provided_toolboxes())
+        if agent.options.window is not None:
+            agent.options.window.seed(self.state.token_ratio)
         self._completer = self._limited_completer()
         seen: dict[str, Tool] = {}
         for box in boxes:
@@ -416,8 +420,20 @@ class Run:
         if self._hooks:
             await self._hooks.before_model(self)
         raise_if_cancelled()  # a cancel swallowed under a hook or a journal write asks no model
-        with streaming.streaming_to(RunDeltas(self.emit) if state.watched and opts.on_event else None):
-            reply = raw = await self._completer.complete(agent.chat, tools)
+        try:
+            with streaming.streaming_to(RunDeltas(self.emit) if state.watched and opts.on_event else None):
+                reply = raw = await complete_or_shrink(
+                    self._completer, agent.chat, tools, agent_name=agent.name, effects=self._effects,
+                    states=state.effects, context=self._iteration_context, window=opts.window,
+                    checkpoint=lambda: self._checkpoint("rewrite"), emit=self.emit,
+                )
+        except Exception as exc:  # calls made before the failure (a team coordinator's) still count
+            spent = getattr(exc, "usage", None)
+            if isinstance(spent, Usage) and spent.total_tokens:
+                spent = spent.model_copy(update={"model_requests": 1})  # one step's call, as a reply's
+                state.usage = state.usage + spent
+                agent.usage.add(spent)
+            raise
         if self._hooks:  # a reply a hook replaces still counts the model call's usage (``raw``)
             reply = await self._hooks.after_model(self, reply)
             if not reply.tool_calls():
@@ -429,7 +445,9 @@ class Run:
         usage = Usage.of(raw)
         usage.model_requests = 1
         state.usage = state.usage + usage
-        state.last_input_tokens = usage.input_tokens
+        state.last_input_tokens = usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens
+        if opts.window is not None:
+            state.token_ratio = opts.window.ratio
         agent.usage.add(usage)
         if self._effects:
             await self._effects.run(EffectPhase.AFTER_COMPLETE, self._iteration_context, state.effects)
@@ -442,6 +460,7 @@ class Run:
             text=reply.text_content()[:EVENT_TEXT_LIMIT],
             tool_calls=[c.name for c in calls],
             usage=usage.model_dump(),
+            **({"speed": raw.metadata[SPEED]} if SPEED in raw.metadata else {}),
         )
         if not calls:
             state.phase = Phase.DONE
@@ -452,17 +471,21 @@ class Run:
         return await self._tools_step()
 
     def _refuse_truncated(self, reply: Message, calls: list[ToolCall]) -> None:
-        """A reply the output limit cut is named (a ``warning`` event), and its tool calls — whose
-        arguments may be cut anywhere — are never executed: each gets an error result instead."""
+        """A reply the output limit cut is named (a ``warning`` event), and its tool calls whose
+        arguments are not a whole JSON object — the one the limit cut — are never executed: each
+        gets an error result instead. The calls before it are complete and run as usual (a reply
+        cut while writing its fourth ``get_weather`` call still runs the first three)."""
         reason = str(reply.metadata.get(STOP_REASON))
-        self.emit(events.WARNING, code=REPLY_TRUNCATED, stop_reason=reason, tool_calls=[c.name for c in calls],
+        cut = [c for c in calls if not c.arguments.strip() or parse_arguments(c.arguments) is None]
+        self.emit(events.WARNING, code=REPLY_TRUNCATED, stop_reason=reason, tool_calls=[c.name for c in cut],
                   message=f"the reply was cut at the output limit (stop reason {reason!r})"
-                  + (f"; {len(calls)} tool call(s) not executed" if calls else ""))
-        for call in calls:
+                  + (f"; {len(cut)} cut tool call(s) not executed" if cut else "")
+                  + (f"; {len(calls) - len(cut)} complete call(s) run" if len(calls) > len(cut) else ""))
+        for call in cut:
             self.state.tool_results[call.id] = ToolResult(
                 tool_call_id=call.id, is_error=True,
                 content=f"{call.name} not executed: your reply was cut at the output limit (stop reason "
-                        f"{reason!r}), so its arguments may be incomplete; send a shorter call",
+                        f"{reason!r}), so its arguments are incomplete; send a shorter call",
             )
 
     def _iteration_context(self, slot: dict[str, Any]) -> IterationContext:
@@ -472,6 +495,8 @@ class Run:
             agent_name=agent.name, usage=state.usage,
             last_usage=Usage(input_tokens=state.last_input_tokens) if state.iteration else None,
             estimated_tokens=self._estimate, state=slot, has_tool=self._by_name.__contains__,
+            context_window=agent.options.window.effective if agent.options.window is not None else 0,
+            token_ratio=agent.options.window.ratio if agent.options.window is not None else 0.0,
         )
 
     async def _effects_before(self) -> list[Tool]:
@@ -479,7 +504,11 @@ class Run:
         effects rewrote (compaction) is checkpointed at once, so a crash never loses it."""
         if not self._effects:
             return list(self._tools)
-        self._estimate = estimate_tokens(self.agent.chat.view(), self._tools)
+        window, view = self.agent.options.window, self.agent.chat.view()
+        if window is not None:
+            await window.prepare(view, self._tools)
+        raw = estimate_tokens(view, self._tools)
+        self._estimate = window.estimate(raw) if window is not None else raw
         rewrites = self.agent.chat.rewrites
         await self._effects.run(EffectPhase.BEFORE_COMPLETE, self._iteration_context, self.state.effects)
         if self.agent.chat.rewrites != rewrites:

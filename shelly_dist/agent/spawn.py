@@ -28,6 +28,7 @@ from shelly_dist.agent.delegation import plan_children
 from shelly_dist.agent.records import ChildRequest, DelegateEntry, child_run_id
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import DelegationRejected
+from shelly_dist.models import Usage
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.schema import shared_schema
 
@@ -89,6 +90,9 @@ class Spawned(BaseModel):
     iterations: int = 0
     result: str = ""
     error: str = ""
+    usage: Usage | None = None
+    """What the child and everything it delegated spent (its entry's), added to the parent's
+    ``children_usage`` when the announcement is drained: a spawned run is part of the tree."""
 
     def status_json(self, now: float | None = None) -> dict[str, Any]:
         end = self.ended or (now or time.time())
@@ -104,7 +108,7 @@ class Spawned(BaseModel):
         """This run, ended with ``entry`` (``state`` ``completed``, ``failed`` or ``canceled``)."""
         result = entry.result or (entry.completion.summary if entry.completion else "")
         return self.model_copy(update={"state": state, "ended": time.time(), "iterations": iterations,
-                                       "result": result, "error": entry.error or ""})
+                                       "result": result, "error": entry.error or "", "usage": entry.usage})
 
     def announcement(self) -> str:
         """The text its parent's chat receives (picoclaw's two lines)."""
@@ -248,6 +252,8 @@ async def drain(run: Run, spawner: Spawner) -> int:
     fresh = await spawner.announcements(state.run_id, state.announced)
     for spawned in fresh:
         run.agent.chat.append(Message.text("shelly", Role.USER, spawned.announcement()))
+        if spawned.usage is not None:  # journaled with the cursor by the next checkpoint: counted once
+            state.children_usage = state.children_usage + spawned.usage
         run.emit(events.SPAWN_ANNOUNCED, child_run=spawned.run_id, child_agent=spawned.agent, state=spawned.state)
     state.announced += len(fresh)
     return len(fresh)

@@ -26,12 +26,19 @@ RAW_KEY = "_raw"
 """The key holding arguments that were not a JSON object, when they are sent back to a server."""
 
 
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
 def parse_arguments(text: str) -> dict[str, Any] | None:
-    """The arguments as a JSON object (``{}`` for empty text), or ``None`` when they are not one."""
+    """The arguments as a JSON object (``{}`` for empty text), or ``None`` when they are not one.
+
+    ``NaN`` and ``Infinity``, which Python's parser takes and no JSON parser does, make them not
+    one: sent back byte for byte, llama-server answered every later request with HTTP 500."""
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -29,7 +29,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from shelly_dist.chats import Message, Role, Text
+from shelly_dist.chats import Message
 from shelly_dist.chats.attachments import attachment
 from shelly_dist.cli.batch_files import BatchItem, append_record, done_ids, read_items
 from shelly_dist.cli.batch_pool import PoolItems, batch_identity
@@ -37,6 +37,7 @@ from shelly_dist.cli.errors import EXIT_FAILED, run_async
 from shelly_dist.cli.explain import explain
 from shelly_dist.cli.options import config_options
 from shelly_dist.engine import Engine
+from shelly_dist.engine.session import user_messages
 from shelly_dist.errors import RunError, StoreError
 from shelly_dist.tools.builtin.ask import NoAnswerer
 
@@ -65,12 +66,7 @@ def _infrastructure(exc: BaseException) -> str | None:
 def item_messages(item: BatchItem) -> list[Message]:
     """The item's user messages: its context (when any), then its task with its attachments, read
     here, once (blocking; a file that cannot be attached is a ``UsageError``, the item's error)."""
-    messages = []
-    if item.context:
-        messages.append(Message.text("user", Role.USER, f"<context>\n{item.context}\n</context>"))
-    files = [attachment(path) for path in item.attachments]
-    messages.append(Message(sender="user", role=Role.USER, parts=[Text(text=item.task), *files]))
-    return messages
+    return user_messages(item.task, item.context, [attachment(path) for path in item.attachments])
 
 
 async def run_item(engine: Engine, item: BatchItem, pool: PoolItems | None = None) -> dict[str, Any]:

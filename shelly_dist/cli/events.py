@@ -38,6 +38,8 @@ def _line(event: Event) -> str:
         detail = f"{data.get('child_agent')} ({data.get('child_run')}) {data.get('state')}"
     elif event.kind == events.ERROR:
         detail = str(data.get("error", ""))
+    elif event.kind == events.WARNING:
+        detail = f"{data.get('code', '')}: {data.get('message', '')}".replace("\n", " ")
     return f"{stamp} {event.run_id:<24} {event.agent:<28} {event.kind:<18} {detail}".rstrip()
 
 
@@ -50,15 +52,48 @@ async def _known(client: Any, keys: Any, session_id: str) -> bool:
                                         keys.saved_session(session_id)))
 
 
+def _pooled(config_path: str | None, shelly_dir: str) -> bool:
+    """Whether the config runs on a pool (a broker): its events are then in Redis."""
+    from shelly_dist.engine.config import find_config, load_config
+
+    return bool(load_config(find_config(config_path, shelly_dir)).distributed.broker_url)
+
+
 @click.command("events")
 @session_option
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events until interrupted.")
 @json_option
 @config_options
 def events_command(session_id: str, follow: bool, as_json: bool, config_path: str | None, shelly_dir: str) -> None:
-    """Print the events of a session (runs started, messages, tool calls, finished)."""
+    """Print the events of a session (runs started, messages, tool calls, warnings, finished): from
+    Redis on a pool, else from the state directory where embedded runs record them."""
+
+    def show(event: Event) -> None:
+        click.echo(json.dumps(event.model_dump(mode="json"), ensure_ascii=False) if as_json else _line(event))
+
+    async def embedded() -> None:
+        """No pool: the events ``shelly run`` recorded beside the saved session (state directory)."""
+        import os
+        from pathlib import Path
+
+        from shelly_dist.engine.event_log import events_path, read_events
+        from shelly_dist.engine.shellydir import ShellyDir, state_dir
+
+        sessions = ShellyDir(Path(shelly_dir), state=state_dir(shelly_dir, os.environ)).sessions
+        path = events_path(sessions, session_id)
+        if not path.is_file():
+            unknown = (f"events: session {session_id} has no recorded events in {path.parent} (embedded runs record "
+                       "them there; `shelly sessions` lists the saved sessions)")
+            if not follow:
+                raise UsageError(unknown)
+            click.echo(f"{unknown}; waiting for its first event", err=True)
+        async for event in read_events(sessions, session_id, follow=follow):
+            show(event)
 
     async def main() -> None:
+        if not _pooled(config_path, shelly_dir):
+            await embedded()
+            return
         async with redis_for(config_path, shelly_dir) as (client, keys):
             from shelly_dist.runtime.celery.client.events import read_events
 
@@ -70,9 +105,6 @@ def events_command(session_id: str, follow: bool, as_json: bool, config_path: st
                 click.echo(f"{unknown}; waiting for its first event", err=True)
 
             async for _, event in read_events(client, keys, session_id, follow=follow):
-                if as_json:
-                    click.echo(json.dumps(event.model_dump(mode="json"), ensure_ascii=False))
-                else:
-                    click.echo(_line(event))
+                show(event)
 
     run_async(main())

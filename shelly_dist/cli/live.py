@@ -31,6 +31,9 @@ ACTION_LIMIT = 60
 TEAM_LINES = 8
 """The team's latest posts, wakes and acks the live table shows under its rows."""
 
+WARNING_LINES = 4
+"""The latest warnings (a reply cut at the output limit, a context overflow) shown under the rows."""
+
 
 @dataclass
 class AgentRow:
@@ -44,6 +47,8 @@ class AgentRow:
     """The text of the reply being streamed (``message_delta``), until it is whole."""
     cost: float = 0.0
     """What the run's model calls cost (USD), from the usage its events carry."""
+    speed: float = 0.0
+    """The last reply's generation speed, tokens per second (the server's own figure when it gives one)."""
 
 
 def _on(worker: str) -> str:
@@ -64,9 +69,14 @@ def _tail(text: str, limit: int = ACTION_LIMIT) -> str:
     return text if len(text) <= limit else "…" + text[-(limit - 1):]
 
 
-def _cost(usage: object) -> float:
+def _usd(usage: object) -> float:
     """The ``cost_usd`` of a ``usage`` field (0 when absent)."""
     return float(usage.get("cost_usd") or 0.0) if isinstance(usage, dict) else 0.0
+
+
+def _cost(row: AgentRow) -> str:
+    """``1234 tokens``, with the generation speed when a server said it: ``1234 tokens, 42 tok/s``."""
+    return f"{row.tokens} tokens" + (f", {row.speed:g} tok/s" if row.speed else "")
 
 
 def _short(text: str, limit: int = ACTION_LIMIT) -> str:
@@ -81,6 +91,8 @@ class Board:
         self.rows: dict[str, AgentRow] = {}
         self.team: deque[str] = deque(maxlen=TEAM_LINES)
         """The latest team lines (posts, wakes, acks), which the rows alone would not show."""
+        self.warnings: deque[str] = deque(maxlen=WARNING_LINES)
+        """The latest warnings, which a row's last action would soon hide."""
 
     def row(self, name: str) -> AgentRow:
         if name not in self.rows:
@@ -103,7 +115,9 @@ class Board:
         if event.kind == events.MESSAGE_ADDED and data.get("role") == "assistant":
             row.writing = ""
             row.tokens += _tokens(data.get("usage"))
-            row.cost += _cost(data.get("usage"))
+            row.cost += _usd(data.get("usage"))
+            speed = data.get("speed") if isinstance(data.get("speed"), dict) else {}
+            row.speed = float((speed or {}).get("tokens_per_second") or row.speed)
             tools = data.get("tool_calls") or []
             row.action = f"calls {', '.join(tools)}" if tools else _short(str(data.get("text") or ""))
             return None
@@ -119,9 +133,9 @@ class Board:
             failed = [r for r in self.rows.values() if r.depth > row.depth and r.status == "failed"]
             if failed:  # the answer came, but not from every child: say so, not a plain success
                 names = ", ".join(f"{r.name} ({r.action})" for r in failed)
-                return (f"{pad}! {row.name} finished ({row.tokens} tokens); "
+                return (f"{pad}! {row.name} finished ({_cost(row)}); "
                         f"{len(failed)} child{'ren' if len(failed) > 1 else ''} failed: {names}")
-            return f"{pad}✔ {row.name} finished ({row.tokens} tokens)"
+            return f"{pad}✔ {row.name} finished ({_cost(row)})"
         if event.kind in (events.RUN_STARTED, events.RUN_RESUMED):
             row.worker = str(data.get("worker") or row.worker)
             if "depth" in data:
@@ -144,6 +158,19 @@ class Board:
         if event.kind == events.ERROR:
             row.status, row.action = "failed", _short(str(data.get("error") or ""))
             return f"{pad}✗ {row.name} failed: {data.get('error')}"
+        if event.kind == events.PROVIDER_RETRY:
+            why = str(data.get("error_kind") or "error")
+            if data.get("status_code"):
+                why += f" (HTTP {data['status_code']})"
+            row.action = f"↻ {why}, retry {data.get('attempt')}/{data.get('max_retries')}"
+            return (f"{pad}↻ {row.name}: provider {data.get('provider')} {why}, "
+                    f"retry {data.get('attempt')}/{data.get('max_retries')} in {float(data.get('delay') or 0):.1f}s")
+        if event.kind == events.WARNING:
+            message = " ".join(str(data.get("message") or data.get("code") or "").split())
+            row.action = _short(f"⚠ {message}")
+            line = f"{pad}⚠ {row.name}: {message}"
+            self.warnings.append(line)
+            return line
         line = self._team(row, event)
         if line is not None:
             self.team.append(line)
@@ -179,10 +206,10 @@ class Board:
         row.status = {"done": "done", "canceled": "canceled"}.get(str(data.get("status")), "failed")
         row.worker = str(data.get("worker") or row.worker)
         row.tokens = max(row.tokens, _tokens(data.get("usage")))
-        row.cost = max(row.cost, _cost(data.get("usage")))
+        row.cost = max(row.cost, _usd(data.get("usage")))
         entry = data.get("entry") if isinstance(data.get("entry"), dict) else {}
         assert isinstance(entry, dict)
-        pad, cost = "  " * row.depth, f"({row.tokens} tokens)"
+        pad, cost = "  " * row.depth, f"({_cost(row)})"
         if entry.get("handoff"):
             row.action = f"handed off to {entry['handoff']}"
             return f"{pad}↪ {row.name} handed off to {entry['handoff']}{_on(row.worker)} {cost}"
@@ -195,21 +222,28 @@ class Board:
 
     def table(self) -> Table:
         table = Table(box=None, pad_edge=False, header_style="bold")
-        for column in ("agent", "depth", "worker", "status", "last action", "tokens"):
-            table.add_column(column, justify="right" if column in ("depth", "tokens") else "left")
+        speeds = any(r.speed for r in self.rows.values())  # a column only once a server said its speed
+        columns = ("agent", "depth", "worker", "status", "last action", "tokens") + (("tok/s",) if speeds else ())
+        for column in columns:
+            table.add_column(column, justify="right" if column in ("depth", "tokens", "tok/s") else "left")
         style = {"running": "yellow", "waiting": "cyan", "done": "green", "failed": "red", "canceled": "magenta",
                  "retrying": "yellow"}
         for r in self.rows.values():  # Text, not markup: a team's status (idle) or an action may hold anything
             status = Text(r.status, style=style.get(r.status, ""))
-            table.add_row(Text("  " * r.depth + r.name), str(r.depth), Text(r.worker or "-"), status,
-                          Text(r.action), str(r.tokens))
+            cells = [Text("  " * r.depth + r.name), str(r.depth), Text(r.worker or "-"), status, Text(r.action),
+                     str(r.tokens)]
+            table.add_row(*cells, *([f"{r.speed:g}" if r.speed else "-"] if speeds else []))
         return table
 
     def render(self) -> RenderableType:
-        """What the live view draws: the rows, then the team's latest lines when there are any."""
-        if not self.team:
-            return self.table()
-        return Group(self.table(), Text("team", style="bold"), *(Text(line) for line in self.team))
+        """What the live view draws: the rows, then the latest warnings and team lines when there
+        are any."""
+        parts: list[RenderableType] = [self.table()]
+        if self.warnings:
+            parts += [Text("warnings", style="bold"), *(Text(line) for line in self.warnings)]
+        if self.team:
+            parts += [Text("team", style="bold"), *(Text(line) for line in self.team)]
+        return parts[0] if len(parts) == 1 else Group(*parts)
 
 
 class LiveView:

@@ -64,7 +64,8 @@ COMMANDS = {
     ),
     "events": LazyCommand(
         "shelly_dist.cli.events:events_command",
-        "Print the events of a session (runs started, messages, tool calls, finished).",
+        "Print the events of a session (runs started, messages, tool calls, warnings, finished): from Redis on "
+        "a pool, else from the state directory where embedded runs record them.",
         starts_programs=False,
     ),
     "flower": LazyCommand("shelly_dist.cli.flower:flower_command", "Run Flower (extra arguments go to Flower)."),
@@ -100,6 +101,10 @@ COMMANDS = {
         "shelly_dist.cli.team:send_command",
         "Post MESSAGE to the session's channel as `user` (@mentions wake those agents).",
         starts_programs=False,
+    ),
+    "serve": LazyCommand(
+        "shelly_dist.cli.serve:serve_command",
+        "Serve the REST API, the event streams and the web console (http://127.0.0.1:8700/).",
     ),
     "sessions": LazyCommand(
         "shelly_dist.cli.sessions:sessions_command",

@@ -1,8 +1,10 @@
 """``shelly run``: one task through the team; the answer on stdout, progress on stderr.
 
 stdout carries only the result (the reply text, or exactly one JSON object with ``--json``:
-``{session, agent, reply, usage, tree_usage, elapsed}`` — ``usage`` the top-level run's own
-calls, ``tree_usage`` those of the whole delegation tree), so ``shelly run … | jq`` works. The
+``{session, agent, reply, usage, tree_usage, warnings, elapsed}`` — ``usage`` the top-level run's
+own calls, ``tree_usage`` those of the whole delegation tree, ``warnings`` every ``warning`` event
+of the tree; a failed run's object has ``error`` instead of ``reply``, and exits 1), so
+``shelly run … | jq`` works. The
 session id goes to stderr at the start (it scopes the boards and ``shelly answer``), and
 ``continue with --session ID`` once the turn succeeded and the session was saved: a session whose
 first turn failed does not exist, so it is never offered. Ctrl-C cancels the run (and with it every
@@ -18,6 +20,7 @@ answer otherwise; questions of runs on workers always wait for ``shelly answer``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -27,18 +30,60 @@ from typing import Any
 import click
 from rich.console import Console
 
-from shelly_dist.chats import Message, Role, Text
+from shelly_dist import events
 from shelly_dist.chats.attachments import attachment
 from shelly_dist.chats.parts import Part
-from shelly_dist.cli.errors import fail, run_async
+from shelly_dist.cli.errors import describe, fail, run_async
 from shelly_dist.cli.live import LiveView
 from shelly_dist.cli.options import config_options, json_option
 from shelly_dist.cli.prompt import TerminalAnswerer, TerminalPrompt
 from shelly_dist.cli.questions import announce_questions
 from shelly_dist.engine import Config, Engine
+from shelly_dist.engine.session import user_messages
 from shelly_dist.errors import SessionNotSaved, UsageError
-from shelly_dist.models import streaming
+from shelly_dist.models import Usage, streaming
 from shelly_dist.tools.builtin.ask import NoAnswerer
+
+
+class Watched:
+    """What ``--json`` reports besides the reply, read off the engine's bus while the run goes:
+    the warnings (``reply_truncated``, ``context_overflow``, …) and, for a run that fails before
+    it has an outcome, the usage of every model call the tree made (each ``message_added``)."""
+
+    def __init__(self, bus: Any, agent: str) -> None:
+        self.agent = agent
+        self.warnings: list[dict[str, Any]] = []
+        self.usage = Usage()
+        self.tree_usage = Usage()
+        self._sub = bus.subscribe(buffer=65_536)
+        self._task = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        async for event in self._sub:
+            if event.kind == events.WARNING:
+                self.warnings.append({"agent": event.agent, "run": event.run_id, **event.data})
+            elif event.kind == events.MESSAGE_ADDED and isinstance(event.data.get("usage"), dict):
+                spent = Usage.model_validate(event.data["usage"])
+                self.tree_usage = self.tree_usage + spent
+                if event.agent == self.agent:
+                    self.usage = self.usage + spent
+
+    async def close(self) -> None:
+        """Read what the bus still holds, then stop (idempotent; a cancelled run stops it too)."""
+        self._sub.close()
+        if asyncio.current_task() is not None and asyncio.current_task().cancelling():  # type: ignore[union-attr]
+            self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
+class RunFailed(Exception):
+    """A run that failed, with the ``--json`` object that says so (``error``, usage, warnings)."""
+
+    def __init__(self, result: dict[str, Any], cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.result = result
+        self.cause = cause
 
 
 class AnswerNotSaved(Exception):
@@ -95,23 +140,28 @@ async def run_task(
         if hasattr(engine.runtime, "respond"):  # questions wait in Redis for `shelly answer`: say how
             hints = asyncio.create_task(announce_questions(engine.bus.subscribe(), console, session.id,
                                                            session.agent.name if interactive else None))
+        watched = Watched(engine.bus, session.agent.name)
         try:
             async with LiveView(engine.bus, console, view_mode) as view:
                 views.append(view)
                 with streaming.watching(view.mode == "live"):  # replies stream into the live table
-                    outcome = await session.send_messages(
-                        [Message(sender="user", role=Role.USER, parts=[Text(text=task), *attachments])])
+                    outcome = await session.send_messages(user_messages(task, attachments=attachments))
         except SessionNotSaved as exc:  # the answer is printed all the same, then the failure named
-            raise AnswerNotSaved(_result(session, exc.outcome, started), exc) from exc
+            await watched.close()
+            raise AnswerNotSaved(_result(session, exc.outcome, started, watched), exc) from exc
+        except Exception as exc:  # --json still prints one object: what failed, and what it cost
+            await watched.close()
+            raise RunFailed(_failed(session, exc, started, watched), exc) from exc
         finally:
             if hints is not None:
                 hints.cancel()
+            await watched.close()
         if view_mode != "quiet" and session.persist:  # saved now: only now can it be continued
             console.print(f"continue with --session {session.id}", markup=False, highlight=False)
-    return _result(session, outcome, started)
+    return _result(session, outcome, started, watched)
 
 
-def _result(session: Any, outcome: Any, started: float) -> dict[str, Any]:
+def _result(session: Any, outcome: Any, started: float, watched: Watched) -> dict[str, Any]:
     """The ``--json`` object of a finished run (``tree_usage``: the whole delegation tree's)."""
     tree = outcome.tree_usage if outcome.tree_usage is not None else outcome.usage
     return {
@@ -120,6 +170,21 @@ def _result(session: Any, outcome: Any, started: float) -> dict[str, Any]:
         "reply": outcome.reply.text_content(),
         "usage": outcome.usage.model_dump(),
         "tree_usage": tree.model_dump(),
+        "warnings": watched.warnings,
+        "elapsed": round(time.monotonic() - started, 3),
+    }
+
+
+def _failed(session: Any, exc: BaseException, started: float, watched: Watched) -> dict[str, Any]:
+    """The ``--json`` object of a failed run: the error instead of a reply, and the usage of the
+    calls its tree made before it failed (as their events reported them)."""
+    return {
+        "session": session.id,
+        "agent": session.info.agent,
+        "error": describe(exc)[1],
+        "usage": watched.usage.model_dump(),
+        "tree_usage": watched.tree_usage.model_dump(),
+        "warnings": watched.warnings,
         "elapsed": round(time.monotonic() - started, 3),
     }
 
@@ -175,10 +240,14 @@ def run_and_print(
     """
     console = Console(stderr=True)
 
-    async def answer_even_unsaved(run: Any) -> tuple[dict[str, Any], SessionNotSaved | None]:
+    async def answer_even_unsaved(run: Any) -> tuple[dict[str, Any], BaseException | None]:
         try:
             return await run, None
         except AnswerNotSaved as exc:
+            return exc.result, exc.cause
+        except RunFailed as exc:
+            if not as_json:
+                raise exc.cause from None
             return exc.result, exc.cause
 
     result, unsaved = run_async(answer_even_unsaved(
@@ -194,7 +263,10 @@ def run_and_print(
             attachments=attachments,
         )
     ))
-    click.echo(json.dumps(result, ensure_ascii=False) if as_json else result["reply"])
+    if as_json:
+        click.echo(json.dumps(result, ensure_ascii=False))
+    elif "reply" in result:
+        click.echo(result["reply"])
     if unsaved is not None:
         fail(unsaved)
 

@@ -135,6 +135,7 @@ def build_registry(
                 on_event=on_event,
                 effects=effects,
                 budget=budget,
+                window=providers.window_for(spec.name),
                 reflections=reflections,
                 hooks=hooks_for(spec),
                 session=session,

@@ -112,9 +112,11 @@ def _field_names() -> list[str]:
     return sorted(names)
 
 
-def _unknown_key(path: str) -> str:
+def _unknown_key(path: str, known: list[str] | None = None) -> str:
+    """``unknown key``, with the closest of ``known`` (the section's keys; all keys when not
+    given) as a suggestion."""
     key = re.split(r"[.\]]", path)[-1] if path else ""
-    close = difflib.get_close_matches(key, _field_names(), n=1)
+    close = difflib.get_close_matches(key, known if known is not None else _field_names(), n=1)
     hint = f'; did you mean "{close[0]}"?' if close else ""
     return f"unknown key{hint}"
 
@@ -173,7 +175,7 @@ def config_from_data(data: Any, env: Mapping[str, str] | None = None, *, source:
         _raise([("(top level)", "the file must hold a mapping of sections")], source)
     keyless_of = missing_keys(data, env)
     data = expand_env(data, env)
-    unknown = [(path, _unknown_key(path)) for path in prune(data, Config)]
+    unknown = [(path, _unknown_key(path, known)) for path, known in prune(data, Config)]
     overrides = {field: env[var] for var, field in ENV_OVERRIDES.items() if env.get(var)}
     if overrides:
         section = data.get("distributed")

@@ -45,7 +45,7 @@ def _candidates(annotation: Any, value: Any) -> list[Any]:
     return []
 
 
-def _walk(value: Any, annotation: Any, path: str, unknown: list[str]) -> None:
+def _walk(value: Any, annotation: Any, path: str, unknown: list[tuple[str, list[str]]]) -> None:
     found = _candidates(annotation, value)
     if not found:
         return
@@ -57,7 +57,7 @@ def _walk(value: Any, annotation: Any, path: str, unknown: list[str]) -> None:
             at = f"{path}.{key}" if path else str(key)
             if key not in fields:
                 if lenient:  # shelly-dist's own sections keep unknown keys, for pydantic to reject
-                    unknown.append(at)
+                    unknown.append((at, sorted(fields)))
                     del value[key]
             elif value[key] is None and not _admits_none(fields[key].annotation):
                 del value[key]
@@ -73,9 +73,10 @@ def _walk(value: Any, annotation: Any, path: str, unknown: list[str]) -> None:
             _walk(element, item, f"{path}.{key}", unknown)
 
 
-def prune(data: dict[str, Any], model: type[BaseModel]) -> list[str]:
+def prune(data: dict[str, Any], model: type[BaseModel]) -> list[tuple[str, list[str]]]:
     """Drop unknown keys and unholdable ``null``s from ``data`` in place; return the unknown
-    keys' paths (``agents[0].browser``), in file order."""
-    unknown: list[str] = []
+    keys' paths (``agents[0].browser``), in file order, each with the keys its section knows (a
+    typo's suggestion comes from those, not from every section's)."""
+    unknown: list[tuple[str, list[str]]] = []
     _walk(data, model, "", unknown)
     return unknown

@@ -484,6 +484,15 @@ class Config(Section):
             return self.default_context_windows[provider.kind]
         return DEFAULT_CONTEXT_WINDOWS.get(provider.kind, 0)
 
+    def learns_window(self, provider: ProviderConfig) -> bool:
+        """Whether the provider's window is read from its server: an OpenAI-compatible server of
+        its own (``kind: openai`` with a ``base_url`` that is not OpenAI's) for which neither the
+        provider nor ``default_context_windows`` says a window — its kind's 128,000 would be a
+        guess, and a local server's window is what it was started with."""
+        return (provider.kind == "openai" and provider.context_window is None
+                and provider.kind not in self.default_context_windows
+                and bool(provider.base_url) and "api.openai.com" not in provider.base_url)
+
     def uses_toolbox(self, name: str) -> bool:
         """Whether any agent references toolbox ``name`` (builtins are built only then)."""
         return any(name in a.toolbox_names() for a in self.agents)

@@ -76,6 +76,7 @@ async def diagnose(config_path: str | None, shelly_dir: str | Path, *, seconds: 
     checks += [Check("provider", WARN, w.removeprefix("config: ").removesuffix(f" {NO_KEY}"),
                      "export the variable, or put it in .env (the provider's requests carry no key)")
                for w in config.warnings if w.endswith(NO_KEY)]
+    checks += await window_checks(config, seconds)
     d = config.distributed
     if not d.broker_url:
         checks.append(Check("broker", OK, "none configured: runs are embedded in the calling process"))
@@ -99,6 +100,37 @@ async def diagnose(config_path: str | None, shelly_dir: str | Path, *, seconds: 
     else:
         checks += await worker_checks(config, settings, fp, seconds)
     return Diagnosis(checks)
+
+
+async def window_checks(config: Config, seconds: float) -> list[Check]:
+    """Each OpenAI-compatible server of its own whose config sets no ``context_window``: the window
+    it says it runs with (what the effects will compare with), or a warning that it says none."""
+    from shelly_dist.providers import aclose_http_client
+    from shelly_dist.providers.openai import OpenAICompleter
+
+    checks: list[Check] = []
+    try:
+        for provider in config.providers:
+            if not config.learns_window(provider):
+                continue
+            probe = OpenAICompleter(model=provider.model, name=provider.name, base_url=provider.base_url,
+                                    api_key=provider.api_key, headers=provider.headers or None)
+            try:
+                tokens = await asyncio.wait_for(probe.server_window(), seconds)
+            except (TimeoutError, OSError):
+                tokens = None
+            if tokens:
+                checks.append(Check("context window", OK, f'provider "{provider.name}": {tokens} tokens, read '
+                                                          "from the server (the config sets no context_window)"))
+            else:
+                default = config.context_window(provider)
+                checks.append(Check("context window", WARN,
+                                    f'provider "{provider.name}": the server at {provider.base_url} does not say '
+                                    f"its context window; {default} tokens are assumed until an overflow error "
+                                    "says it", "set the provider's context_window to the server's context size"))
+    finally:
+        await aclose_http_client()
+    return checks
 
 
 async def redis_checks(url: str, seconds: float) -> list[Check]:

@@ -72,7 +72,9 @@ class Params:
 class Wiring:
     """What the engine gives effect builders besides the params."""
 
-    context_window: int = 0
+    context_window: int | None = 0
+    """Tokens (0: no window-driven effect fires); ``None``: the provider's window as learned from
+    its server at run time (:meth:`~shelly_dist.engine.config_models.Config.learns_window`)."""
     offload: Callable[[], OffloadStore] = MemoryOffloadStore
     """The session's offload store (Redis on a pool; memory for a validation pass)."""
 
@@ -99,9 +101,13 @@ BUILDERS: dict[str, Builder] = {
 }
 
 
-def context_window(config: Config, spec: AgentConfig) -> int:
-    """The window of the agent's provider (0: unknown, so no threshold-driven effect fires)."""
-    return config.context_window(config.provider_for(spec)) if config.providers else 0
+def context_window(config: Config, spec: AgentConfig) -> int | None:
+    """The window of the agent's provider (0: unknown, so no threshold-driven effect fires;
+    ``None``: read from the provider's server at run time)."""
+    if not config.providers:
+        return 0
+    provider = config.provider_for(spec)
+    return None if config.learns_window(provider) else config.context_window(provider)
 
 
 def effect_problems(index: int, spec: AgentConfig) -> list[tuple[str, str]]:
@@ -126,7 +132,7 @@ def build_effects(
     wiring = Wiring(window, offload)
     declared: list[EffectConfig] = list(spec.effects)
     if not declared:
-        if window <= 0:
+        if window is not None and window <= 0:
             return []
         threshold = spec.options.context_threshold or 0.8
         return [TrimToolResults(), ObservationMask(window, 0.5), Compact(window, threshold)]

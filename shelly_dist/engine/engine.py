@@ -34,6 +34,7 @@ from shelly_dist.engine.agents import build_registry, config_warnings
 from shelly_dist.engine.config import find_config, fingerprint, load_config, report
 from shelly_dist.engine.config_models import Config, MCPServerConfig
 from shelly_dist.engine.config_rules import shadowed_mcp_servers
+from shelly_dist.engine.event_log import EventRecorder
 from shelly_dist.engine.eventbus import EventBus
 from shelly_dist.engine.legacy import permissions_file
 from shelly_dist.engine.pricing import load_prices
@@ -113,6 +114,8 @@ class Engine:
         self.toolboxes = Toolboxes(config, shelly_dir, self.stores, mcp_toolboxes)
         self.toolboxes.responder.on_ask = self._announce_question
         self.runtime: Runtime = LocalRuntime()
+        self.event_log: EventRecorder | None = None
+        """Keeps the sessions' events in the state directory when no Redis stream does (embedded)."""
         self.wakes: Wakes | None = None
         """Who runs the team wakes that @mentions start: this process, or the pool (see ``team_wakes``)."""
         self._mcp_clients = mcp_clients
@@ -182,6 +185,8 @@ class Engine:
                 engine.runtime = runtime
             elif config.distributed.broker_url:
                 engine.runtime = await _open_distributed_runtime(engine)
+            if engine.runtime.name == "local" and not engine.stores.shared:  # nothing else keeps them
+                engine.event_log = EventRecorder(engine.bus, sd.sessions)
             engine.wakes = team_wakes(engine)
             engine.stores.on_post = engine.wakes.on_post
             engine.stores.on_event = team_events(engine)
@@ -214,6 +219,8 @@ class Engine:
             if isinstance(self.stores.on_event, StreamEvents):  # its last events reach the stream
                 await self.stores.on_event.aclose()
             await self.runtime.aclose()
+            if self.event_log is not None:
+                await self.event_log.aclose()
         finally:
             await _close_mcp(self._mcp_clients)
             await self.stores.aclose()

@@ -73,6 +73,10 @@ class Subscription:
         self._bus._remove(self)
         self._put(_CLOSED)
 
+    def empty(self) -> bool:
+        """Whether nothing is buffered right now (the next :meth:`get` would wait)."""
+        return self._queue.empty()
+
     async def get(self) -> Event | None:
         """The next event, or ``None`` once closed and drained."""
         item = await self._queue.get()

@@ -24,6 +24,7 @@ from shelly_dist.engine.config_models import Config, ProviderConfig
 from shelly_dist.errors import ConfigError, ModelError
 from shelly_dist.events import EventSink, discard
 from shelly_dist.models import Completer, ToolSpec
+from shelly_dist.models.context import ContextWindow
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
 from shelly_dist.models.observed import ObservedCompleter
 from shelly_dist.models.pricing import PricedCompleter, PriceEntry, PriceTable
@@ -65,7 +66,8 @@ class Providers:
         self.prices = prices if prices is not None else PriceTable.default(config.pricing)
         self._on_event = on_event
         self._shared: dict[str, Completer] = {}
-        self._lock = threading.Lock()
+        self._windows: dict[str, ContextWindow] = {}
+        self._lock = threading.RLock()  # _build (under it) asks window() for the provider's window
         self._base: Providers | None = None
 
     def widened(self, config: Config) -> Providers:
@@ -105,6 +107,28 @@ class Providers:
         if config is None:
             raise ConfigError(f'team "{team}": unknown provider "{provider}"', field="provider")
         return self._one(config, team)
+
+    def window_for(self, agent: str) -> ContextWindow:
+        """The context window of ``agent``'s provider as this process knows it: configured, or
+        learned from the server by the provider's completer (:mod:`shelly_dist.models.context`)."""
+        spec = self.config.agent(agent)
+        if spec is None:
+            raise ConfigError(f'engine: unknown agent "{agent}"', field="agent")
+        return self.window(self.config.provider_for(spec))
+
+    def window(self, provider: ProviderConfig) -> ContextWindow:
+        """``provider``'s context window, one per provider name (shared as its completer is)."""
+        if self._base is not None and self._base.config.provider(provider.name) == provider:
+            return self._base.window(provider)
+        with self._lock:
+            window = self._windows.get(provider.name)
+            if window is None:
+                learn = self.config.learns_window(provider)
+                configured = 0 if learn else self.config.context_window(provider)
+                window = self._windows[provider.name] = ContextWindow(
+                    configured, source="config" if provider.context_window is not None else "default",
+                    learn=learn, fallback=self.config.context_window(provider) if learn else 0)
+            return window
 
     def chain(self, agent: str) -> list[ProviderConfig]:
         """The providers an instance of ``agent`` may call: its own, then its fallbacks."""
@@ -184,6 +208,7 @@ class Providers:
             rate_limit=rate_limit_settings(provider),
             options=provider.options,
             cooldowns=self.cooldowns,
+            window=self.window(provider),
             on_event=self._on_event,
         )
 

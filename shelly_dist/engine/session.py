@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from shelly_dist import events
 from shelly_dist.agent import Agent
 from shelly_dist.agent.effects.compact import summarize
-from shelly_dist.chats import Message, Role
+from shelly_dist.chats import Message, Role, Text
+from shelly_dist.chats.parts import Part
 from shelly_dist.engine.sessions import SessionInfo
 from shelly_dist.errors import SessionNotSaved, StoreError, UsageError
 from shelly_dist.events import Event
@@ -28,6 +30,17 @@ if TYPE_CHECKING:
     from shelly_dist.engine.engine import Engine
 
 log = logging.getLogger(__name__)
+
+
+def user_messages(task: str, context: str = "", attachments: Sequence[Part] = ()) -> list[Message]:
+    """A task's user messages: its ``context`` in a ``<context>`` block (when any), then the task
+    with its ``attachments`` (what ``shelly batch`` sends for an item, ``shelly run`` and the
+    console for a new session)."""
+    messages = []
+    if context:
+        messages.append(Message.text("user", Role.USER, f"<context>\n{context}\n</context>"))
+    messages.append(Message(sender="user", role=Role.USER, parts=[Text(text=task), *attachments]))
+    return messages
 
 
 class Session:
@@ -64,8 +77,9 @@ class Session:
         """
         return await self.send_messages([Message.text("user", Role.USER, text)])
 
-    async def send_messages(self, messages: list[Message]) -> RunOutcome:
-        """:meth:`send` with ready-made messages (images, documents, several parts)."""
+    async def send_messages(self, messages: list[Message], *, run_id: str | None = None) -> RunOutcome:
+        """:meth:`send` with ready-made messages (images, documents, several parts); ``run_id``
+        names the top-level run (default: a fresh id), so a caller can find it before it ends."""
         if self._active:
             raise UsageError(f"engine: session {self.id}: another send is already active")
         self._active = True
@@ -76,7 +90,7 @@ class Session:
             text = " ".join(m.text_content() for m in messages)
             self._publish(events.AGENT_START, depth=0, task=text[:500])
             try:
-                outcome = await self.engine.runtime.execute(self.agent, messages, session=self.id)
+                outcome = await self.engine.runtime.execute(self.agent, messages, session=self.id, run_id=run_id)
             except BaseException as exc:
                 self._publish(events.ERROR, error=str(exc) or type(exc).__name__, type=type(exc).__name__)
                 raise

@@ -11,6 +11,7 @@ from typing import Any
 
 from shelly_dist.chats import Chat, Message
 from shelly_dist.models.completer import Completer, ToolSpec
+from shelly_dist.models.speed import SPEED
 from shelly_dist.models.usage import Usage
 from shelly_dist.observability import metrics, tracing
 
@@ -43,4 +44,7 @@ class ObservedCompleter:
             "input": usage.input_tokens, "output": usage.output_tokens,
             "cache_read": usage.cache_read_tokens, "cache_creation": usage.cache_creation_tokens,
         }, usage.cost_usd)
+        speed = reply.metadata.get(SPEED)
+        if isinstance(speed, dict) and isinstance(speed.get("tokens_per_second"), int | float):
+            metrics.model_speed(self.provider, self.model, float(speed["tokens_per_second"]))
         return reply

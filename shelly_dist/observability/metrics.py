@@ -44,6 +44,10 @@ MODEL_TOKENS = Counter("shelly_model_tokens_total",
                        ["provider", "model", "kind"])
 MODEL_COST = Counter("shelly_model_cost_usd_total", "USD of model calls at the price table.",
                      ["provider", "model"])
+MODEL_SPEED = Histogram("shelly_model_output_tokens_per_second",
+                        "Generation speed of model calls: the server's own figure where it gives one (llama.cpp's "
+                        "timings), else output tokens over the call's wall time.", ["provider", "model"],
+                        buckets=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000))
 TOOL_CALLS = Counter("shelly_tool_calls_total", "Tool calls ended, by outcome (ok, error).", ["tool", "outcome"])
 LEASES_RENEWED = Counter("shelly_leases_renewed_total", "Lease renewals Redis accepted.")
 LEASES_LOST = Counter("shelly_leases_lost_total", "Leases lost (held elsewhere, or not renewed in time).")
@@ -79,6 +83,11 @@ def model_usage(provider: str, model: str, tokens: dict[str, int], cost_usd: flo
             MODEL_TOKENS.labels(provider, model, kind).inc(n)
     if cost_usd:
         MODEL_COST.labels(provider, model).inc(cost_usd)
+
+
+def model_speed(provider: str, model: str, tokens_per_second: float) -> None:
+    """One model call's generation speed (tokens per second)."""
+    MODEL_SPEED.labels(provider, model).observe(tokens_per_second)
 
 
 def tool_call(tool: str, *, is_error: bool) -> None:

@@ -28,6 +28,7 @@ from shelly_dist.errors import ConfigError
 from shelly_dist.events import EventSink, discard
 from shelly_dist.models.backoff import Backoff
 from shelly_dist.models.completer import Completer
+from shelly_dist.models.context import ContextWindow
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore, key_id
 from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
 from shelly_dist.models.ratelimit import RateLimiter, RateLimitSettings, ThrottledCompleter
@@ -117,6 +118,7 @@ def create_completer(
     prompt_cache: bool = True,
     stream: bool = True,
     cooldowns: CooldownStore | None = None,
+    window: ContextWindow | None = None,
     on_event: EventSink = discard,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.time,
@@ -124,9 +126,10 @@ def create_completer(
     """The completer for one configured provider, with its retry (and throttle, key rotation).
 
     ``cooldowns`` holds per-key cooldowns (default: one in-process store); pass the runtime's
-    Redis store when distributed. ``prompt_cache=False`` (Anthropic: no ``cache_control``
-    breakpoints) and ``stream=False`` (never stream, even when a person watches) reach the factory
-    only when set, so a custom kind's factory need not accept them.
+    Redis store when distributed. ``window``: the provider's context window, which its completers
+    learn into (:mod:`shelly_dist.models.context`). ``prompt_cache=False`` (Anthropic: no
+    ``cache_control`` breakpoints) and ``stream=False`` (never stream, even when a person watches)
+    reach the factory only when set, so a custom kind's factory need not accept them.
     ``sleep`` and ``clock`` are for tests. The result's ``usage``
     is the provider's running total. An unknown kind raises ``ConfigError``.
     """
@@ -156,6 +159,11 @@ def create_completer(
     if not stream:
         common["stream"] = False
     members = [factory(api_key=k, **common) for k in keys]
+    if window is not None:
+        for member in members:
+            attach = getattr(member, "attach_window", None)
+            if attach is not None:
+                attach(window)
     core: Completer = members[0]
     if len(members) > 1:
         core = FallbackCompleter(

@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from contextlib import aclosing
 from typing import Any, ClassVar, Protocol
 
 from shelly_dist.chats import Chat, Message, Role, ToolCall
 from shelly_dist.chats.replies import STOP_REASON, arguments_object
-from shelly_dist.errors import ModelError
+from shelly_dist.errors import ContextTooLong, ModelError
 from shelly_dist.models import streaming
 from shelly_dist.models.classify import BAD_REQUEST, NETWORK, SERVER, transport_error
 from shelly_dist.models.completer import ToolSpec
+from shelly_dist.models.context import ContextWindow, estimate_tokens, prompt_from_error, window_from_error
+from shelly_dist.models.speed import SPEED, server_speed
 from shelly_dist.models.usage import Usage, UsageTracker
 from shelly_dist.providers.transport import aclose_http_client as aclose_http_client  # re-exported
 from shelly_dist.providers.transport import post_json, post_stream
@@ -165,6 +168,15 @@ class HTTPCompleter:
         if api_key:
             self._headers[self.auth_header] = f"{self.auth_scheme} {api_key}" if self.auth_scheme else api_key
         self._headers.update(headers or {})
+        self.window: ContextWindow | None = None
+        """The provider's context window and token ratio, learned from this completer's answers
+        (:meth:`attach_window`); ``None``: nothing is learned."""
+
+    def attach_window(self, window: ContextWindow) -> None:
+        """Learn into ``window``: the ratio of the server's prompt tokens to the estimate from
+        every answer, the window from an overflow error's body. Providers that can ask the server
+        its window or count tokens with its tokenizer also set the probes here."""
+        self.window = window
 
     @property
     def url(self) -> str:
@@ -203,22 +215,38 @@ class HTTPCompleter:
         messages = list(chat.view())
         self._check_parts(messages)
         body = self.encode(messages, tools)
+        started = time.monotonic()
         sink = streaming.deltas()
-        if sink is not None and self.stream and self.assembler is not None:
-            data = await self._streamed(body, self.assembler(provider=self.name, model=self.model), sink)
-        else:
-            data = await post_json(
-                self.url,
-                body,
-                headers=self._headers,
-                read_timeout=self.timeout,
-                provider=self.name,
-                model=self.model,
-            )
+        try:
+            if sink is not None and self.stream and self.assembler is not None:
+                data = await self._streamed(body, self.assembler(provider=self.name, model=self.model), sink)
+            else:
+                data = await post_json(
+                    self.url,
+                    body,
+                    headers=self._headers,
+                    read_timeout=self.timeout,
+                    provider=self.name,
+                    model=self.model,
+                )
+        except ContextTooLong as exc:
+            if self.window is not None:
+                if tokens := window_from_error(exc.body):
+                    self.window.learned(tokens, "the server's overflow error")
+                if counted := prompt_from_error(exc.body):
+                    self.window.observe(estimate_tokens(messages, tools), counted,
+                                        source="the server's overflow error")
+            raise
         try:
             reply, usage = self.decode(data)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
             raise self._unexpected(exc) from exc
+        if self.window is not None:
+            self.window.observe(estimate_tokens(messages, tools),
+                                usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens)
+        speed = server_speed(data, usage, time.monotonic() - started)
+        if speed:
+            reply.metadata[SPEED] = speed
         self.usage.add(usage)
         return usage.attach(reply)
 

@@ -34,14 +34,24 @@ The mapping is Shelly's ``openaicompat``:
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from shelly_dist.chats import Document, Image, Message, Role, Text, ToolCall
 from shelly_dist.chats.replies import wire_arguments
+from shelly_dist.errors import ModelError
 from shelly_dist.models.classify import http_error
 from shelly_dist.models.completer import ToolSpec
+from shelly_dist.models.context import ContextWindow
 from shelly_dist.models.usage import Usage
-from shelly_dist.providers.http import HTTPCompleter, IncompleteStream, assistant_reply, event_json
+from shelly_dist.providers.http import HTTPCompleter, IncompleteStream, api_url, assistant_reply, event_json
+from shelly_dist.providers.transport import get_json, post_json
+
+PROBE_TIMEOUT = 10.0
+"""Seconds a server may take to say its window or count a text: past it, the estimate stands."""
+
+_VERSION_SUFFIX = re.compile(r"/v\d+$")
 
 
 def _data_uri(media_type: str, data: str) -> str:
@@ -230,6 +240,60 @@ class OpenAICompleter(HTTPCompleter):
 
     def stream_request(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         return self.url, {**body, "stream": True, "stream_options": {"include_usage": True}}
+
+    def attach_window(self, window: ContextWindow) -> None:
+        """A server that is not OpenAI's own (llama.cpp, vLLM, Ollama, …) is asked its window and
+        lent its tokenizer (:mod:`shelly_dist.models.context`)."""
+        super().attach_window(window)
+        if urlsplit(self.base_url).hostname != urlsplit(self.default_base_url).hostname:
+            window.probe_window = self.server_window
+            window.tokenize = self.server_tokens
+
+    @property
+    def root(self) -> str:
+        """The server's root: ``base_url`` without its ``/v1``."""
+        return _VERSION_SUFFIX.sub("", self.base_url.rstrip("/"))
+
+    async def server_window(self) -> int | None:
+        """The context the server runs with: vLLM's ``max_model_len`` or llama.cpp's ``n_ctx`` in
+        ``/v1/models``, else llama.cpp's ``/props``, else Ollama's ``num_ctx`` parameter
+        (``/api/show``); ``None`` when it says none (Ollama without ``num_ctx`` truncates to its
+        default silently and says nothing)."""
+        asked = {"headers": self._headers, "read_timeout": PROBE_TIMEOUT, "provider": self.name, "model": self.model}
+        try:
+            models = await get_json(api_url(self.base_url, self.api_version, "/models"), **asked)
+            entries = [e for e in models.get("data") or [] if isinstance(e, dict)]
+            mine = [e for e in entries if e.get("id") == self.model]  # a gateway lists many models
+            for entry in mine or (entries if len(entries) == 1 else []):
+                tokens = entry.get("max_model_len") or (entry.get("meta") or {}).get("n_ctx")
+                if isinstance(tokens, int) and tokens > 0:
+                    return tokens
+        except (ModelError, AttributeError):
+            pass
+        try:
+            props = await get_json(self.root + "/props", **asked)
+            tokens = (props.get("default_generation_settings") or {}).get("n_ctx") or props.get("n_ctx")
+            if isinstance(tokens, int) and tokens > 0:
+                return tokens
+        except (ModelError, AttributeError):
+            pass
+        try:
+            show = await post_json(self.root + "/api/show", {"model": self.model}, **asked)
+            match = re.search(r"(?m)^num_ctx\s+(\d+)", str(show.get("parameters") or ""))
+            return int(match.group(1)) if match else None
+        except (ModelError, AttributeError):
+            return None
+
+    async def server_tokens(self, text: str) -> int | None:
+        """``text`` counted by the server's tokenizer (``POST /tokenize``: llama.cpp takes
+        ``content`` and answers ``tokens``, vLLM takes ``prompt`` and answers ``count``)."""
+        answer = await post_json(self.root + "/tokenize", {"content": text, "prompt": text, "model": self.model},
+                                 headers=self._headers, read_timeout=PROBE_TIMEOUT, provider=self.name,
+                                 model=self.model)
+        if isinstance(answer.get("count"), int):
+            return int(answer["count"])
+        tokens = answer.get("tokens")
+        return len(tokens) if isinstance(tokens, list) else None
 
     def encode(self, messages: list[Message], tools: list[ToolSpec]) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": encode_messages(messages)}

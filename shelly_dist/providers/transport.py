@@ -67,6 +67,19 @@ _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSe
 _sessions_lock = threading.Lock()
 
 
+_closers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+async def _close_at_shutdown(session: aiohttp.ClientSession) -> AsyncIterator[None]:
+    """Closes ``session`` when its loop shuts its async generators down (``asyncio.run`` does, as
+    it ends): a program that never calls :func:`aclose_http_client` — a script using the Python
+    API with a real provider — no longer ends with aiohttp's "Unclosed client session"."""
+    try:
+        yield
+    finally:
+        await session.close()
+
+
 def http_session() -> aiohttp.ClientSession:
     """The pooled session of the running event loop (created on first use, again after a close)."""
     loop = asyncio.get_running_loop()
@@ -76,6 +89,10 @@ def http_session() -> aiohttp.ClientSession:
             session = _sessions[loop] = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=0),
             )
+            closer = _close_at_shutdown(session)
+            # Started on the loop, so the loop's shutdown finalizes it; both kept, so neither is
+            # collected (an unfinished generator's finalizer would close the session early).
+            _closers[loop] = (closer, loop.create_task(closer.__anext__()))
         return session
 
 
@@ -108,13 +125,14 @@ def _encode(body: Any) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _post(url: str, body: Any, headers: dict[str, str], read_timeout: float | None) -> Any:
-    """The request both ways of answering share (an ``async with`` of aiohttp's)."""
+def _request(method: str, url: str, body: Any, headers: dict[str, str], read_timeout: float | None) -> Any:
+    """The request every way of answering shares (an ``async with`` of aiohttp's)."""
     parts = urlsplit(url)
-    return http_session().post(
+    return http_session().request(
+        method,
         url,
-        data=_encode(body),
-        headers={"Content-Type": "application/json", **headers},
+        data=_encode(body) if body is not None else None,
+        headers={"Content-Type": "application/json", **headers} if body is not None else headers,
         timeout=_timeout(read_timeout),
         allow_redirects=False,
         proxy=_proxy(parts.scheme, parts.hostname or ""),
@@ -148,8 +166,23 @@ async def post_json(
     url: str, body: Any, *, headers: dict[str, str], read_timeout: float | None, provider: str, model: str
 ) -> Any:
     """POST ``body`` as JSON and return the decoded answer; raise a typed model error otherwise."""
+    return await request_json("POST", url, body, headers=headers, read_timeout=read_timeout, provider=provider,
+                              model=model)
+
+
+async def get_json(url: str, *, headers: dict[str, str], read_timeout: float | None, provider: str, model: str) -> Any:
+    """GET ``url`` and return the decoded answer (a server's ``/props`` or ``/v1/models``)."""
+    return await request_json("GET", url, None, headers=headers, read_timeout=read_timeout, provider=provider,
+                              model=model)
+
+
+async def request_json(
+    method: str, url: str, body: Any, *, headers: dict[str, str], read_timeout: float | None, provider: str,
+    model: str,
+) -> Any:
+    """One request with an optional JSON body; the decoded answer, or a typed model error."""
     try:
-        async with _post(url, body, headers, read_timeout) as resp:
+        async with _request(method, url, body, headers, read_timeout) as resp:
             status, retry_after, raw = resp.status, resp.headers.get("Retry-After"), await resp.read()
     except (TimeoutError, aiohttp.ClientError) as exc:
         raise _failed(exc, url, provider, model) from exc
@@ -174,7 +207,7 @@ async def post_stream(
     wait for the next piece of the stream, not the whole answer. Close the iterator (``aclosing``)
     to give the connection back when stopping early."""
     try:
-        async with _post(url, body, headers, read_timeout) as resp:
+        async with _request("POST", url, body, headers, read_timeout) as resp:
             if not 200 <= resp.status < 300:
                 raise _refused(resp.status, await resp.read(), resp.headers.get("Retry-After"), provider, model)
             reader = SSEReader()

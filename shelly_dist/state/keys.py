@@ -120,6 +120,11 @@ class Keys:
     def saved_sessions(self) -> str:
         """Sorted set of saved session ids, scored by their ``updated_at``."""
         return f"{self.prefix}sessions"
+    def run_sessions(self) -> str:
+        """Sorted set of the sessions that have root runs, scored by when their newest root was
+        created: what the console (``shelly serve``) lists, most recent first."""
+        return f"{self.prefix}run-sessions"
+
     def a2a_task(self, session: str) -> str:
         """The A2A task ``shelly a2a serve`` runs as this session (its task id is the session id),
         as protobuf JSON."""

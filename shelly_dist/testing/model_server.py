@@ -26,10 +26,11 @@ In a test::
   ``status`` + ``body`` + ``retry_after`` for errors (the body defaults to the vendor's error
   JSON), ``malformed`` (a 200 whose body is not JSON), ``raw`` (a JSON answer sent as is),
   ``delay`` (seconds before answering), ``hold_until`` (hold the answer until that many requests
-  have arrived in total — proves concurrency without timing), ``stream_gate`` (a
-  ``threading.Event``: a streamed answer stops after its first piece of text until the test sets
-  it — proves the text was seen before the answer ended, without timing), ``stream_cut`` (a
-  streamed answer's connection is closed after its first piece of text).
+  have arrived in total — proves concurrency without timing), ``release`` (hold it until the test
+  sets that ``threading.Event``), ``stream_gate`` (a ``threading.Event``: a streamed answer stops
+  after its first piece of text until the test sets it — proves the text was seen before the
+  answer ended, without timing), ``stream_cut`` (a streamed answer's connection is closed after
+  its first piece of text).
 - ``strict_alternation``, ``strict_arguments``, ``prefix_cache`` and ``context_size`` make it
   answer as a real llama-server does (:mod:`shelly_dist.testing.server_rules`): refuse turns that
   do not alternate, 500 on tool-call arguments that are not JSON, count a shared prompt prefix as
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import threading
 import time
@@ -61,6 +63,10 @@ from shelly_dist.testing import server_rules, streams
 from shelly_dist.testing.server_rules import PrefixCache
 
 FORMATS = ("openai", "anthropic", "gemini")
+
+PROBE_PATHS = frozenset({"/api/show", "/tokenize"})
+"""What clients ask a local server besides model calls (Ollama's model info, llama.cpp's and vLLM's
+tokenizer): never a model call, whatever ``format`` says; recorded in ``probes``."""
 
 _ANTHROPIC_ERRORS = {
     400: "invalid_request_error",
@@ -86,6 +92,9 @@ class Reply:
     raw: dict[str, Any] | None = None
     delay: float = 0.0
     hold_until: int = 0
+    release: threading.Event | None = None
+    """Hold the answer until the test sets this event (or the server stops): a model call that
+    lasts exactly as long as the test wants, without timing."""
     finish_reason: str | None = None
     """``length`` makes the answer one the output limit cut (Anthropic ``max_tokens``, Gemini
     ``MAX_TOKENS``); default: ``tool_calls``/``stop`` as the reply says."""
@@ -295,7 +304,18 @@ class _Handler(BaseHTTPRequestHandler):
                     reply.stream_gate.wait(60)
 
     def do_GET(self) -> None:
-        self._send(200, b'{"status": "ok"}')
+        path = self.path.split("?")[0].rstrip("/")
+        self.server.owner.probes.append(path)
+        n_ctx = self.server.owner.context_size
+        if path == "/props" and n_ctx:  # llama-server: the slot's context
+            self._send(200, json.dumps({"default_generation_settings": {"n_ctx": n_ctx}, "total_slots": 1}).encode())
+        elif path == "/v1/models":
+            entry: dict[str, Any] = {"id": "mock", "object": "model", "owned_by": "llamacpp"}
+            if n_ctx:
+                entry["meta"] = {"n_ctx": n_ctx}
+            self._send(200, json.dumps({"object": "list", "data": [entry]}).encode())
+        else:
+            self._send(200, b'{"status": "ok"}')
 
     def do_POST(self) -> None:
         owner = self.server.owner
@@ -311,16 +331,23 @@ class _Handler(BaseHTTPRequestHandler):
             body=body,
             arrived=time.monotonic(),
         )
+        if self.path.split("?")[0] == "/tokenize" and isinstance(body, dict) and owner.tokenizer:
+            count = owner.count(str(body.get("content") or ""))
+            self._send(200, json.dumps({"tokens": list(range(count))}).encode())
+            return
+        path = self.path.split("?")[0]
+        fmt = None if path in PROBE_PATHS else _format_of(path, owner.format)
+        if fmt is None:  # not a model call (a client probing /api/show, say): answered, not counted
+            owner.probes.append(path)
+            self._send(404, json.dumps({"error": f"mock: unknown path {self.path}"}).encode())
+            return
         reply = owner._arrive(record)
-        fmt = _format_of(self.path.split("?")[0], owner.format)
         refusal, prompt = owner._judge(fmt, body)
         owner._pause(reply)
         # Stamped before the answer is written: once the client has it, a test may read it.
         record.answered = time.monotonic()
         try:
-            if fmt is None:
-                self._send(404, json.dumps({"error": f"mock: unknown path {self.path}"}).encode())
-            elif refusal is not None:
+            if refusal is not None:
                 self._send(refusal[0], json.dumps(refusal[1]).encode())
             elif reply.malformed:
                 self._send(200, b'{"choices": [ this is not json')
@@ -334,6 +361,8 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 model = str((body or {}).get("model") or "mock") if isinstance(body, dict) else "mock"
                 payload = reply.raw if reply.raw is not None else _ANSWERS[fmt](reply, model, prompt)
+                if owner.timings and fmt == "openai" and isinstance(payload, dict):
+                    payload["timings"] = owner.timings_of(payload)
                 if _streamed(self.path, body):
                     self._stream(fmt, payload, reply)
                 else:
@@ -366,6 +395,9 @@ class ModelServer:
         strict_arguments: bool = False,
         prefix_cache: bool = False,
         context_size: int = 0,
+        token_ratio: float = 1.0,
+        timings: bool = False,
+        tokenizer: bool = True,
     ) -> None:
         if format is not None and format not in FORMATS:
             raise ValueError(f"model_server: unknown format {format!r} (one of {', '.join(FORMATS)})")
@@ -383,7 +415,18 @@ class ModelServer:
         """Count the longest prefix shared with an earlier prompt as cached (llama.cpp, vLLM): the
         OpenAI answers' usage then comes from it unless the reply sets ``input``."""
         self.context_size = context_size
-        """A prompt of more tokens than this is refused as llama.cpp does (0: no limit)."""
+        """A prompt of more tokens than this is refused as llama.cpp does (0: no limit); it is also
+        the window ``/props`` and ``/v1/models`` say, as llama-server's do."""
+        self.token_ratio = token_ratio
+        """This server's tokens per characters/4: 1.65 counts as llama.cpp's tokenizer counted
+        German text, 7.9 Chinese (measured with a real llama-server's ``/tokenize``)."""
+        self.timings = timings
+        self.tokenizer = tokenizer
+        """Answer ``POST /tokenize`` as llama-server does (``False``: a server without one)."""
+        self.probes: list[str] = []
+        """Paths asked that are not model calls, in order (a client reading ``/props`` or
+        ``/v1/models``, or trying Ollama's ``/api/show``): not in :attr:`requests`."""
+        """Add llama-server's ``timings`` (prompt and generation tokens per second) to answers."""
         self._host, self._port = host, port
         self._queue: deque[Reply] = deque()
         self._requests: list[RecordedRequest] = []
@@ -443,10 +486,25 @@ class ModelServer:
         if not (self.prefix_cache or self.context_size):
             return None, None
         prompt = server_rules.render(body)
-        size = server_rules.tokens(prompt)
+        size = self.count(prompt)
         if self.context_size and size > self.context_size:
             return server_rules.overflow_error(size, self.context_size), None
-        return None, self.prefix_cache.evaluate(prompt) if self.prefix_cache else None
+        if self.prefix_cache is None:
+            return None, (size, 0)  # the server counts the prompt itself
+        _, cached = self.prefix_cache.evaluate(prompt)
+        return None, (size, math.ceil(cached * self.token_ratio))
+
+    def count(self, text: str) -> int:
+        """``text`` in this server's tokens (what ``/tokenize`` answers)."""
+        return math.ceil(server_rules.tokens(text) * self.token_ratio)
+
+    def timings_of(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """llama-server's ``timings`` for an answer: fixed speeds, so tests can read them."""
+        usage = payload.get("usage") or {}
+        return {"cache_n": (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0),
+                "prompt_n": usage.get("prompt_tokens", 0), "prompt_ms": 10.0, "prompt_per_second": 850.0,
+                "predicted_n": usage.get("completion_tokens", 0), "predicted_ms": 100.0,
+                "predicted_per_second": 42.0}
 
     def _pause(self, reply: Reply) -> None:
         if reply.hold_until:
@@ -454,6 +512,8 @@ class ModelServer:
                 self._cond.wait_for(
                     lambda: len(self._requests) >= reply.hold_until or self._stopping.is_set(), 10.0
                 )
+        while reply.release is not None and not reply.release.wait(0.05) and not self._stopping.is_set():
+            pass
         wait = self.latency + reply.delay
         if wait > 0:
             self._stopping.wait(wait)

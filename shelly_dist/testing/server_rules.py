@@ -56,11 +56,15 @@ def arguments_error(body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
         for call in m.get("tool_calls") or []:
             text = (call.get("function") or {}).get("arguments")
             if isinstance(text, str):
-                try:
-                    json.loads(text)
+                try:  # nlohmann::json, as llama-server: NaN and Infinity are not JSON
+                    json.loads(text, parse_constant=_not_json)
                 except ValueError:
                     return error(500, f"{ARGUMENTS_MESSAGE}: {text[:80]!r}", "server_error")
     return None
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
 
 
 def overflow_error(tokens: int, n_ctx: int) -> tuple[int, dict[str, Any]]:

@@ -51,7 +51,7 @@ def test_run_json_prints_exactly_one_object(tmp_path: Path) -> None:
     result = shelly(tmp_path, "run", "--json", "hello")
     assert result.returncode == 0
     data = json.loads(result.stdout)
-    assert set(data) == {"session", "agent", "reply", "usage", "tree_usage", "elapsed"}
+    assert set(data) == {"session", "agent", "reply", "usage", "tree_usage", "warnings", "elapsed"}
     assert data["agent"] == "orchestrator" and len(data["session"]) == 16
 
 
@@ -100,7 +100,7 @@ def test_session_continues_with_the_session_option(tmp_path: Path) -> None:
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout) | {"elapsed": 0, "usage": {}, "tree_usage": {}} == {
         "session": first["session"], "agent": "solo", "reply": "second saw two", "elapsed": 0, "usage": {},
-        "tree_usage": {},
+        "tree_usage": {}, "warnings": [],
     }
 
 

@@ -4,8 +4,9 @@ A scenario is a team (scripted models per agent) and a task. :func:`observe` run
 engine as ``shelly run`` does — embedded (children as asyncio tasks) or on the pool (children on a
 real ``shelly worker`` subprocess, the coordinator in this process) — and returns what a user can
 see: the ``delegate`` results the lead got, how each child run ended, the event kinds of each
-child, the tokens spent and the final answer. The spec tests assert that both runtimes give the
-same :class:`Observed` (DESIGN §6: a behaviour that differs is a failing test).
+child, the tokens spent, the board and the final answer. Every scenario goes through :func:`both`,
+which asserts that both runtimes give the whole same :class:`Observed` (DESIGN §6: a behaviour
+that differs is a failing test) before the scenario asserts what that result is.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from shelly_dist.tasks import board as board_module
 from tests.integration.cluster import Cluster
 from tests.integration.conftest import cluster
 
-__all__ = ["Cluster", "Observed", "Scenario", "cluster", "complete", "delegate", "observe"]
+__all__ = ["Cluster", "Observed", "Scenario", "both", "cluster", "complete", "delegate", "observe"]
 
 POOL_ONLY = {"run_queued", "run_waiting", "run_resumed"}
 """Kinds that say where a run is placed on the pool (docs/events.md); an embedded run has no queue."""
@@ -49,6 +50,9 @@ class Scenario:
     answers: dict[str, str] = field(default_factory=dict)
     """``ask_user`` answers by question text, given from outside the run with ``Session.respond``
     once the question is listed by ``Session.questions``."""
+    concurrency: int = 8
+    """The pool worker's concurrency: 1 runs the children one after the other, so a sibling a
+    failure stops is still queued when it is stopped (the embedded runtime starts them all)."""
 
 
 @dataclass
@@ -77,6 +81,16 @@ class Observed:
     """The data of every ``ask_user`` event, in order."""
 
 
+async def both(cluster: Cluster, scenario: Scenario) -> Observed:
+    """The scenario observed embedded, then on the pool (same project, same scripts): the whole
+    observed result — entries, endings, every child's event kinds, tokens, board, questions,
+    reply — must be the same on both; returns it."""
+    embedded = await observe(cluster, scenario, "embedded")
+    pool = await observe(cluster, scenario, "pool")
+    assert embedded == pool, f"the runtimes differ:\nembedded: {embedded}\npool:     {pool}\n{cluster.worker_log()}"
+    return embedded
+
+
 def write_team(cluster: Cluster, scenario: Scenario, runtime: str) -> None:
     """The scenario's config in the cluster's project; embedded, without a ``distributed:`` section."""
     providers = [{"name": "team", "kind": "scripted", "model": "script", "script": scenario.scripts,
@@ -92,7 +106,7 @@ async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observe
     """Run ``scenario`` on ``runtime`` (``embedded`` or ``pool``) and observe it."""
     write_team(cluster, scenario, runtime)
     if runtime == "pool":
-        cluster.start_worker("w1")
+        cluster.start_worker("w1", concurrency=scenario.concurrency)
     seen: list[Event] = []
     async with await Engine.open(None, shelly_dir=cluster.root / ".shelly", env=cluster.env()) as engine:
         assert engine.runtime.name == ("celery" if runtime == "pool" else "local")

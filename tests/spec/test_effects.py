@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from .support import Cluster, Observed, Scenario, cluster, complete, delegate, observe
+from .support import Cluster, Scenario, both, cluster, complete, delegate
 
 __all__ = ["cluster"]
 
@@ -22,9 +22,6 @@ def call(name: str, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "arguments": arguments}]}
 
 
-async def both(cluster: Cluster, scenario: Scenario) -> tuple[Observed, Observed]:
-    return await observe(cluster, scenario, "embedded"), await observe(cluster, scenario, "pool")
-
 
 async def test_an_offloaded_result_is_recalled_whole_the_same_way(cluster: Cluster) -> None:
     get = call("shared_state_get", key="k")
@@ -35,10 +32,9 @@ async def test_an_offloaded_result_is_recalled_whole_the_same_way(cluster: Clust
         agents=[LEAD, {"name": "digger", "toolboxes": ["state"], "effects": [
             {"kind": "offload", "params": {"threshold": 0.15, "min_result_len": 1000, "recent_window": 1}}]}],
         provider={"context_window": 4000})
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert embedded.entries[0][0]["result"] == f'recalled "{BIG}"'
-    assert embedded.endings == [("digger", "done")]
+    observed = await both(cluster, scenario)
+    assert observed.entries[0][0]["result"] == f'recalled "{BIG}"'
+    assert observed.endings == [("digger", "done")]
 
 
 async def test_a_stalled_child_is_ended_by_stall_detect_the_same_way(cluster: Cluster) -> None:
@@ -49,7 +45,6 @@ async def test_a_stalled_child_is_ended_by_stall_detect_the_same_way(cluster: Cl
             {"kind": "reflection", "params": {"failure_threshold": 2}},
             {"kind": "loop_detect", "params": {"threshold": 2}},
             {"kind": "stall_detect", "params": {"window": 2, "similarity_threshold": 0.5}}]}])
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert "stall detected" in str(embedded.entries[0][0])
-    assert embedded.endings == [("digger", "failed")]
+    observed = await both(cluster, scenario)
+    assert "stall detected" in str(observed.entries[0][0])
+    assert observed.endings == [("digger", "failed")]

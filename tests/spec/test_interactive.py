@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from .support import Cluster, Observed, Scenario, cluster, complete, delegate, observe
+from .support import Cluster, Scenario, both, cluster, complete, delegate
 
 __all__ = ["cluster"]
 
@@ -32,24 +32,20 @@ def ask_parent(question: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "request_input", "arguments": {"question": question}}]}
 
 
-async def both(cluster: Cluster, scenario: Scenario) -> tuple[Observed, Observed]:
-    return await observe(cluster, scenario, "embedded"), await observe(cluster, scenario, "pool")
-
 
 async def test_a_childs_question_reaches_the_parent_and_its_answer_the_child_the_same_way(cluster: Cluster) -> None:
     scenario = Scenario(
         scripts={"lead": [interactive("asker", "quick"), answer("d-1", "blue"), "lead done"],
                  "asker": [ask_parent("Which colour?"), complete("painted {result}")], "quick": ["done fast"]},
         agents=[LEAD, {"name": "asker"}, {"name": "quick"}])
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    asked, answered = embedded.entries
+    observed = await both(cluster, scenario)
+    asked, answered = observed.entries
     assert asked == [{"agent": "asker", "delegation_id": "d-1",
                       "pending_question": {"id": "q-1", "agent": "asker-asker-1", "content": "Which colour?"}},
                      {"agent": "quick", "result": "done fast"}]
     assert answered == [{"agent": "asker", "result": "painted blue",
                          "completion": {"status": "completed", "summary": "painted blue"}}]
-    assert embedded.endings == [("asker", "done"), ("quick", "done")]
+    assert observed.endings == [("asker", "done"), ("quick", "done")]
 
 
 async def test_a_child_still_waiting_when_its_parent_ends_is_cancelled_the_same_way(cluster: Cluster) -> None:
@@ -57,10 +53,9 @@ async def test_a_child_still_waiting_when_its_parent_ends_is_cancelled_the_same_
         scripts={"lead": [interactive("asker"), "not answering"],
                  "asker": [ask_parent("Which colour?"), complete("never")]},
         agents=[LEAD, {"name": "asker"}])
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert embedded.reply == "not answering"
-    assert embedded.endings == [("asker", "canceled")]
+    observed = await both(cluster, scenario)
+    assert observed.reply == "not answering"
+    assert observed.endings == [("asker", "canceled")]
 
 
 async def test_a_child_that_neither_asks_nor_ends_within_question_timeout_is_the_same_entry_error(
@@ -69,7 +64,6 @@ async def test_a_child_that_neither_asks_nor_ends_within_question_timeout_is_the
     scenario = Scenario(
         scripts={"lead": [interactive("slowpoke"), "lead done"], "slowpoke": [slow_user, complete("never")]},
         agents=[{**LEAD, "options": {**LEAD["options"], "question_timeout": "1s"}}, {"name": "slowpoke"}])
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert embedded.entries == [[{"agent": "slowpoke", "error": "question timeout (1s) exceeded for delegation d-1"}]]
-    assert embedded.endings == [("slowpoke", "canceled")]
+    observed = await both(cluster, scenario)
+    assert observed.entries == [[{"agent": "slowpoke", "error": "question timeout (1s) exceeded for delegation d-1"}]]
+    assert observed.endings == [("slowpoke", "canceled")]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from .support import Cluster, Observed, Scenario, cluster, complete, delegate, observe
+from .support import Cluster, Scenario, both, cluster, complete, delegate
 
 __all__ = ["cluster"]
 
@@ -24,19 +24,15 @@ def ask(question: str, *options: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "ask_user", "arguments": {"question": question, "options": list(options)}}]}
 
 
-async def both(cluster: Cluster, scenario: Scenario) -> tuple[Observed, Observed]:
-    return await observe(cluster, scenario, "embedded"), await observe(cluster, scenario, "pool")
-
 
 async def test_the_top_level_runs_question_waits_for_session_respond_on_both(cluster: Cluster) -> None:
     scenario = Scenario(scripts={"lead": [ask("Which file?", *OPTIONS), "fixing {result}"]},
                         agents=[{"name": "lead"}], answers={"Which file?": "lexer.py"})
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert embedded.reply == "fixing lexer.py"
-    assert embedded.questions == [{"id": "q-1", "agent": "lead", "text": "Which file?", "options": OPTIONS,
+    observed = await both(cluster, scenario)
+    assert observed.reply == "fixing lexer.py"
+    assert observed.questions == [{"id": "q-1", "agent": "lead", "text": "Which file?", "options": OPTIONS,
                                    "timeout": 0.0}]
-    assert embedded.asked == [{"id": "q-1", "text": "Which file?", "options": OPTIONS}]
+    assert observed.asked == [{"id": "q-1", "text": "Which file?", "options": OPTIONS}]
 
 
 async def test_a_childs_question_waits_for_session_respond_and_its_entry_carries_the_answer_on_both(
@@ -45,19 +41,17 @@ async def test_a_childs_question_waits_for_session_respond_and_its_entry_carries
         scripts={"lead": [delegate({"agent": "coder", "task": "fix it"}), "noted"],
                  "coder": [ask("Which file?", *OPTIONS), complete("fixed {result}")]},
         agents=[LEAD, {"name": "coder"}], answers={"Which file?": "parser.py"})
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert embedded.entries[0][0]["result"] == "fixed parser.py"
-    assert [q["agent"] for q in embedded.questions] == ["coder-fix-1"]  # the instance that asked
-    assert "ask_user" in embedded.kinds["coder"]
+    observed = await both(cluster, scenario)
+    assert observed.entries[0][0]["result"] == "fixed parser.py"
+    assert [q["agent"] for q in observed.questions] == ["coder-fix-1"]  # the instance that asked
+    assert "ask_user" in observed.kinds["coder"]
 
 
 async def test_an_unanswered_top_level_question_times_out_with_the_same_error_result(cluster: Cluster) -> None:
     scenario = Scenario(scripts={"lead": [ask("Which file?"), "gave up: {result}"]},
                         agents=[{"name": "lead", "options": {"question_timeout": "1s"}}])
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert embedded.reply == "gave up: ask_user: no answer to q-1 within 1s (options.question_timeout)"
+    observed = await both(cluster, scenario)
+    assert observed.reply == "gave up: ask_user: no answer to q-1 within 1s (options.question_timeout)"
 
 
 async def test_an_unanswered_childs_question_times_out_with_the_same_error_result(cluster: Cluster) -> None:
@@ -65,8 +59,7 @@ async def test_an_unanswered_childs_question_times_out_with_the_same_error_resul
         scripts={"lead": [delegate({"agent": "coder", "task": "fix it"}), "noted"],
                  "coder": [ask("Which file?"), complete("gave up: {result}")]},
         agents=[LEAD, {"name": "coder", "options": {"question_timeout": "1s"}}])
-    embedded, pool = await both(cluster, scenario)
-    assert embedded == pool
-    assert embedded.entries[0][0]["result"] == (
+    observed = await both(cluster, scenario)
+    assert observed.entries[0][0]["result"] == (
         "gave up: ask_user: no answer to q-1 within 1s (options.question_timeout)")
-    assert embedded.endings == [("coder", "done")]
+    assert observed.endings == [("coder", "done")]

@@ -120,3 +120,19 @@ async def test_max_children_rejects_the_sixth_and_one_dedup_key_starts_one_run_o
         assert len(announced(chat)) == 5, runtime
     assert seen["embedded"] == seen["pool"] == [("accepted", "")] * 6 + [
         ("rejected", "spawn: max_children 5 reached (5 running)")]
+
+
+async def test_the_tree_usage_counts_a_spawned_child_on_both(cluster: Cluster) -> None:
+    scenario = Scenario(scripts={"lead": [spawn("a"), "spawned it", "heard it"], "worker": ["found {task}"]},
+                        agents=[LEAD, {"name": "worker"}])
+    requests = {}
+    for runtime in ("embedded", "pool"):
+        write_team(cluster, scenario, runtime)
+        if runtime == "pool":
+            cluster.start_worker("w1")
+        async with await Engine.open(None, shelly_dir=cluster.root / ".shelly", env=cluster.env()) as engine:
+            outcome = await engine.session(persist=False).send(scenario.task)
+        assert outcome.reply.text_content() == "heard it", runtime
+        assert outcome.tree_usage is not None, runtime
+        requests[runtime] = (outcome.usage.model_requests, outcome.tree_usage.model_requests)
+    assert requests["embedded"] == requests["pool"] == (3, 4), "the lead's three calls and the spawned worker's one"

@@ -8,15 +8,15 @@ effect's slot (its index and kind), journaled with each checkpoint.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, cast, runtime_checkable
 
-from shelly_dist.chats import Chat, Message, Role, Text, ToolCall, ToolResult
+from shelly_dist.chats import Chat, Message, Role
 from shelly_dist.models import Completer, Usage
+from shelly_dist.models.context import estimate_tokens as estimate_tokens  # re-exported
 from shelly_dist.tools import Tool, ToolBox
 
 
@@ -42,7 +42,23 @@ class IterationContext:
     last_usage: Usage | None = None
     """The last model call's usage (its input tokens are the real size of the context)."""
     estimated_tokens: int = 0
-    """Shelly's estimate of the next call's input: chat plus tool definitions."""
+    """The estimate of the next call's input (chat plus tool definitions) in the server's tokens:
+    Shelly's characters / 4 times the ratio learned from the server's counts
+    (:class:`~shelly_dist.models.context.ContextWindow`)."""
+    context_window: int = 0
+    """The provider's window as this process knows it (configured, or read from the server): what
+    an effect configured without a window of its own compares with."""
+    overflowed: bool = False
+    """The last call failed because the prompt did not fit the window: compaction is due now."""
+    token_ratio: float = 0.0
+    """The server's tokens per estimated token as learned (0: unknown)."""
+
+    def transcript_limit(self) -> int:
+        """After an overflow, the characters of transcript a summary request may send: half the
+        window in characters as the learned ratio counts them (0: no limit)."""
+        if not self.overflowed or self.context_window <= 0:
+            return 0
+        return int(self.context_window * SUMMARY_SHARE / (self.token_ratio or 1.0) * 4)
     tool_tokens: int = 0
     state: dict[str, Any] = field(default_factory=dict)
     """This effect's memory across iterations, suspensions and workers (JSON values only)."""
@@ -50,6 +66,11 @@ class IterationContext:
     """Wall-clock seconds: effects that count time must compare readings taken on different
     machines, so this is ``time.time``, not a monotonic clock."""
     has_tool: Callable[[str], bool] = lambda name: False
+
+
+SUMMARY_SHARE = 0.5
+"""The share of the window the transcript of a summary request after an overflow may take (the
+summarizer's prompt and its answer need the rest)."""
 
 
 @runtime_checkable
@@ -127,28 +148,18 @@ def _implements(effect: Effect, method: str) -> bool:
 # -- helpers the effects share ---------------------------------------------------------------------
 
 
-def estimate_tokens(messages: Sequence[Message], tools: Sequence[Tool] = ()) -> int:
-    """Shelly's ``TokenEstimator``: characters / 4 rounded up, plus 4 per message and 10 per tool."""
-    chars = 0
-    for m in messages:
-        for p in m.parts:
-            if isinstance(p, Text):
-                chars += len(p.text)
-            elif isinstance(p, ToolCall):
-                chars += len(p.name) + len(p.arguments)
-            elif isinstance(p, ToolResult):
-                chars += len(p.content)
-    for t in tools:
-        chars += len(t.name) + len(t.description) + len(str(t.input_schema))
-    return math.ceil(chars / 4) + 4 * len(messages) + 10 * len(tools)
+def exceeds_threshold(ic: IterationContext, context_window: int | None, threshold: float) -> bool:
+    """Shelly's ``exceedsThreshold``: the estimate, or else the last call's reported prompt, has
+    reached ``context_window × threshold`` (``None``: the provider's window, ``ic.context_window``).
 
-
-def exceeds_threshold(ic: IterationContext, context_window: int, threshold: float) -> bool:
-    """Shelly's ``exceedsThreshold``: the estimate, or else the last call's reported input, has
-    reached ``context_window × threshold``."""
-    if context_window <= 0 or threshold <= 0:
+    A call that overflowed the window (``ic.overflowed``) exceeds every threshold: the effects that
+    shrink the chat run before it is retried."""
+    window = ic.context_window if context_window is None else context_window
+    if window <= 0 or threshold <= 0:
         return False
-    limit = int(context_window * threshold)
+    if ic.overflowed:
+        return True
+    limit = int(window * threshold)
     if ic.estimated_tokens > 0 and ic.estimated_tokens >= limit:
         return True
     return ic.last_usage is not None and ic.last_usage.input_tokens >= limit

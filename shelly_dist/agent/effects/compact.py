@@ -68,9 +68,23 @@ def render(messages: Sequence[Message]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
-async def summarize(chat: Chat, completer: Completer, agent_name: str) -> str:
-    """Replace ``chat`` with its system prompt and a summary of everything else; returns the summary."""
-    transcript = render(chat.view())
+def fitted(transcript: str, limit: int) -> str:
+    """``transcript`` cut to ``limit`` characters (0: whole) by leaving out its middle: the head
+    holds the goal, the tail where the work stands, and a summary request must fit the window
+    that the conversation itself no longer fits."""
+    if limit <= 0 or len(transcript) <= limit:
+        return transcript
+    head = limit // 4
+    tail = limit - head
+    return (f"{transcript[:head]}\n[… {len(transcript) - limit} characters of the conversation left out …]\n"
+            f"{transcript[-tail:]}")
+
+
+async def summarize(chat: Chat, completer: Completer, agent_name: str, *, limit: int = 0) -> str:
+    """Replace ``chat`` with its system prompt and a summary of everything else; returns the summary.
+
+    ``limit``: the most characters of transcript to send (0: all of it), for a chat that overflowed."""
+    transcript = fitted(render(chat.view()), limit)
     request = Chat([Message.text("", Role.SYSTEM, SUMMARIZATION_PROMPT), Message.text("", Role.USER, transcript)])
     summary = (await completer.complete(request, [])).text_content()
     system = next((m for m in chat.view() if m.role == Role.SYSTEM), None)
@@ -82,7 +96,8 @@ async def summarize(chat: Chat, completer: Completer, agent_name: str) -> str:
 
 @dataclass
 class Compact:
-    context_window: int = 0
+    context_window: int | None = 0
+    """Tokens; ``None``: the provider's window as this process knows it (learned from the server)."""
     threshold: float = 0.8
     kind: str = "compact"
 
@@ -90,7 +105,7 @@ class Compact:
         if ic.phase != EffectPhase.BEFORE_COMPLETE or not exceeds_threshold(ic, self.context_window, self.threshold):
             return
         try:
-            await summarize(ic.chat, ic.completer, ic.agent_name)
+            await summarize(ic.chat, ic.completer, ic.agent_name, limit=ic.transcript_limit())
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # Shelly without an AskFunc: go on uncompacted

@@ -18,7 +18,8 @@ PREVIEW = 80
 
 @dataclass
 class ObservationMask:
-    context_window: int = 0
+    context_window: int | None = 0
+    """Tokens; ``None``: the provider's window as this process knows it (learned from the server)."""
     threshold: float = 0.6
     recent_window: int = 10
     kind: str = "observation_mask"

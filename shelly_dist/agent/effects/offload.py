@@ -81,7 +81,8 @@ class RecallInput(BaseModel):
 @dataclass
 class Offload:
     store: OffloadStore
-    context_window: int = 0
+    context_window: int | None = 0
+    """Tokens; ``None``: the provider's window as this process knows it (learned from the server)."""
     threshold: float = 0.5
     min_result_len: int = 2000
     recent_window: int = 6

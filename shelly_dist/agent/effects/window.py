@@ -64,7 +64,8 @@ def _boundary(messages: Sequence[Message], index: int) -> int:
 
 @dataclass
 class SlidingWindow:
-    context_window: int = 0
+    context_window: int | None = 0
+    """Tokens; ``None``: the provider's window as this process knows it (learned from the server)."""
     threshold: float = 0.7
     recent_zone: int = 10
     medium_zone: int = 10

@@ -13,11 +13,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from shelly_dist.agent.effects.base import estimate_tokens
 from shelly_dist.agent.limits.base import Budget, BudgetScope, Charge
 from shelly_dist.chats import Chat, Message
 from shelly_dist.errors import LimitExceeded
 from shelly_dist.models import Completer, ToolSpec, Usage
+from shelly_dist.models.context import estimate_tokens
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class LimitedCompleter:
     def estimate(self, chat: Chat, tools: Sequence[ToolSpec]) -> Charge:
         """The upper bound reserved for one call with ``chat`` and ``tools``."""
         out = self.budget.max_output_tokens
-        tokens = estimate_tokens(chat.view(), tools) + out  # type: ignore[arg-type]
+        tokens = estimate_tokens(chat.view(), tools) + out
         price = self.budget.price
         cost = price.upper_bound(tokens - out, out) if price is not None else 0.0
         return Charge(model_requests=1, total_tokens=tokens, cost_usd=cost)

@@ -35,7 +35,6 @@ from shelly_dist.runtime.local.stops import stop
 
 if TYPE_CHECKING:
     from shelly_dist.agent.agent import Agent
-    from shelly_dist.agent.board import TaskBoardHook
     from shelly_dist.agent.registry import Registry
 
 
@@ -177,19 +176,17 @@ class InlineDelegator:
                 out.append(task.result())
         return out
 
-    def spawn(self, parent: Agent, request: ChildRequest) -> Agent:
+    def spawn(self, parent: Agent, request: ChildRequest, life: children.ChildLife) -> Agent:
         """Build the child instance: its own toolboxes, the parent's registry, board and events."""
         registry = parent.registry
         assert registry is not None
         name = request.spawned()
         child = registry.spawn(name, request.depth)
         child.set_registry(registry)
-        children.name_child(child, request, registry.next_id(name))
+        life.spawn(child, registry.next_id(name), parent.options.on_event)
         if child.options.task_board is None:
             child.options.task_board = parent.options.task_board
         child.options.request_input = self._asker(request) or auto_answer(request.context)
-        if parent.options.on_event is not None:
-            child.options.on_event = children.progress_sink(parent.options.on_event, parent.name, child.name)
         return child
 
     async def run_child(self, parent: Run, request: ChildRequest, *, run_id: str = "") -> DelegateEntry:
@@ -205,83 +202,69 @@ class InlineDelegator:
         return outcome
 
     async def _run_one(self, parent: Run, request: ChildRequest, run_id: str) -> DelegateEntry | ChildRequest:
-        """Run one child (or handoff peer) as run ``run_id``; its entry, or the request of the peer
-        it handed off to."""
+        """Run one child (or handoff peer) as run ``run_id`` through its :class:`~.children.ChildLife`;
+        its entry, or the request of the peer it handed off to."""
         registry = parent.agent.registry
         assert registry is not None
         slot = await self._slot(registry, request)
         async with slot.lease(self.slots) if slot is not None else contextlib.nullcontext():
+            board = parent.agent.options.task_board if request.task_id else None
+            life = children.ChildLife(request, run_id, board=board, parent=parent.agent.name)
             try:
-                child = self.spawn(parent.agent, request)
+                child = self.spawn(parent.agent, request, life)
             except AgentError as exc:
                 return DelegateEntry(agent=request.agent, error=str(exc))
-            board = parent.agent.options.task_board if request.task_id else None
             history = self.chats.pop(request.history, None) if request.history else None
             run = Run.start_child(child, request, run_id=run_id, delegator=self, history=history)
-            children.started(run, parent=parent.state.run_id, task=request.task)
-            if (refused := await children.claim_task(board, request, child.name)) is not None:
+            if (refused := await life.begin(run, parent_run=parent.state.run_id)) is not None:
                 if history is not None:  # the member's chat waits for a turn that runs
                     self.chats[request.history] = history
-                self._report_end(parent, run, refused, children.Ending.FAILED)
-                return refused
+                return self._reported(run, await life.end(run, refused)).entry
             if slot is not None:
                 self._slot_of[run.state.run_id] = slot
             if (live := self._live_child(request)) is not None:
                 live.run_id = run.state.run_id
             try:
-                entry, raised = await self._run(child, run, request, board)
+                result, raised = await self._run(child, run, life, live)
             except asyncio.CancelledError as exc:  # stopped from outside: ends canceled, as on the pool
-                await self._stopped(parent, run, request, board, exc)
+                await self._stopped(run, life, exc)
                 raise
             finally:
                 self._slot_of.pop(run.state.run_id, None)
                 self.iterations[run.state.run_id] = run.state.iteration
                 if request.turn:  # a team member's turn: its next turn continues this chat
                     self.chats[run.state.run_id] = run.agent.chat.messages()
-            entry.usage = request.entry_usage(run.state)  # joined into the parent, which totals its tree
-            step = entry if raised else children.next_step(request, run, entry)
-            if isinstance(step, ChildRequest):
-                children.report(run, children.finished(child.name, run.state.run_id, ending=children.Ending.DONE,
-                                                       entry=children.handoff_entry(step),
-                                                       usage=run.state.usage.model_dump()))
-                return step
-            entry = step
-            await children.settle_task(board, request, entry)
-            self._report_end(parent, run, entry, children.ending_of(entry, raised=raised))
-            return entry
+            end = self._reported(run, await life.end(run, result, raised=raised))
+            return end.peer or end.entry
 
     @staticmethod
-    def _report_end(parent: Run, run: Run, entry: DelegateEntry, ending: children.Ending) -> None:
-        """The child's entry as its parent gets it (Shelly's ``delegation_progress``), then its
-        ``run_finished``: the last two events of every child that ran, as a worker reports them."""
-        for event in children.end_events(run.agent.name, run.state.run_id, parent=parent.agent.name, entry=entry,
-                                         ending=ending, usage=run.state.usage.model_dump()):
+    def _reported(run: Run, end: children.End) -> children.End:
+        """Send the end's events to the run's sink (the parent's, through the progress sink)."""
+        for event in end.events:
             children.report(run, event)
+        return end
 
     @classmethod
-    async def _stopped(cls, parent: Run, run: Run, request: ChildRequest, board: TaskBoardHook | None,
-                       exc: asyncio.CancelledError) -> None:
+    async def _stopped(cls, run: Run, life: children.ChildLife, exc: asyncio.CancelledError) -> None:
         """A child cancelled by a failed sibling (the cancel's message) or with its tree: its
         board task is settled and its ``run_finished`` says ``canceled`` and why, as a worker's
         would; the cancellation then goes on."""
         reason = str(exc.args[0]) if exc.args and exc.args[0] in children.STOPPED else TASK_CANCELED
-        entry = DelegateEntry(agent=request.agent, error=reason)
         spawner = run.spawner
         if spawner is not None:  # the runs it spawned go with it
             with contextlib.suppress(Exception):
                 await asyncio.shield(spawner.cancel_all(run.state.run_id))  # type: ignore[attr-defined]
         with contextlib.suppress(Exception):
-            await asyncio.shield(children.settle_task(board, request, entry))
-        cls._report_end(parent, run, entry, children.Ending.CANCELED)
+            cls._reported(run, await asyncio.shield(life.end(run, children.Stop(reason))))
 
-    async def _run(self, child: Agent, run: Run, request: ChildRequest, board: TaskBoardHook | None
+    @staticmethod
+    async def _run(child: Agent, run: Run, life: children.ChildLife, live: LiveChild | None
                    ) -> tuple[DelegateEntry, bool]:
         """The child's entry, and whether its run raised (a run that ran out of a budget raised,
         though its entry is a synthetic failed completion)."""
-        live = self._live_child(request)
+        request = life.request
         try:
-            async with children.board_scope(board, request), \
-                    (live.closing_scope() if live is not None else contextlib.nullcontext()):
+            async with life.scope(*([live.closing_scope()] if live is not None else [])):
                 reply = await child.execute(run)
         except Exception as exc:
             return children.outcome_entry(request, run, error=exc), True

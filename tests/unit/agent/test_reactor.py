@@ -87,6 +87,19 @@ async def test_a_second_invalid_decision_fails_the_team_naming_why():
         await team.spawn("room").run("bees")
 
 
+async def test_a_team_whose_coordinator_failed_still_counts_the_coordinators_calls():
+    team = Team()
+    writers(team)
+    model = ScriptedCompleter(["nope", "still nope"], name="fast")
+    add_team(team, "room", ["researcher", "writer"], kind="llm", model=model)
+    agent = team.spawn("room")
+    with pytest.raises(AgentError):
+        await agent.run("bees")
+    spent = agent.usage.total()
+    assert len(model.requests) == 2
+    assert spent.model_requests == 1 and spent.input_tokens > 0 and spent.output_tokens > 0
+
+
 async def test_max_rounds_ends_the_team_with_the_conversation_so_far_and_a_warning():
     team = Team()
     writers(team)

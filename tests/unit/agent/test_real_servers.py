@@ -104,6 +104,28 @@ async def test_a_tool_call_cut_by_max_tokens_is_not_run_and_the_run_goes_on() ->
     assert [w.data["code"] for w in warnings] == [REPLY_TRUNCATED] and warnings[0].data["tool_calls"] == ["write"]
 
 
+async def test_a_reply_cut_by_max_tokens_runs_its_complete_tool_calls_and_refuses_only_the_cut_one() -> None:
+    cities: list[str] = []
+
+    async def get_weather(arguments: str) -> str:
+        cities.append(json.loads(arguments)["city"])
+        return "sunny"
+
+    box = ToolBox([Tool("get_weather", "weather of a city", {"type": "object"}, get_weather)], name="w")
+    events: list[Event] = []
+    whole = {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    with ModelServer(strict_alternation=True, strict_arguments=True) as server:
+        server.push(Reply(text="", tool_calls=[whole, whole, whole, {"name": "get_weather", "arguments": '{"ci'}],
+                          finish_reason="length"),
+                    Reply(text="three answers"))
+        reply = await team(server, events=events, toolboxes=(box,)).spawn("worker").run("weather")
+    assert reply.text_content() == "three answers" and cities == ["Paris", "Paris", "Paris"]
+    results = [m["content"] for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    assert results[:3] == ["sunny"] * 3 and "not executed" in results[3]
+    [warning] = [e for e in events if e.kind == WARNING]
+    assert warning.data["tool_calls"] == ["get_weather"] and "3 complete call(s) run" in warning.data["message"]
+
+
 async def test_a_final_answer_cut_by_max_tokens_is_named_in_a_warning() -> None:
     events: list[Event] = []
     with ModelServer() as server:
@@ -128,6 +150,24 @@ async def test_arguments_that_are_not_a_json_object_get_an_error_result_naming_t
     assert reply.text_content() == "fine" and ran == []
     result = server.requests[1].body["messages"][-1]["content"]
     assert result.startswith("invalid arguments for echo: not a JSON object: '[1, 2]'")
+
+
+async def test_arguments_holding_nan_get_an_error_result_and_are_sent_back_as_json_llama_server_parses() -> None:
+    ran: list[str] = []
+
+    async def measure(arguments: str) -> str:
+        ran.append(arguments)
+        return "measured"
+
+    box = ToolBox([Tool("measure", "measure", {"type": "object"}, measure)], name="t")
+    with ModelServer(strict_arguments=True) as server:
+        server.push(Reply(text="", tool_calls=[{"name": "measure", "arguments": '{"value": NaN}'}]),
+                    Reply(text="fine"))
+        reply = await team(server, toolboxes=(box,)).spawn("worker").run("measure")
+    assert reply.text_content() == "fine" and ran == []
+    assert server.requests[1].body["messages"][-1]["content"].startswith("invalid arguments for measure")
+    history = server.requests[1].body["messages"][-2]["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(history) == {"_raw": '{"value": NaN}'}
 
 
 async def test_a_16_child_fan_out_sends_identical_tools_and_system_prompt_prefixes() -> None:

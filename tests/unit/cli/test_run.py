@@ -31,7 +31,7 @@ def test_run_json_prints_one_object_with_the_documented_keys(invoke, workdir: Pa
     write_config(workdir)
     result = invoke("run", "--json", "--quiet", "do it")
     data = json.loads(result.stdout)
-    assert set(data) == {"session", "agent", "reply", "usage", "tree_usage", "elapsed"}
+    assert set(data) == {"session", "agent", "reply", "usage", "tree_usage", "warnings", "elapsed"}
     assert (data["agent"], data["reply"]) == ("solo", "scripted answer")
     assert data["usage"]["output_tokens"] > 0
 

@@ -32,3 +32,22 @@ async def test_loop_lag_shows_a_blocked_loop():
     await asyncio.sleep(0.01)  # the watcher wakes (late) before this sleeper
     watcher.cancel()
     assert REGISTRY.get_sample_value("shelly_event_loop_lag_seconds") >= 0.15
+
+
+async def test_the_servers_tokens_per_second_are_observed_per_provider_and_model():
+    from shelly_dist.chats import Chat
+    from shelly_dist.models.observed import ObservedCompleter
+    from shelly_dist.providers.http import aclose_http_client
+    from shelly_dist.providers.openai import OpenAICompleter
+    from shelly_dist.testing.model_server import ModelServer, Reply
+
+    provider = uuid.uuid4().hex
+    with ModelServer(timings=True, default=Reply(text="hi")) as server:
+        completer = ObservedCompleter(OpenAICompleter(model="m", base_url=server.url), provider=provider, model="m")
+        try:
+            await completer.complete(Chat(), [])
+        finally:
+            await aclose_http_client()
+    labels = {"provider": provider, "model": "m"}
+    assert REGISTRY.get_sample_value("shelly_model_output_tokens_per_second_count", labels) == 1
+    assert REGISTRY.get_sample_value("shelly_model_output_tokens_per_second_sum", labels) == 42.0

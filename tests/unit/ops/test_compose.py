@@ -93,3 +93,13 @@ def test_worker_exposes_its_metrics_port_in_the_compose_network(compose: dict) -
     assert worker["environment"]["SHELLY_METRICS_PORT"] == "9100"
     assert worker["environment"]["SHELLY_METRICS_HOST"] == "0.0.0.0"
     assert worker["expose"] == ["9100"]
+
+
+def test_the_console_refuses_to_start_without_its_token_and_binds_loopback(compose: dict) -> None:
+    console = compose["services"]["console"]
+    assert console["entrypoint"] == ["shelly", "serve", "--host", "0.0.0.0", "--port", "8700"]
+    assert console["environment"]["SHELLY_SERVE_TOKEN"].startswith("${SHELLY_SERVE_TOKEN:?")
+    assert console["ports"] == ["${CONSOLE_BIND:-127.0.0.1}:${CONSOLE_PORT:-8700}:8700"]
+    assert "/api/health" in console["healthcheck"]["test"]
+    lines = (ROOT / ".env.example").read_text().splitlines()
+    assert "SHELLY_SERVE_TOKEN=" in lines

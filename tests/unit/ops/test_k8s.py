@@ -249,3 +249,34 @@ def test_keda_scales_on_the_list_the_workers_consume() -> None:
                             ["data"]["config.yaml"])
     assert trigger["listName"] == queue == config["distributed"]["queue"]
     assert trigger["databaseIndex"] == broker.rsplit("/", 1)[1]
+
+
+def test_the_console_is_off_in_the_base_and_on_in_the_dev_overlay() -> None:
+    assert not [d for d in rendered("base") if d["metadata"]["name"] == "shelly-console"]
+    assert find(rendered("overlays/dev"), "Deployment", "shelly-console")["spec"]["replicas"] >= 1
+
+
+def test_the_console_listens_on_every_address_with_a_token_from_a_secret() -> None:
+    docs = rendered("overlays/dev")
+    console = container(find(docs, "Deployment", "shelly-console"), "console")
+    assert console["command"] == ["shelly", "serve", "--host", "0.0.0.0", "--port", "8700"]
+    secret = find(docs, "Secret", console["envFrom"][0]["secretRef"]["name"])
+    assert "SHELLY_SERVE_TOKEN" in secret["data"]
+    assert console["readinessProbe"]["httpGet"]["path"] == "/api/health"
+    assert find(docs, "Service", "shelly-console")["spec"]["type"] == "ClusterIP"
+    pod = find(docs, "Deployment", "shelly-console")["spec"]["template"]
+    assert pod["metadata"]["labels"]["shelly-dist.io/redis-client"] == "true"  # Redis lets it in
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert console["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_the_console_talks_to_redis_and_dns_only() -> None:
+    policy = find(rendered("overlays/dev"), "NetworkPolicy", "shelly-console")
+    ports = sorted({(p["protocol"], p["port"]) for rule in policy["spec"]["egress"] for p in rule["ports"]})
+    assert ports == [("TCP", 53), ("TCP", 6379), ("UDP", 53)]
+
+
+def test_the_console_secret_file_ships_without_a_token() -> None:
+    example = K8S / "components" / "console" / "secrets" / "console-auth.env.example"
+    pairs = [line for line in example.read_text().splitlines() if line and not line.startswith("#")]
+    assert pairs == ["SHELLY_SERVE_TOKEN="]

@@ -13,30 +13,40 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from shelly_dist.agent.children import Ending
 from shelly_dist.runtime.celery.names import task_kwargs
 
 if TYPE_CHECKING:
     from shelly_dist.agent import ChildRequest
 
 
-
 class RunStatus(StrEnum):
-    """Where a run stands; the same strings the journal's Lua scripts write and compare."""
+    """Where a run stands: one of the three live states, or how it ended — the members of
+    :class:`~shelly_dist.agent.children.Ending`, by value, so a run's status and its
+    ``run_finished`` cannot drift apart. The same strings the journal's Lua scripts write and compare."""
 
     QUEUED = "queued"
     RUNNING = "running"
     WAITING = "waiting"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELED = "canceled"
+    DONE = Ending.DONE.value
+    FAILED = Ending.FAILED.value
+    CANCELED = Ending.CANCELED.value
 
     @classmethod
     def read(cls, raw: str) -> RunStatus:
         """The status a record's field holds (a record without one is still ``queued``)."""
         return cls(raw or cls.QUEUED)
 
+    @classmethod
+    def ended(cls, ending: Ending) -> RunStatus:
+        """The status of a run that ended so."""
+        return cls(ending.value)
 
-TERMINAL = frozenset({RunStatus.DONE, RunStatus.FAILED, RunStatus.CANCELED})
+
+LIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING})
+"""The statuses of a run that has not ended."""
+
+TERMINAL = frozenset(RunStatus.ended(e) for e in Ending)
 """The statuses a run never leaves (equal to their strings, so ``"done" in TERMINAL``)."""
 
 

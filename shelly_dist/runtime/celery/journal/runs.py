@@ -41,6 +41,11 @@ SESSION_RUNS_MAX = 10_000
 ``shelly cancel --session`` (their records still expire by retention)."""
 
 
+RUN_SESSIONS_MAX = 100_000
+"""Sessions the index of sessions with runs keeps (the newest): what ``shelly serve`` can list;
+older ones drop out of its list (their runs still expire by retention)."""
+
+
 def _ms(seconds: float) -> int:
     return int(seconds * 1000)
 
@@ -164,9 +169,9 @@ class Journal:
             pipe.expire(self.keys.tree_deadlines(run_id), retention)
 
     def _queue_index(self, pipe: Any, run_id: str, session: str, now: float) -> None:
-        """Queue a new root's entry in its session's index (a key of another slot than the tree;
-        an entry whose record never appears is dropped by its readers, as one whose record
-        expired)."""
+        """Queue a new root's entry in its session's index and its session's in the index of
+        sessions (keys of other slots than the tree; an entry whose record never appears is
+        dropped by its readers, as one whose record expired)."""
         retention = self.settings.retention
         index = self.keys.session_runs(session)
         pipe.zadd(index, {run_id: now}, nx=True)
@@ -175,6 +180,12 @@ class Journal:
         pipe.zremrangebyscore(index, "-inf", now - retention)
         pipe.zremrangebyrank(index, 0, -SESSION_RUNS_MAX - 1)
         pipe.expire(index, retention)
+        # The sessions' index (global key, alone in its slot), scored by their newest root.
+        sessions = self.keys.run_sessions()
+        pipe.zadd(sessions, {session: now})
+        pipe.zremrangebyscore(sessions, "-inf", now - retention)
+        pipe.zremrangebyrank(sessions, 0, -RUN_SESSIONS_MAX - 1)
+        pipe.expire(sessions, retention)
 
     async def open_root(
         self, run_id: str, *, agent: str, session: str, task: str, fingerprint: str

@@ -19,7 +19,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from shelly_dist.events import MESSAGE_DELTA, Event
+from shelly_dist.events import MESSAGE_DELTA, Event, add_merging
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.state.refusal import write_through
@@ -46,17 +46,8 @@ class StreamSink:
     def __call__(self, event: Event) -> None:
         if not event.session_id:
             event = event.model_copy(update={"session_id": self._session})
-        if event.kind != MESSAGE_DELTA:
-            self._buffer.append(event)
-            return
-        last = self._buffer[-1] if self._buffer else None
-        if (last is not None and last.kind == MESSAGE_DELTA and last.run_id == event.run_id
-                and last.agent == event.agent and not event.data.get("begin")):
-            text = str(last.data.get("text") or "") + str(event.data.get("text") or "")
-            self._buffer[-1] = last.model_copy(update={"data": {**last.data, "text": text}})  # others hold `last`
-        else:
-            self._buffer.append(event)
-        if self._timer is None:
+        add_merging(self._buffer, event)
+        if event.kind == MESSAGE_DELTA and self._timer is None:
             self.flush_soon(DELTA_INTERVAL)
 
     def drain(self) -> str:

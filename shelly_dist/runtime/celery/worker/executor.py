@@ -33,13 +33,13 @@ from shelly_dist.agent import (
     children,
     entry_from_outcome,
 )
+from shelly_dist.agent.children import ChildLife, End, Ending, Stop
 from shelly_dist.agent.interaction import auto_answer
 from shelly_dist.agent.interactive import suspend_question
 from shelly_dist.agent.records import LiveDelegation
-from shelly_dist.agent.stops import SiblingFailed
+from shelly_dist.agent.stops import TASK_CANCELED, SiblingFailed
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
-from shelly_dist.events import EventSink
 from shelly_dist.identity import acting_as
 from shelly_dist.observability import metrics, tracing
 from shelly_dist.runtime.celery.children import interactive, questions, spawns
@@ -147,21 +147,24 @@ class Executor:
                 error = (f"run {run_id}: config fingerprint mismatch: the run has {theirs}, "
                          f"worker {self.hostname} has {self.ctx.fingerprint}, and no worker of the run's config "
                          f"was seen in the last {GENERATION_GRACE:g}s")
-                return await self._end(claim.lease, self._sink(claim.lease), "failed",
+                return await self._end(claim.lease, self._sink(claim.lease), self._life(claim.lease.record), None,
                                        DelegateEntry(agent=claim.lease.record.agent, error=error))
         lease = claim.lease
         if lease is None:
             return Progress("skipped", claim.outcome)
         record = lease.record
         sink = self._sink(lease)
-        if claim.outcome == "canceled":
-            return await self._end(lease, sink, "canceled", DelegateEntry(agent=record.agent, error="task canceled"))
+        life = self._life(record)
         if claim.outcome == "exhausted":
             error = (f"run {run_id}: failed after {claim.detail} attempts without progress "
                      f"(its step keeps killing workers)")
-            return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=error))
-        if not record.state and (stop := record.stop):  # stopped before it started (read with the claim)
-            return await self._end(lease, sink, "canceled", DelegateEntry(agent=record.agent, error=stop))
+            return await self._end(lease, sink, life, None, DelegateEntry(agent=record.agent, error=error))
+        # Stopped before it started, or its tree canceled (both read with the claim): a child still
+        # begins (its start reported, its board task claimed) and ends at once, as an embedded child
+        # stopped then does; a root just ends.
+        stop = TASK_CANCELED if claim.outcome == "canceled" else record.stop if not record.state or life else ""
+        if stop and life is None:
+            return await self._end(lease, sink, None, None, Stop(stop))
         task = asyncio.current_task()
         assert task is not None
         self.cancel_watch.track(record.root, task)  # type: ignore[arg-type]
@@ -170,7 +173,7 @@ class Executor:
         try:
             async with lease.heartbeat(task):  # type: ignore[arg-type]
                 with acting_as(session=record.session, run=record.id), run_span(record):  # logs carry both
-                    return await self._advance(lease, sink)
+                    return await self._advance(lease, sink, life, stop)
         except LeaseLost as exc:
             logger.warning("run %s: %s; abandoned (another worker carries it on)", run_id, exc)
             return Progress("abandoned", str(exc))
@@ -194,16 +197,32 @@ class Executor:
             with contextlib.suppress(StoreError):
                 await sink.flush()
 
+    def _life(self, record: RunRecord) -> ChildLife | None:
+        """The life of a delegated child's run (``None`` for a root, or for a request the journal
+        cannot parse: that run then ends as a root would)."""
+        if not record.request:
+            return None
+        try:
+            request = ChildRequest.model_validate_json(record.request)
+        except ValueError:
+            return None
+        return ChildLife(request, record.id, worker=self.hostname, session=record.session)
+
     def _sink(self, lease: Lease) -> StreamSink:
         return StreamSink(self.journal.client, self.journal.keys, lease.record.session,
                           retention=self.settings.retention)
 
-    async def _advance(self, lease: Lease, sink: StreamSink) -> Progress:
+    async def _advance(self, lease: Lease, sink: StreamSink, life: ChildLife | None, stop: str) -> Progress:
+        """Rebuild the run and step it until it ends or must wait; a child through its
+        :class:`~shelly_dist.agent.children.ChildLife` (begun, stepped inside its scope, ended on
+        every exit). ``stop``: why it is stopped already (read with the claim), or ``""``."""
         record = lease.record
+        request = life.request if life is not None else None
         try:
-            run, request = await self._rebuild(record, sink)
+            run = await self._rebuild(record, sink, life)
         except (AgentError, ConfigError, UsageError) as exc:  # unknown agent, bad journal: fail, don't loop
-            return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=str(exc)))
+            result = Stop(stop) if stop else DelegateEntry(agent=record.agent, error=str(exc))
+            return await self._end(lease, sink, life, None, result)
         agent = run.agent
         if request is not None:  # blocking delegation: request_input is answered from the context
             agent.options.request_input = suspend_question if request.asks_parent() else auto_answer(request.context)
@@ -243,16 +262,15 @@ class Executor:
         run.checkpoint = checkpoint
         run.before_model = before_model
         run.delegator = _WorkerDelegator(self, lease)
-        board = agent.options.task_board if request is not None and request.task_id else None
-        if request is not None and run.state.iteration == 0 and offset == 0:
-            if (refused := await children.claim_task(board, request, agent.name)) is not None:
-                return await self._end(lease, sink, "failed", refused, request=request)  # the task is not its to settle
-        ending = {"run": run, "board": board, "request": request}
-        if request is not None and (stop := record.stop):  # read with the claim
-            # stopped while it waited (a failed sibling; its interactive delegation closed): it ends
-            # here as if stopped mid-step, its task settled on the board and its own children closed
-            entry = DelegateEntry(agent=record.agent, error=stop)
-            return await self._end(lease, sink, "canceled", entry, **ending)  # type: ignore[arg-type]
+        if life is not None:
+            life.board = agent.options.task_board if life.request.task_id else None
+            if (refused := await life.begin(run, parent_run=record.parent, fresh=not record.state)) is not None:
+                return await self._end(lease, sink, life, run, refused)  # the task is not its to settle
+        if stop:
+            # stopped before it started or while it waited (a failed sibling; its interactive
+            # delegation closed; its tree canceled): it ends here as if stopped mid-step, its task
+            # settled on the board and its own children closed
+            return await self._end(lease, sink, life, run, Stop(stop))
         try:
             while True:
                 if run.state.phase == Phase.SUSPENDED and run.waiting():
@@ -269,10 +287,9 @@ class Executor:
                         continue
                 metrics.STEPS.labels(record.agent).inc()
                 if error := spawns.timed_out(request):  # a spawned child out of time fails, announced
-                    return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=error),
-                                           **ending)  # type: ignore[arg-type]
+                    return await self._end(lease, sink, life, run, DelegateEntry(agent=record.agent, error=error))
                 async with asyncio.timeout(spawns.time_left(request, self.settings.step_time_limit)), \
-                        children.board_scope(board, request):
+                        (life.scope() if life is not None else contextlib.nullcontext()):
                     outcome = await run.step()
                 if isinstance(outcome, Finished):
                     waits = await self._spawn_wait(lease, run)
@@ -281,14 +298,7 @@ class Executor:
                     if waits == "wait":
                         return Progress("waiting", "spawned children pending")
                     entry = entry_from_outcome(record.agent, reply=outcome.reply, completion=outcome.completion)
-                    if request is not None:
-                        step = children.next_step(request, run, entry)
-                        if isinstance(step, ChildRequest):
-                            return await self._hand_off(lease, sink, run, step)
-                        if step is not entry:  # a refused handoff is the entry's error
-                            return await self._end(lease, sink, "failed", step, **ending)  # type: ignore[arg-type]
-                    return await self._end(lease, sink, "done", entry, **ending,  # type: ignore[arg-type]
-                                           reply=outcome.reply.text_content())
+                    return await self._end(lease, sink, life, run, entry, reply=outcome.reply.text_content())
                 if isinstance(outcome, Suspended):
                     continue
         except asyncio.CancelledError:
@@ -297,44 +307,44 @@ class Executor:
             stop = await self.policy.stop_reason(record.id)  # policy: a sibling's failure
             if not stop and not await self.journal.is_canceled(record.root):
                 raise
-            entry = DelegateEntry(agent=record.agent, error=stop or "task canceled")
-            return await self._end(lease, sink, "canceled", entry, **ending)  # type: ignore[arg-type]
-        except RunCancelled as exc:
-            entry = entry_from_outcome(record.agent, error=exc)
-            return await self._end(lease, sink, "canceled", entry, **ending)  # type: ignore[arg-type]
+            return await self._end(lease, sink, life, run, Stop(stop or TASK_CANCELED))
+        except RunCancelled as exc:  # the tree's cancel flag, a sibling's stop, the board's cancel
+            reason = entry_from_outcome(record.agent, error=exc).error or TASK_CANCELED
+            return await self._end(lease, sink, life, run, Stop(reason))
         except (StoreError, LeaseLost):
             raise  # not the run's fault: the task retries from the journal, or another worker has it
         except TimeoutError:
             if spawn_error := spawns.timed_out(request):
-                return await self._end(lease, sink, "failed", DelegateEntry(agent=record.agent, error=spawn_error),
-                                       **ending)  # type: ignore[arg-type]
+                return await self._end(lease, sink, life, run, DelegateEntry(agent=record.agent, error=spawn_error))
             error = StepTimeout(
                 f"run {record.id}: step exceeded its time limit of {self.settings.step_time_limit:g}s",
                 run_id=record.id,
             )
-            entry = entry_from_outcome(record.agent, error=error)
-            return await self._end(lease, sink, "failed", entry, **ending)  # type: ignore[arg-type]
+            return await self._end(lease, sink, life, run, entry_from_outcome(record.agent, error=error), raised=True)
         except Exception as exc:
             logger.info("run %s (%s) failed: %s", record.id, agent.name, exc)
             entry = entry_from_outcome(record.agent, error=exc, instance=agent.name,
                                        max_iterations=agent.options.max_iterations)
-            return await self._end(lease, sink, "failed", entry, **ending)  # type: ignore[arg-type]
+            return await self._end(lease, sink, life, run, entry, raised=True)
 
-    async def _rebuild(self, record: RunRecord, sink: StreamSink) -> tuple[Run, ChildRequest | None]:
+    async def _rebuild(self, record: RunRecord, sink: StreamSink, life: ChildLife | None) -> Run:
+        """The run as its journal holds it: continued (``run_resumed``), or started afresh — a child
+        spawned and named by its life (which reports its start when it begins), a root started here."""
         registry = await self.registry(record.session)
-        request = ChildRequest.model_validate_json(record.request) if record.request else None
+        request = life.request if life is not None else None
         if record.state:
             state = RunState.model_validate_json(record.state)
             state.messages = await self.journal.messages(record.id, record.msg_count)
             run = Run.rebuild(registry, state)
-            run.agent.options.on_event = self._child_sink(sink, request, run.agent.name)
+            counted = metrics.counting_tools(sink)
+            run.agent.options.on_event = (counted if life is None
+                                          else children.progress_sink(counted, life.parent, run.agent.name))
             run.emit(events.RUN_RESUMED, worker=self.hostname, step=state.iteration)
-            return run, request
+            return run
         agent = registry.spawn(record.agent, record.depth)
-        if request is not None:
+        if life is not None and request is not None:
             n = record.instance_n or await self.journal.next_instance(record.session, request.spawned())
-            children.name_child(agent, request, n)
-            agent.options.on_event = self._child_sink(sink, request, agent.name)
+            life.spawn(agent, n, metrics.counting_tools(sink))
             run = Run.start_child(agent, request, run_id=record.id, history=await self._history(request))
         else:
             agent.options.on_event = metrics.counting_tools(sink)
@@ -342,9 +352,9 @@ class Executor:
             first = ([Message.model_validate(m) for m in raw] if raw
                      else [Message.text("user", Role.USER, record.task)])
             run = Run.start(agent, first, run_id=record.id)
-        children.started(run, parent=record.parent, task=record.task, worker=self.hostname)
+            children.started(run, parent=record.parent, task=record.task, worker=self.hostname)
         metrics.RUNS_STARTED.labels(record.agent).inc()
-        return run, request
+        return run
 
     async def _history(self, request: ChildRequest) -> list[Message] | None:
         """The chat of the run a team member's turn continues (its previous turn), if any."""
@@ -353,21 +363,15 @@ class Executor:
         previous = await self.journal.record(request.history)
         return await self.journal.messages(request.history, previous.msg_count) if previous else None
 
-    @staticmethod
-    def _child_sink(sink: StreamSink, request: ChildRequest | None, name: str) -> EventSink:
-        """A delegated child's events, plus Shelly's ``delegation_progress`` for its texts."""
-        counted = metrics.counting_tools(sink)
-        return counted if request is None else children.progress_sink(counted, request.parent_agent, name)
-
-    async def _hand_off(self, lease: Lease, sink: StreamSink, run: Run, peer: ChildRequest) -> Progress:
+    async def _hand_off(self, lease: Lease, sink: StreamSink, run: Run, end: End) -> Progress:
         """The child handed its delegation off: end its run and start the peer's on the same entry."""
-        record = lease.record
+        record, peer = lease.record, end.peer
+        assert peer is not None
         await lease.write_held()  # the reply that handed off: journaled before the run ends
         await sink.settle()
-        result = children.handoff_entry(peer)
-        sink(children.finished(run.agent.name, record.id, ending=children.Ending.DONE, entry=result,
-                               usage=run.state.usage.model_dump(), worker=self.hostname, session=record.session))
-        peer_id, queued = await hand_off(lease, peer, result, events=sink.drain(),
+        for event in end.events:
+            sink(event)
+        peer_id, queued = await hand_off(lease, peer, children.handoff_entry(peer), events=sink.drain(),
                                          usage=run.state.usage.model_dump_json(), instance=run.agent.name)
         metrics.RUNS_FINISHED.labels(record.agent, "done").inc()
         if queued:
@@ -404,45 +408,48 @@ class Executor:
         self,
         lease: Lease,
         sink: StreamSink,
-        status: str,
-        entry: DelegateEntry,
+        life: ChildLife | None,
+        run: Run | None,
+        result: DelegateEntry | Stop,
         *,
-        run: Run | None = None,
-        board: Any = None,
-        request: ChildRequest | None = None,
+        raised: bool = False,
         reply: str = "",
     ) -> Progress:
+        """End the run with ``result`` — every exit of a run's advance comes here, a child's through
+        its :class:`~shelly_dist.agent.children.ChildLife` (entry, handoff, board, end events) —
+        then what only the pool does: the wake's end, fail-fast, the spawned runs, the finish and
+        the join into the parent (DESIGN §6)."""
         record = lease.record
+        if life is not None:
+            end = await life.end(run, result, raised=raised)
+            if end.peer is not None and run is not None:
+                return await self._hand_off(lease, sink, run, end)
+        else:
+            entry, ending = children.settled(result, record.agent, raised=raised)
+            usage = run.state.usage.model_dump() if run else {}
+            end = End(entry, ending, [children.finished(run.agent.name if run else record.agent, record.id,
+                                                        ending=ending, entry=entry.to_json(), usage=usage,
+                                                        worker=self.hostname, session=record.session)])
+            if run is not None:
+                entry.usage = run.state.tree_usage
+        entry, status = end.entry, end.ending
         if run is not None:  # its interactive children still waiting are cancelled
             await run.close()
-        if request is not None:  # a handoff's peer reports under the name its delegation asked for
-            entry.agent = request.agent
-        await children.settle_task(board, request, entry)
         fields: dict[str, str] = {}
         if run is not None:
-            chain = request or (ChildRequest.model_validate_json(record.request) if record.request else None)
-            # joined into the parent, which totals its tree
-            entry.usage = chain.entry_usage(run.state) if chain is not None else run.state.tree_usage
             fields["usage"] = run.state.usage.model_dump_json()
             fields["instance"] = run.agent.name
         if reply:
             fields["reply"] = reply
         if entry.error:
             fields["error"] = entry.error
-        name = run.agent.name if run else record.agent
-        usage = run.state.usage.model_dump() if run else {}
-        if request is not None:  # a child: its end reads as an embedded child's
-            for event in children.end_events(name, record.id, parent=request.parent_agent, entry=entry,
-                                             ending=status, usage=usage, worker=self.hostname, session=record.session):
-                sink(event)
-        else:
-            sink(children.finished(name, record.id, ending=status, entry=entry.to_json(), usage=usage,
-                                   worker=self.hostname, session=record.session))
+        for event in end.events:
+            sink(event)
         if is_wake_run(record.id, record.depth) and isinstance(self.ctx, TeamContext):  # a team's wake
             await self.ctx.wake_ended(record, status, reply=reply, error=entry.error or "")
         await self.policy.on_end(record.parent, record.parent_key,  # policy: fail-fast
-                                 request or record.request, entry)
-        if status == "canceled":  # its spawned runs go with it
+                                 life.request if life is not None else record.request, entry)
+        if status == Ending.CANCELED:  # its spawned runs go with it
             await spawns.stop_spawned(self.journal, record.id)
         resume = False
         if spawns.is_spawned(record):  # announced before the finish: a crash between repeats neither
