@@ -28,7 +28,20 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from bench import batch, commands, embedded, fanout, idle, memory, nested, overhead, recovery, scaling, throughput
+from bench import (
+    batch,
+    commands,
+    embedded,
+    fanout,
+    idle,
+    memory,
+    nested,
+    overhead,
+    provider_batches,
+    recovery,
+    scaling,
+    throughput,
+)
 from bench.context import STEP, Bench
 from bench.harness import REDIS_URL, BenchError, Stack
 from bench.machine import describe
@@ -37,15 +50,16 @@ from bench.sampler import Sampler, top
 from bench.team import FULL, QUICK, config
 
 SCENARIOS = {m.NAME: m for m in (overhead, throughput, commands, scaling, memory, fanout, nested, embedded, batch,
-                                 recovery)}
+                                 recovery, provider_batches)}
 """In the order they run: each needs a different worker set, and this order restarts fewest."""
 
 SCENARIO_DEADLINE = 3 * STEP
 """Seconds a scenario may take per run, beyond its own steps' deadlines: a backstop for the waits
 between steps (starting workers, opening engines), naming the step it was in."""
 
-OPT_IN = {recovery.NAME}
-"""Scenarios run only when named with ``--only`` (recovery kills workers and waits out leases)."""
+OPT_IN = {recovery.NAME, provider_batches.NAME}
+"""Scenarios run only when named with ``--only`` (recovery kills workers and waits out leases;
+provider_batches runs a large batch twice)."""
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 BEGIN, END = "<!-- bench:results -->", "<!-- /bench:results -->"

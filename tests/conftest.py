@@ -6,6 +6,7 @@ import os
 import socket
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -63,24 +64,27 @@ def _no_real_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail any provider call to a host other than loopback (tests never reach a real LLM API)."""
     from urllib.parse import urlsplit
 
-    from shelly_dist.providers import http
-
-    real, real_stream = http.post_json, http.post_stream
+    from shelly_dist.providers import http, transport
 
     def check(url: str) -> None:
         if (urlsplit(url).hostname or "") not in LOOPBACK_HOSTS:
             raise AssertionError(f"test tried to call a real model API: {url}")
 
-    async def guarded(url: str, *args: object, **kwargs: object) -> object:
-        check(url)
-        return await real(url, *args, **kwargs)  # type: ignore[arg-type]
+    def guard(real: Any, at: int = 0) -> Any:
+        async def guarded(*args: object, **kwargs: object) -> object:
+            check(str(args[at]))
+            return await real(*args, **kwargs)
+        return guarded
 
-    def guarded_stream(url: str, *args: object, **kwargs: object) -> object:
-        check(url)
-        return real_stream(url, *args, **kwargs)  # type: ignore[arg-type]
+    def guard_stream(real: Any) -> Any:
+        def guarded(url: str, *args: object, **kwargs: object) -> object:
+            check(url)
+            return real(url, *args, **kwargs)
+        return guarded
 
-    monkeypatch.setattr(http, "post_json", guarded)
-    monkeypatch.setattr(http, "post_stream", guarded_stream)
+    monkeypatch.setattr(http, "post_json", guard(http.post_json))
+    monkeypatch.setattr(http, "post_stream", guard_stream(http.post_stream))  # a watched run's streamed calls
+    monkeypatch.setattr(transport, "request", guard(transport.request, at=1))  # the batch APIs' calls
 
 
 SLOWEST_FIRST = ("tests/chaos/", "tests/integration/", "tests/spec/", "tests/compat/")

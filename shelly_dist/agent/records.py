@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from shelly_dist.agent.limits.base import BudgetScope
 from shelly_dist.chats import Message, ToolResult
 from shelly_dist.models import Usage
+from shelly_dist.models.suspend import ModelWait
 from shelly_dist.observability import tracing
 
 
@@ -215,6 +216,9 @@ class RunState(BaseModel):
     awaiting: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Tool calls of the current reply suspended until a runtime delivers their result (a
     :class:`~shelly_dist.tools.suspend.SuspendCall`'s payload by call id: ``ask_user`` on a worker)."""
+    model_wait: ModelWait | None = None
+    """The model call of the current step, suspended (:class:`~shelly_dist.models.suspend.SuspendModel`)
+    until it is due or a reply is delivered for it (:meth:`Run.deliver_reply`)."""
     completion: CompletionResult | None = None
     delegations: dict[str, LiveDelegation] = Field(default_factory=dict)
     """Interactive children waiting for this run's ``answer_delegation_questions``, by id."""

@@ -22,6 +22,7 @@ distinct error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -60,6 +61,7 @@ from shelly_dist.events import REPLY_TRUNCATED, Event
 from shelly_dist.identity import acting_as
 from shelly_dist.models import Completer, Usage, streaming
 from shelly_dist.models.speed import SPEED
+from shelly_dist.models.suspend import ModelCall, ModelWait, SuspendModel, calling_model, raise_if_failed
 from shelly_dist.observability import tracing
 from shelly_dist.tools import Tool, ToolBox
 from shelly_dist.tools.hooks import bind_run_memory
@@ -99,6 +101,12 @@ class Delegator(Protocol):
         ...
 
 
+# A delegator may also offer ``async def wait_model(self, run: Run) -> None``: where a run whose model
+# call is suspended (``Suspended.model``) waits in-process until it is due or its reply is delivered
+# (the embedded runtime gives a limited run's slot back meanwhile; a coordinator watches Redis).
+# Without it the run waits with :meth:`Run.wait_model_here`.
+
+
 Checkpoint = Callable[["Run", str], Awaitable[None]]
 """Called after the reply is appended (``"reply"``), before tools that are not safe to retry begin
 (``"started"``: ``RunState.started`` names them), after each tool result while other calls of the
@@ -114,9 +122,10 @@ class Continue:
 
 @dataclass(frozen=True)
 class Suspended:
-    """The run waits for these children."""
+    """The run waits for these children, or for its model call (``model``: it was suspended)."""
 
     requests: list[ChildRequest]
+    model: ModelWait | None = None
 
 
 @dataclass(frozen=True)
@@ -191,6 +200,8 @@ class Run:
         self._estimate = 0
         self._completer: Completer = agent.completer
         self._hooks = HookChain([*agent.options.middleware, *agent.options.hooks])
+        self._replied: asyncio.Event | None = None
+        """Set when a reply is delivered for the model call this run waits for in-process."""
 
     # -- construction -------------------------------------------------------------------------
 
@@ -400,33 +411,51 @@ class Run:
                     continue
                 return outcome.reply
             if isinstance(outcome, Suspended):
+                if outcome.model is not None:  # embedded (or a coordinator's own run): it waits here
+                    wait = getattr(self.delegator, "wait_model", None)
+                    await (wait(self) if wait is not None else self.wait_model_here())
+                    continue
                 raise UsageError(
                     f"run {self.state.run_id}: suspended on {len(outcome.requests)} children and nobody runs them"
                 )
 
     async def _model_step(self) -> StepOutcome:
         agent, state, opts = self.agent, self.state, self.agent.options
-        if opts.max_iterations > 0 and state.iteration >= opts.max_iterations:
-            state.phase = Phase.FAILED
-            raise MaxIterationsExceeded(agent=agent.name)
-        if opts.warn_iterations > 0 and state.iteration >= opts.warn_iterations and not state.warned:
-            agent.chat.append(Message.text("shelly", Role.USER, WARNING_TEXT))
-            state.warned = True
+        wait = state.model_wait
+        if wait is not None and wait.reply is not None:  # delivered: the call's answer, nothing is asked
+            state.model_wait = None
+            delivered = Message.model_validate(wait.reply)
+            raise_if_failed(delivered)  # the call failed where it was made: the run fails as if here
+            return await self._replied_with(delivered, delivered=True)
+        if wait is None:  # a new call (a call whose wait is due was prepared before it suspended)
+            if opts.max_iterations > 0 and state.iteration >= opts.max_iterations:
+                state.phase = Phase.FAILED
+                raise MaxIterationsExceeded(agent=agent.name)
+            if opts.warn_iterations > 0 and state.iteration >= opts.warn_iterations and not state.warned:
+                agent.chat.append(Message.text("shelly", Role.USER, WARNING_TEXT))
+                state.warned = True
         if self.before_model is not None:
             await self.before_model(self)
-        if self.state.spawned and self.spawner is not None:  # a run that spawned nothing costs no read
-            await drain(self, self.spawner)
-        tools = await self._effects_before()
-        if self._hooks:
-            await self._hooks.before_model(self)
+        if wait is None:
+            if self.state.spawned and self.spawner is not None:  # a run that spawned nothing costs no read
+                await drain(self, self.spawner)
+            tools = await self._effects_before()
+            if self._hooks:
+                await self._hooks.before_model(self)
+        else:
+            tools = self._offered_tools()
         raise_if_cancelled()  # a cancel swallowed under a hook or a journal write asks no model
+        state.model_wait = None
         try:
-            with streaming.streaming_to(RunDeltas(self.emit) if state.watched and opts.on_event else None):
-                reply = raw = await complete_or_shrink(
+            with calling_model(ModelCall(can_suspend=True, previous=wait)), \
+                    streaming.streaming_to(RunDeltas(self.emit) if state.watched and opts.on_event else None):
+                raw = await complete_or_shrink(
                     self._completer, agent.chat, tools, agent_name=agent.name, effects=self._effects,
                     states=state.effects, context=self._iteration_context, window=opts.window,
                     checkpoint=lambda: self._checkpoint("rewrite"), emit=self.emit,
                 )
+        except SuspendModel as signal:
+            return await self._suspend_model(ModelWait.of(signal, state.run_id, state.iteration, wait))
         except Exception as exc:  # calls made before the failure (a team coordinator's) still count
             spent = getattr(exc, "usage", None)
             if isinstance(spent, Usage) and spent.total_tokens:
@@ -434,6 +463,53 @@ class Run:
                 state.usage = state.usage + spent
                 agent.usage.add(spent)
             raise
+        return await self._replied_with(raw)
+
+    async def _suspend_model(self, wait: ModelWait) -> StepOutcome:
+        """Journal the suspended model call and let the run wait for it (see
+        :mod:`shelly_dist.models.suspend`); the phase stays ``model``."""
+        self.state.model_wait = wait
+        self.emit(events.MODEL_WAITING, wait=wait.kind, reason=wait.reason, due_at=wait.due_at)
+        await self._checkpoint("suspended")
+        return Suspended([], model=wait)
+
+    def model_waiting(self) -> bool:
+        """Whether the run waits for its model call: suspended, no reply delivered, not due yet."""
+        wait = self.state.model_wait
+        return wait is not None and not wait.over()
+
+    def deliver_reply(self, wait_id: str, reply: Message) -> bool:
+        """Deliver the answer of the suspended model call ``wait_id`` (its usage, priced, in its
+        metadata, as :class:`~shelly_dist.models.Usage.attach` puts it). Idempotent: a second
+        delivery, or one for a wait that is not the run's current one, is ignored (False)."""
+        wait = self.state.model_wait
+        if wait is None or wait.id != wait_id or wait.reply is not None:
+            return False
+        wait.reply = reply.model_dump(mode="json")
+        if self._replied is not None:
+            self._replied.set()
+        return True
+
+    async def wait_model_here(self) -> None:
+        """Wait in this process until the suspended model call is due or a reply is delivered for
+        it (:meth:`deliver_reply`, from another task). Cancellation ends the wait."""
+        while (wait := self.state.model_wait) is not None and not wait.over():
+            self._replied = self._replied or asyncio.Event()
+            self._replied.clear()
+            timeout = None if wait.due_at is None else max(0.0, wait.due_at - time.time())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._replied.wait()
+
+    async def _replied_with(self, raw: Message, *, delivered: bool = False) -> StepOutcome:
+        """The model's answer ``raw`` (asked now, or delivered for a suspended call) joins the run:
+        hooks, the chat, usage, effects, then the reply's tools or the run's end."""
+        agent, state, opts = self.agent, self.state, self.agent.options
+        if delivered:  # no completer saw it: the tree limits are charged here
+            record = getattr(self._completer, "record_delivered", None)
+            if record is not None:
+                await record(Usage.of(raw))
+        reply = raw
         if self._hooks:  # a reply a hook replaces still counts the model call's usage (``raw``)
             reply = await self._hooks.after_model(self, reply)
             if not reply.tool_calls():
@@ -516,6 +592,14 @@ class Run:
             # that dies before its next reply must not compact the compacted chat again.
             self.state.last_input_tokens = 0
             await self._checkpoint("rewrite")
+        return self._effects.filter_tools(self._iteration_context, self.state.effects, list(self._tools))
+
+    def _offered_tools(self) -> list[Tool]:
+        """The tools the model call is offered, as :meth:`_effects_before` chose them, without
+        running the effects again (a suspended call asked again: they ran before it suspended)."""
+        if not self._effects:
+            return list(self._tools)
+        self._estimate = estimate_tokens(self.agent.chat.view(), self._tools)
         return self._effects.filter_tools(self._iteration_context, self.state.effects, list(self._tools))
 
     def _reply(self) -> Message:

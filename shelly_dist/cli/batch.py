@@ -37,6 +37,8 @@ from shelly_dist.cli.errors import EXIT_FAILED, run_async
 from shelly_dist.cli.explain import explain
 from shelly_dist.cli.options import config_options
 from shelly_dist.engine import Engine
+from shelly_dist.engine.config import find_config, load_config
+from shelly_dist.engine.providers import with_provider_batches
 from shelly_dist.engine.session import user_messages
 from shelly_dist.errors import RunError, StoreError
 from shelly_dist.tools.builtin.ask import NoAnswerer
@@ -154,6 +156,9 @@ async def run_batch(
               help="On a worker pool, the batch's identity: a rerun with the same id continues its runs "
                    "instead of submitting them again (default: derived from the output file's path).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--provider-batch", is_flag=True,
+              help="Send every model call through its provider's batch API (OpenAI Batch, Anthropic Message "
+                   "Batches: half price, replies within 24 h) as if each provider with one set batch.enabled.")
 def batch_command(
     tasks_path: str,
     output_path: str,
@@ -162,12 +167,13 @@ def batch_command(
     shelly_dir: str,
     batch_id: str | None,
     quiet: bool,
+    provider_batch: bool,
 ) -> None:
     """Run every task of a JSONL file, each in its own session, writing one line per result."""
     console = Console(stderr=True)
     output = Path(output_path)
     failed = run_async(_main(Path(tasks_path), output, concurrency, config_path, shelly_dir, quiet, console,
-                             batch_id or batch_identity(output)))
+                             batch_id or batch_identity(output), provider_batch))
     if failed:
         raise SystemExit(EXIT_FAILED)
 
@@ -181,6 +187,7 @@ async def _main(
     quiet: bool,
     console: Console,
     batch_id: str,
+    provider_batch: bool = False,
 ) -> int:
     try:
         items, problems = await asyncio.to_thread(read_items, tasks)
@@ -194,8 +201,16 @@ async def _main(
     todo = [i for i in items if i.id not in skip]
     if skip & {i.id for i in items}:
         console.print(f"batch: skipping {len(items) - len(todo)} items already in {output}", markup=False)
-    async with await Engine.open(config_path, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
-        pool = PoolItems(engine.runtime, batch_id) if hasattr(engine.runtime, "submit") else None  # type: ignore[arg-type]
+    config = await asyncio.to_thread(load_config, find_config(config_path, shelly_dir))
+    if provider_batch:
+        if not any(p.batch_api(force=True) for p in config.providers):
+            console.print("batch: --provider-batch: no provider has a batch API (kind openai at OpenAI, anthropic, "
+                          "or batch.api set): every model call goes direct", markup=False, highlight=False)
+        if not config.distributed.broker_url:  # on a pool each item's session says it (the workers' config,
+            config = with_provider_batches(config)  # and its fingerprint, stay the deployment's)
+    async with await Engine.open(config, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
+        pool = (PoolItems(engine.runtime, batch_id, provider_batch=provider_batch)  # type: ignore[arg-type]
+                if hasattr(engine.runtime, "submit") else None)
         if pool is not None and todo:  # Redis and the broker answer, or one line now, before any item
             await pool.runtime.check()
         if concurrency is None:

@@ -45,6 +45,8 @@ class PoolRuntime(Protocol):
 
     async def cancel(self, run_id: str) -> list[str]: ...
 
+    async def provider_batches(self, session: str) -> None: ...
+
 
 def batch_identity(output: Path) -> str:
     """The default identity of a batch: its output file (the batch's journal), by absolute path."""
@@ -60,9 +62,11 @@ def item_run_id(batch: str, item_id: str, attempt: int = 1) -> str:
 class PoolItems:
     """Runs items on the pool for one batch, remembering the runs it waits for."""
 
-    def __init__(self, runtime: PoolRuntime, batch: str) -> None:
+    def __init__(self, runtime: PoolRuntime, batch: str, *, provider_batch: bool = False) -> None:
         self.runtime = runtime
         self.batch = batch
+        self.provider_batch = provider_batch
+        """Each item's model calls go through its providers' batch APIs (``--provider-batch``)."""
         self.waiting: set[str] = set()
         """Runs submitted or adopted by this batch that have not ended (what Ctrl-C cancels)."""
         self.submitting: set[asyncio.Task[str]] = set()
@@ -94,8 +98,7 @@ class PoolItems:
             # A submit cut by Ctrl-C between creating the root and sending it (or with its create
             # still in flight on a dropped connection) would leave a queued root that the cancel
             # does not see and the reaper later runs: it is finished first, then cancelled.
-            submit = asyncio.ensure_future(
-                self.runtime.submit(agent, messages, session=new_session_id(), run_id=run_id))
+            submit = asyncio.ensure_future(self._submit(agent, messages, run_id))
             self.submitting.add(submit)
             submit.add_done_callback(self.submitting.discard)
             await asyncio.shield(submit)
@@ -104,6 +107,12 @@ class PoolItems:
         if ended.status != RunStatus.DONE:
             raise RunError(ended.error or f"run {run_id} {ended.status}", run_id=run_id)
         return {"status": "completed", "reply": ended.reply, "run": run_id}
+
+    async def _submit(self, agent: str, messages: list[Message], run_id: str) -> str:
+        session = new_session_id()
+        if self.provider_batch:  # flagged before the run exists: its first model call reads it
+            await self.runtime.provider_batches(session)
+        return await self.runtime.submit(agent, messages, session=session, run_id=run_id)
 
     async def cancel_all(self) -> None:
         """Cancel the tree of every run still waited for (the batch was interrupted), once every

@@ -38,6 +38,10 @@ def _line(event: Event) -> str:
         detail = f"{data.get('child_agent')} ({data.get('child_run')}) {data.get('state')}"
     elif event.kind == events.ERROR:
         detail = str(data.get("error", ""))
+    elif event.kind in (events.BATCH_SUBMITTED, events.BATCH_POLLING, events.BATCH_COMPLETED, events.BATCH_FALLBACK):
+        detail = " ".join(str(x) for x in (data.get("vendor"), data.get("batch_id"),
+                                            f"({data.get('count')} requests)" if data.get("count") else "",
+                                            data.get("reason")) if x)
     elif event.kind == events.WARNING:
         detail = f"{data.get('code', '')}: {data.get('message', '')}".replace("\n", " ")
     return f"{stamp} {event.run_id:<24} {event.agent:<28} {event.kind:<18} {detail}".rstrip()

@@ -28,6 +28,8 @@ from shelly_dist.events import Event
 
 ACTION_LIMIT = 60
 
+BATCH_KINDS = (events.BATCH_SUBMITTED, events.BATCH_POLLING, events.BATCH_COMPLETED, events.BATCH_FALLBACK)
+
 TEAM_LINES = 8
 """The team's latest posts, wakes and acks the live table shows under its rows."""
 
@@ -149,6 +151,8 @@ class Board:
             return None
         if event.kind == events.RUN_FINISHED:
             return self._finished(row, data)
+        if event.kind in BATCH_KINDS:
+            return self._batch(row, event.kind, data, pad)
         if event.kind == events.RUN_SPAWNED:
             row.action = f"spawned {data.get('child_agent')}"
             return f"{pad}  {row.name} ⇢ spawned {data.get('child_agent')} ({data.get('child_run')})"
@@ -175,6 +179,23 @@ class Board:
         if line is not None:
             self.team.append(line)
         return line
+
+    @staticmethod
+    def _batch(row: AgentRow, kind: str, data: dict[str, object], pad: str) -> str | None:
+        """A run's model call in a provider batch: what it waits for, and when it falls back."""
+        vendor = data.get("vendor") or data.get("provider")
+        if kind == events.BATCH_SUBMITTED:
+            row.status, row.action = "waiting", f"joining a {vendor} batch"
+            return None
+        if kind == events.BATCH_POLLING:
+            row.status = "waiting"
+            row.action = f"waiting for {vendor} batch {data.get('batch_id')} ({data.get('count')} requests)"
+            return f"{pad}  {row.name} {row.action}"
+        if kind == events.BATCH_COMPLETED:
+            row.status, row.action = "running", f"{vendor} batch {data.get('batch_id')} ended"
+            return None
+        row.status, row.action = "running", f"calling directly ({data.get('reason')})"
+        return f"{pad}  {row.name}: {vendor} batch fallback ({data.get('reason')}), calling directly"
 
     @staticmethod
     def _team(row: AgentRow, event: Event) -> str | None:

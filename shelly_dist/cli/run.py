@@ -15,6 +15,11 @@ refused. Without a terminal, ``ask_user`` waits for ``shelly answer`` when the c
 (the question and how to answer it are printed on stderr; see
 :mod:`shelly_dist.runtime.celery.children.questions`), and is an error result telling the model nobody can
 answer otherwise; questions of runs on workers always wait for ``shelly answer``.
+
+A run whose model call goes to a vendor's batch API (a provider's ``batch:``) may wait hours for
+it: the first time one does, ``shelly run`` says so on stderr, with how to leave such a run
+running instead — ``--detach`` (with a worker pool) starts the run on the pool, prints its id and
+returns; ``shelly runs`` and ``shelly events`` follow it, ``shelly cancel`` stops it.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from shelly_dist.cli.questions import announce_questions
 from shelly_dist.engine import Config, Engine
 from shelly_dist.engine.session import user_messages
 from shelly_dist.errors import SessionNotSaved, UsageError
+from shelly_dist.events import BATCH_SUBMITTED
 from shelly_dist.models import Usage, streaming
 from shelly_dist.tools.builtin.ask import NoAnswerer
 
@@ -141,6 +147,7 @@ async def run_task(
             hints = asyncio.create_task(announce_questions(engine.bus.subscribe(), console, session.id,
                                                            session.agent.name if interactive else None))
         watched = Watched(engine.bus, session.agent.name)
+        batches = asyncio.create_task(warn_on_provider_batch(engine.bus.subscribe(), console, session.id))
         try:
             async with LiveView(engine.bus, console, view_mode) as view:
                 views.append(view)
@@ -153,12 +160,53 @@ async def run_task(
             await watched.close()
             raise RunFailed(_failed(session, exc, started, watched), exc) from exc
         finally:
+            batches.cancel()
             if hints is not None:
                 hints.cancel()
             await watched.close()
         if view_mode != "quiet" and session.persist:  # saved now: only now can it be continued
             console.print(f"continue with --session {session.id}", markup=False, highlight=False)
     return _result(session, outcome, started, watched)
+
+
+async def warn_on_provider_batch(events: Any, console: Console, session: str) -> None:
+    """Say once, on stderr, that the run waits on a vendor batch, and how not to wait for it."""
+    try:
+        async for event in events:
+            if event.kind == BATCH_SUBMITTED:
+                vendor = event.data.get("vendor") or "a provider"
+                console.print(
+                    f"shelly: warning: {event.agent or 'a run'} waits for a provider batch ({vendor}): its reply may "
+                    f"take hours "
+                    f"(the vendor's window is 24 h). Ctrl-C cancels the run; to leave such a run running, start it "
+                    f"with `shelly run --detach` (a worker pool) and follow it with `shelly runs --session {session}` "
+                    f"or `shelly events --session {session} --follow`",
+                    markup=False, highlight=False, soft_wrap=True)
+                return
+    finally:
+        events.close()
+
+
+async def detach(task: str, *, agent: str | None, config_path: Config | str | None, shelly_dir: str,
+                 console: Console, attachments: Sequence[Part] = ()) -> dict[str, Any]:
+    """Start ``task`` (with ``attachments``: their bytes go in the run's journal) as a root run on
+    the worker pool and return at once: ``{session, agent, run}``."""
+    from shelly_dist.engine.sessions import new_session_id
+
+    async with await Engine.open(config_path, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
+        submit = getattr(engine.runtime, "submit", None)
+        if submit is None:
+            raise UsageError("run: --detach needs a worker pool (distributed.broker_url or SHELLY_BROKER_URL): "
+                             "embedded, the run lives in this process")
+        name = engine.agent_name(agent)
+        session = new_session_id()
+        run_id = await submit(name, user_messages(task, attachments=attachments) if attachments else task,
+                              session=session)
+    console.print(f"session {session}: run {run_id} started on the pool\n"
+                  f"  follow it with: shelly runs --session {session}"
+                  f"   or   shelly events --session {session} --follow\n"
+                  f"  cancel it with: shelly cancel {run_id}", markup=False, highlight=False, soft_wrap=True)
+    return {"session": session, "agent": name, "run": run_id}
 
 
 def _result(session: Any, outcome: Any, started: float, watched: Watched) -> dict[str, Any]:
@@ -198,6 +246,9 @@ def _failed(session: Any, exc: BaseException, started: float, watched: Watched) 
               help="Send FILE with the task (repeatable): an image, a PDF or a UTF-8 text file.")
 @json_option
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
+@click.option("--detach", is_flag=True,
+              help="Start the run on the worker pool, print its id and return (a run that waits for provider "
+                   "batches can take hours); follow it with `shelly runs` / `shelly events`.")
 def run_command(
     task: str | None,
     agent: str | None,
@@ -207,17 +258,30 @@ def run_command(
     attach: tuple[str, ...],
     as_json: bool,
     quiet: bool,
+    detach: bool,
 ) -> None:
     """Run TASK (or stdin) through the team and print the final answer."""
     try:
         text = read_task(task)
+        if detach and session_id:
+            raise UsageError("run: --detach starts a new session; it cannot continue --session")
         files = [attachment(path) for path in attach]  # read once, here: a worker never opens them
     except UsageError as exc:
         fail(exc)
+    if detach:
+        started = run_async(_detach(text, agent, config_path, shelly_dir, files))
+        click.echo(json.dumps(started) if as_json else started["run"])
+        return
     run_and_print(
         text, agent=agent, config_path=config_path, shelly_dir=shelly_dir, session_id=session_id,
         quiet=quiet, as_json=as_json, may_ask=task is not None, attachments=files,
     )
+
+
+async def _detach(task: str, agent: str | None, config_path: str | None, shelly_dir: str,
+                  attachments: Sequence[Part]) -> dict[str, Any]:
+    return await detach(task, agent=agent, config_path=config_path, shelly_dir=shelly_dir,
+                        console=Console(stderr=True), attachments=attachments)
 
 
 def run_and_print(

@@ -43,7 +43,8 @@ def tree_lines(records: list[RunRecord]) -> list[str]:
                          f"worker={r.worker or '-'}  {own.text()}{subtree}"
                          + (f"  error={r.error}" if r.error else "")
                          + (f"  handed off to {r.handoff}" if r.handoff else "")
-                         + ("  (spawned)" if r.spawned else ""))
+                         + ("  (spawned)" if r.spawned else "")
+                         + (f"  waiting for {r.waiting_for}" if r.waiting_for and r.status == "waiting" else ""))
             walk(r.id, indent + 1)
 
     walk("", 0)
@@ -56,7 +57,7 @@ def runs_json(records: list[RunRecord]) -> list[dict[str, Any]]:
     spent = spent_by_record(records)
     return [{"id": r.id, "agent": r.agent, "instance": r.instance, "depth": str(r.depth), "parent": r.parent,
              "root": r.root, "status": str(r.status), "worker": r.worker, "error": r.error, "handoff": r.handoff,
-             "spawned": r.spawned,
+             "spawned": r.spawned, "waiting_for": r.waiting_for if r.status == "waiting" else "",
              "own": spent[r.id][0].to_json(), "tree": spent[r.id][1].to_json()} for r in records]
 
 

@@ -129,13 +129,24 @@ class RateLimit(Section):
     base_delay: OptionalDuration = None
 
 
+BATCH_APIS = ("openai", "anthropic")
+OPENAI_ROOTS = ("", "https://api.openai.com", "https://api.openai.com/v1")
+"""``base_url`` values that are OpenAI itself (whose Batch API is known to be there)."""
+
+
 class Batch(Section):
+    """Shelly's ``batch:`` block: the provider's model calls go through the vendor's batch API."""
+
     enabled: bool = False
     collect_window: OptionalDuration = None
     poll_interval: OptionalDuration = None
     timeout: OptionalDuration = None
     max_batch_size: DefaultIfZero = Field(None, ge=1)
     """``None`` (or Go's 0) = 100."""
+    api: Literal["", "openai", "anthropic"] = ""
+    """Which batch API the server speaks (ours): ``""`` = the vendor's own (OpenAI's for ``kind:
+    openai`` at OpenAI, Anthropic's); ``openai`` says an OpenAI-compatible server (``base_url``)
+    implements OpenAI's ``/v1/files`` and ``/v1/batches``."""
 
 
 class ScriptToolCall(OursSection):
@@ -155,6 +166,9 @@ class ScriptStep(OursSection):
     error: str = ""
     until: str = ""
     """A file path: the reply waits until that file exists (tests and demos)."""
+    suspend: float | Literal["reply"] | None = None
+    """The call suspends its run the first time it is asked: for that many seconds, or (``reply``)
+    until a reply is delivered for it (a model call that must wait: tests and demos)."""
 
 
 def _str_or_obj(value: Any) -> str:
@@ -195,6 +209,20 @@ class ProviderConfig(Section):
     """``kind: scripted`` only: replies per agent config name; key ``"*"`` serves any other agent."""
     options: dict[str, Any] = Field(default_factory=dict)
     """A ``@provider`` kind's own settings, handed to its factory as ``options=`` (ours)."""
+
+    def batch_api(self, *, force: bool = False) -> str | None:
+        """The batch API this provider's calls go through (``openai``/``anthropic``), or ``None``:
+        batches off, or no batch API known for it (the config rules warn then; calls go direct).
+        ``force``: the API its calls would go through with ``batch.enabled`` (``--provider-batch``)."""
+        if not force and (self.batch is None or not self.batch.enabled):
+            return None
+        if self.batch is not None and self.batch.api:
+            return self.batch.api
+        if self.kind == "anthropic":
+            return "anthropic"
+        if self.kind == "openai" and self.base_url.rstrip("/") in OPENAI_ROOTS:
+            return "openai"
+        return None
 
     def keys(self) -> list[str]:
         """``api_key`` then ``api_keys``, empty and repeated ones dropped."""

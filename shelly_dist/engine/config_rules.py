@@ -18,6 +18,7 @@ from shelly_dist.engine.config_models import (
     PROVIDER_KINDS,
     AgentConfig,
     Config,
+    ProviderConfig,
 )
 from shelly_dist.extensions import REGISTRY
 
@@ -61,9 +62,40 @@ def _provider_problems(cfg: Config) -> Iterator[Problem]:
         for agent in p.script:
             if agent != "*" and agent not in agents:
                 yield f"{at}.script.{agent}", f'unknown agent "{agent}"'
+        yield from _batch_problems(at, p)
     for kind, window in cfg.default_context_windows.items():
         if window < 0:
             yield f"default_context_windows.{kind}", "must not be negative"
+
+
+BATCH_KINDS = {"openai": ("openai", "grok"), "anthropic": ("anthropic",)}
+"""Provider kinds whose completer writes the requests each batch API takes."""
+
+
+def _batch_problems(at: str, p: ProviderConfig) -> Iterator[Problem]:
+    if p.batch is None or not p.batch.enabled:
+        return
+    if p.kind == "gemini":  # as Shelly: engine.buildBatchSubmitter refuses it
+        yield f"{at}.batch.enabled", ('batch is not supported for provider kind "gemini" (as in Shelly); '
+                                      "set enabled: false")
+    elif p.batch.api and p.kind not in BATCH_KINDS[p.batch.api]:
+        yield f"{at}.batch.api", (f'"{p.batch.api}" needs a provider of kind '
+                                  f'{" or ".join(BATCH_KINDS[p.batch.api])}, not "{p.kind}"')
+
+
+def _batch_leniency(at: str, p: ProviderConfig) -> Problem | None:
+    """Why a provider's ``batch.enabled`` has no effect (its calls go direct), or ``None``."""
+    if p.batch is None or not p.batch.enabled or p.batch_api() is not None or p.kind == "gemini":
+        return None
+    if p.kind == "grok":
+        why = ("xAI's Batch API takes OpenAI's upload but answers status and results in shapes of its own, "
+               "which shelly-dist does not read yet")
+    elif p.kind == "openai":
+        why = (f"{p.base_url} is not OpenAI's API: set batch.api: openai if that server implements OpenAI's "
+               "/v1/files and /v1/batches")
+    else:
+        why = f'provider kind "{p.kind}" has no batch API'
+    return f"{at}.batch.enabled", f"{why}; its model calls go direct, at the interactive price"
 
 
 def _mcp_problems(cfg: Config) -> Iterator[Problem]:
@@ -141,7 +173,8 @@ def shadowed_mcp_servers(cfg: Config) -> list[str]:
 
 def leniencies(cfg: Config) -> list[Problem]:
     """What a valid config does that Go accepts but is probably a mistake (warnings)."""
-    out: list[Problem] = []
+    out: list[Problem] = [found for i, p in enumerate(cfg.providers)
+                          if (found := _batch_leniency(f"providers[{i}]", p)) is not None]
     for i, m in enumerate(cfg.mcp_servers):
         if m.name in BUILTIN_TOOLBOXES and m.name not in OWN_TOOLBOXES:
             out.append((

@@ -15,26 +15,55 @@ that answered it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+from typing import TYPE_CHECKING, Any
 
 from shelly_dist.chats import Chat, Message
 from shelly_dist.engine.config import NO_KEY
-from shelly_dist.engine.config_models import Config, ProviderConfig
+from shelly_dist.engine.config_models import Batch, Config, ProviderConfig
 from shelly_dist.errors import ConfigError, ModelError
 from shelly_dist.events import EventSink, discard
 from shelly_dist.models import Completer, ToolSpec
+from shelly_dist.models.batching import BatchSettings
 from shelly_dist.models.context import ContextWindow
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
 from shelly_dist.models.observed import ObservedCompleter
-from shelly_dist.models.pricing import PricedCompleter, PriceEntry, PriceTable
+from shelly_dist.models.pricing import PricedCompleter, PriceEntry, PriceTable, price_reply
 from shelly_dist.models.ratelimit import RateLimitSettings
 from shelly_dist.providers.factory import create_completer, default_max_tokens, with_fallback
 from shelly_dist.providers.scripted import ScriptedCompleter
 
+if TYPE_CHECKING:
+    from shelly_dist.runtime.celery.children.batch_layer import PoolBatching
+
 SCRIPTED = "scripted"
 
 log = logging.getLogger(__name__)
+
+
+def batch_settings(provider: ProviderConfig, *, force: bool = False) -> BatchSettings | None:
+    """The provider's ``batch:`` block with Shelly's defaults, when its calls go through a batch API
+    (``force``: would go, with ``batch.enabled``)."""
+    if provider.batch_api(force=force) is None:
+        return None
+    b = provider.batch
+    if b is None:
+        return BatchSettings()
+    return BatchSettings.of(b.collect_window, b.poll_interval, b.timeout, b.max_batch_size)
+
+
+def with_provider_batches(config: Config) -> Config:
+    """``config`` with ``batch.enabled`` on every provider that has a batch API (``shelly batch
+    --provider-batch`` in one process); the others are left as they are (their calls go direct)."""
+    providers = []
+    for p in config.providers:
+        if p.batch_api(force=True) is not None and p.batch_api() is None:
+            batch = p.batch.model_copy(update={"enabled": True}) if p.batch is not None else Batch(enabled=True)
+            p = p.model_copy(update={"batch": batch})
+        providers.append(p)
+    return config.model_copy(update={"providers": providers})
 
 
 def rate_limit_settings(provider: ProviderConfig) -> RateLimitSettings | None:
@@ -65,6 +94,10 @@ class Providers:
         self.cooldowns: CooldownStore = cooldowns or MemoryCooldownStore()
         self.prices = prices if prices is not None else PriceTable.default(config.pricing)
         self._on_event = on_event
+        self.pool_batching: PoolBatching | None = None
+        """The pool's batch layer (a worker's): a provider's calls then suspend their run instead of
+        waiting in this process (Shelly's collector), and every provider with a batch API gets it,
+        for the runs of ``--provider-batch`` sessions. Set before any agent is built."""
         self._shared: dict[str, Completer] = {}
         self._windows: dict[str, ContextWindow] = {}
         self._lock = threading.RLock()  # _build (under it) asks window() for the provider's window
@@ -77,6 +110,7 @@ class Providers:
         using it; the added providers are built for the widened set alone (their names, such as
         ``main@helper``, may mean another model in another session)."""
         other = Providers(config, cooldowns=self.cooldowns, on_event=self._on_event, prices=self.prices)
+        other.pool_batching = self.pool_batching
         other._base = self
         return other
 
@@ -186,7 +220,8 @@ class Providers:
             log.debug("pricing: no price for provider %s (%s %r): its calls cost 0",
                       provider.name, provider.kind, provider.model)
         else:
-            completer = PricedCompleter(completer, price)
+            completer = PricedCompleter(completer, price,
+                                        batch=self.prices.batch_multiplier(provider.kind, provider.model))
         return ObservedCompleter(completer, provider=provider.name, model=provider.model, kind=provider.kind)
 
     def _build(self, provider: ProviderConfig) -> Completer:
@@ -210,7 +245,41 @@ class Providers:
             cooldowns=self.cooldowns,
             window=self.window(provider),
             on_event=self._on_event,
+            **self._batching(provider),
         )
+
+    def _batching(self, provider: ProviderConfig) -> dict[str, Any]:
+        """The batch arguments of ``provider``'s ``create_completer``: none when its calls never
+        batch; Shelly's collector when ``batch.enabled`` (in one process); on a worker the pool's
+        layer for every provider with a batch API (``enabled`` says whether its config asks for it)."""
+        pool = self.pool_batching
+        force = pool is not None
+        vendor = provider.batch_api(force=force)
+        if vendor is None:
+            return {}
+        out: dict[str, Any] = {"batch": batch_settings(provider, force=force), "batch_vendor": vendor}
+        if pool is not None:
+            price = self.prices.lookup(provider.kind, provider.model)
+            share = self.prices.batch_multiplier(provider.kind, provider.model)
+            keys = provider.keys()
+
+            def priced(reply: Message) -> Message:
+                return price_reply(reply, price, share) if price is not None else reply
+
+            out["batching"] = functools.partial(pool, price=priced, enabled=provider.batch_api() is not None,
+                                                base_url=provider.base_url, model=provider.model,
+                                                key=keys[0] if keys else "")
+        return out
+
+    def build_batch_desks(self) -> list[str]:
+        """Build every provider that may batch now (a worker, at start), so this process can work
+        their desks whether or not one of its runs has used them yet; their names."""
+        built = []
+        for provider in self.config.providers:
+            if provider.kind != SCRIPTED and provider.batch_api(force=self.pool_batching is not None) is not None:
+                self._one(provider, "")
+                built.append(provider.name)
+        return built
 
 
 class _NoKey:

@@ -110,6 +110,14 @@ class EngineContext:
         # Cooldowns are shared by every worker: a provider cooling down on one is skipped by all.
         self._client = connect(settings.redis_url, client_name="shelly-worker-cooldowns")
         engine.providers.cooldowns = RedisCooldownStore(self._client, prefix=settings.key_prefix)
+        # A model call for a provider batch suspends its run (no slot held); this process works the
+        # desks of every provider with a batch API (runtime/celery/children/batch_layer.py, worker/batch_runner.py).
+        from shelly_dist.runtime.celery.children.batch_layer import PoolBatching
+        from shelly_dist.state.keys import Keys
+
+        self.batching = PoolBatching(self._client, Keys(settings.key_prefix), settings.retention)
+        engine.providers.pool_batching = self.batching
+        engine.providers.build_batch_desks()
         # A team post made on this worker (a channel_send of a run) wakes the agents on the pool.
         from shelly_dist.runtime.celery.children.wakes import PoolWakes
 

@@ -1,7 +1,8 @@
 """Layer 2 — talking to a model: the ``Completer`` protocol and usage accounting.
 
 Retry, error classification and fallback chains also live here (see ``retry``, ``classify``,
-``fallback``): they wrap any completer, whatever the provider.
+``fallback``): they wrap any completer, whatever the provider; so does Shelly's batch collector
+(``batching``: calls through the vendors' batch APIs).
 """
 
 from typing import TYPE_CHECKING

@@ -5,6 +5,12 @@ by provider kind and the **longest** model prefix, case-insensitively, so ``gpt-
 the mini price and not ``gpt-4.1``'s. Overrides replace the default entry with the same provider
 and prefix and add the others (Go's ``mergeEntries``). A model no entry matches costs 0.
 
+A row may also set ``batch``, the share of its prices a request made through the vendor's batch
+API costs (ours; OpenAI's Batch API and Anthropic's Message Batches bill 0.5, cache tokens
+included). A row that sets ``batch`` and no price (``{provider: openai, batch: 0.5}``) is a
+batch-only row: it gives no prices, and its multiplier holds for every model of its prefix unless
+a longer prefix sets one. The default table has one per provider kind with a batch API.
+
 :class:`PricedCompleter` is the thin wrapper that writes the cost of each call into the reply's
 usage. The engine puts one around each provider's completer *inside* the fallback chain, so a call
 answered by a fallback provider is priced at the model that answered.
@@ -13,7 +19,7 @@ answered by a fallback provider is priced at the model that answered.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -22,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from shelly_dist.errors import ConfigError
+from shelly_dist.models.batching.api import BATCH_KEY
 from shelly_dist.models.usage import Usage
 
 if TYPE_CHECKING:  # annotations only: the config schema imports prices without the chat types
@@ -44,6 +51,8 @@ class PriceEntry(BaseModel):
     output: float = Field(0.0, ge=0)
     cache_read: float = Field(0.0, ge=0)
     cache_creation: float = Field(0.0, ge=0)
+    batch: float | None = Field(None, gt=0, le=1)
+    """The share of these prices a batch-API request costs (ours; see the module docstring)."""
 
     def key(self) -> tuple[str, str]:
         return self.provider.lower(), self.prefix.lower()
@@ -56,6 +65,10 @@ class PriceEntry(BaseModel):
             + usage.cache_read_tokens * self.cache_read
             + usage.cache_creation_tokens * self.cache_creation
         ) / PER
+
+    def gives_prices(self) -> bool:
+        """Whether this row prices tokens (a row that sets only ``batch`` does not)."""
+        return bool(self.model_fields_set & {"input", "output", "cache_read", "cache_creation"}) or self.batch is None
 
     def upper_bound(self, input_tokens: int, output_tokens: int) -> float:
         """The most a call of ``input_tokens`` in and ``output_tokens`` out can cost: the input at
@@ -121,22 +134,42 @@ class PriceTable:
         return cls(entries)
 
     def lookup(self, kind: str, model: str) -> PriceEntry | None:
-        """The entry of ``kind`` with the longest prefix of ``model`` (case-insensitive), or None."""
+        """The priced entry of ``kind`` with the longest prefix of ``model`` (case-insensitive), or None."""
+        return self._longest(kind, model, PriceEntry.gives_prices)
+
+    def batch_multiplier(self, kind: str, model: str) -> float:
+        """The share of the price a batch-API request of ``kind``/``model`` costs: the ``batch`` of
+        the longest prefix that sets one, else 1."""
+        found = self._longest(kind, model, lambda e: e.batch is not None)
+        return found.batch if found is not None and found.batch is not None else 1.0
+
+    def _longest(self, kind: str, model: str, wanted: Callable[[PriceEntry], bool]) -> PriceEntry | None:
         kind, model = kind.lower(), model.lower()
         best: PriceEntry | None = None
         for e in self.entries:
             provider, prefix = e.key()
-            if provider == kind and model.startswith(prefix) and (best is None or len(prefix) > len(best.prefix)):
+            if (provider == kind and model.startswith(prefix) and wanted(e)
+                    and (best is None or len(prefix) > len(best.prefix))):
                 best = e
         return best
 
 
-class PricedCompleter:
-    """Writes the cost of each reply into its usage (``usage.cost_usd``), at one model's price."""
+def price_reply(reply: Message, price: PriceEntry, batch: float = 1.0) -> Message:
+    """``reply`` with the cost of its usage written in (``usage.cost_usd``): at ``price``, times
+    ``batch`` when the reply came from a provider batch (its metadata holds :data:`BATCH_KEY`)."""
+    usage = Usage.of(reply)
+    usage.cost_usd = price.cost(usage) * (batch if reply.metadata.get(BATCH_KEY) else 1.0)
+    return usage.attach(reply)
 
-    def __init__(self, inner: Completer, price: PriceEntry) -> None:
+
+class PricedCompleter:
+    """Writes the cost of each reply into its usage (``usage.cost_usd``), at one model's price
+    (times ``batch`` for a reply from a provider batch)."""
+
+    def __init__(self, inner: Completer, price: PriceEntry, *, batch: float = 1.0) -> None:
         self.inner = inner
         self.price = price
+        self.batch = batch
 
     @property
     def usage(self) -> Any:
@@ -144,8 +177,5 @@ class PricedCompleter:
         return getattr(self.inner, "usage", None)
 
     async def complete(self, chat: Chat, tools: list[ToolSpec]) -> Message:
-        reply = await self.inner.complete(chat, tools)
-        usage = Usage.of(reply)
-        usage.cost_usd = self.price.cost(usage)
-        return usage.attach(reply)
+        return price_reply(await self.inner.complete(chat, tools), self.price, self.batch)
 

@@ -60,17 +60,29 @@ RUNS_REAPED = Counter("shelly_runs_reaped_total", "Runs past their deadline this
 LOOP_LAG = Gauge("shelly_event_loop_lag_seconds",
                  f"How late the worker's event loop ran a callback due {LOOP_LAG_INTERVAL:g}s after the last.")
 
+BATCH_REQUESTS_WAITING = Gauge("shelly_provider_batch_requests_pending",
+                               "Model calls waiting on a provider batch, by provider and where (window: not sent "
+                               "yet; sent: in a vendor batch), as the desk's holder last saw them.",
+                               ["provider", "where"])
+BATCHES = Gauge("shelly_provider_batches", "Vendor batches of a provider by step (sending, polling, delivering), "
+                "as the desk's holder last saw them.", ["provider", "status"])
+BATCH_FALLBACKS = Counter("shelly_provider_batch_fallbacks_total",
+                          "Model calls meant for a provider batch made directly instead, by reason.",
+                          ["provider", "reason"])
+
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_creation")
 
 
 @contextlib.contextmanager
 def model_call(provider: str, model: str) -> Iterator[None]:
-    """Time one model call; a call that raises is counted as an error."""
+    """Time one model call; a call that raises is counted as an error, but for a control signal
+    (``control_signal``: a call suspended until later, ``SuspendModel``), which sent nothing."""
     start = time.perf_counter()
     try:
         yield
-    except BaseException:
-        MODEL_CALL_ERRORS.labels(provider, model).inc()
+    except BaseException as exc:
+        if not getattr(exc, "control_signal", False):
+            MODEL_CALL_ERRORS.labels(provider, model).inc()
         raise
     finally:
         MODEL_CALL_SECONDS.labels(provider, model).observe(time.perf_counter() - start)

@@ -6,8 +6,13 @@
     → key rotation          only with several ``api_keys``: round-robin, per-key cooldown
     → throttle              only when ``rate_limit`` sets rpm / input_tpm / output_tpm
     → retry                 always: transient errors, ``rate_limit.max_retries`` (default 3)
+    → batch                 only with ``batch: {enabled: true}`` and a known batch API
 
-Retry is outermost so that every attempt is throttled again and may land on another key. Retry is
+Retry is outermost of the direct path so that every attempt is throttled again and may land on
+another key. The batch layer (Shelly's ``batch.Collector``) sits above it all: its submissions
+bypass the throttle (a vendor's batch queue has limits of its own), while the calls it falls back
+to go through the whole direct stack. Batches go with the first key of ``api_keys`` (a batch can
+only be read back with the key that created it). Retry is
 on for every provider, not only when ``rate_limit`` is set as in Shelly: a 529 from a healthy
 provider is routine and should not fail a whole delegation tree. Fallback between providers is
 built separately with :func:`~shelly_dist.models.fallback.with_fallback`, because it needs the
@@ -27,6 +32,7 @@ from typing import Any, Protocol
 from shelly_dist.errors import ConfigError
 from shelly_dist.events import EventSink, discard
 from shelly_dist.models.backoff import Backoff
+from shelly_dist.models.batching import BatchAPI, BatchCollector, BatchSettings
 from shelly_dist.models.completer import Completer
 from shelly_dist.models.context import ContextWindow
 from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore, key_id
@@ -35,6 +41,7 @@ from shelly_dist.models.ratelimit import RateLimiter, RateLimitSettings, Throttl
 from shelly_dist.models.retry import RetryingCompleter
 from shelly_dist.models.usage import UsageTracker
 from shelly_dist.providers.anthropic import AnthropicCompleter
+from shelly_dist.providers.batches import batch_api
 from shelly_dist.providers.gemini import GeminiCompleter
 from shelly_dist.providers.grok import GrokCompleter
 from shelly_dist.providers.openai import OpenAICompleter
@@ -79,6 +86,15 @@ _TAKE_OPTIONS: set[str] = set()
 
 _shared_cooldowns = MemoryCooldownStore()
 
+Batching = Callable[[Completer, BatchAPI, BatchSettings], Completer]
+"""Builds a provider's batch layer over its direct stack: :class:`BatchCollector` in one process;
+on a worker pool, the layer that suspends the run instead (the engine passes it)."""
+
+
+def collect_in_process(on_event: EventSink) -> Batching:
+    """The embedded batch layer: Shelly's collector, waiting in this process."""
+    return lambda direct, api, settings: BatchCollector(direct, api, settings, on_event=on_event)
+
 
 def register_provider(kind: str, factory: ProviderFactory, *, options: bool = False) -> None:
     """Make ``kind`` usable in config; registering an existing kind replaces it. ``options``: the
@@ -122,8 +138,13 @@ def create_completer(
     on_event: EventSink = discard,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.time,
-) -> RetryingCompleter:
-    """The completer for one configured provider, with its retry (and throttle, key rotation).
+    batch: BatchSettings | None = None,
+    batch_vendor: str | None = None,
+    batching: Batching | None = None,
+) -> Completer:
+    """The completer for one configured provider, with its retry (and throttle, key rotation), and
+    its batch layer when ``batch`` is given with the ``batch_vendor`` API (``openai``/``anthropic``;
+    ``batching`` builds the layer, Shelly's in-process collector by default).
 
     ``cooldowns`` holds per-key cooldowns (default: one in-process store); pass the runtime's
     Redis store when distributed. ``window``: the provider's context window, which its completers
@@ -180,7 +201,7 @@ def create_completer(
         )
     if settings.throttles:
         core = ThrottledCompleter(core, RateLimiter(settings, clock=clock, sleep=sleep))
-    return RetryingCompleter(
+    direct = RetryingCompleter(
         core,
         provider=name,
         max_retries=settings.max_retries,
@@ -188,3 +209,10 @@ def create_completer(
         sleep=sleep,
         on_event=on_event,
     )
+    if batch is None or batch_vendor is None:
+        return direct
+    api = batch_api(batch_vendor, members[0])
+    if api is None:  # the config rules name it; a custom kind's completer is not a vendor's
+        raise ConfigError(f'provider "{name}": batch: the {batch_vendor} batch API needs a provider of that kind',
+                          field=f"providers.{name}.batch")
+    return (batching or collect_in_process(on_event))(direct, api, batch)

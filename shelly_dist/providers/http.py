@@ -182,6 +182,16 @@ class HTTPCompleter:
     def url(self) -> str:
         return api_url(self.base_url, self.api_version, self.endpoint())
 
+    def api(self, path: str) -> str:
+        """The URL of another endpoint of this provider's API (``/files``, ``/messages/batches``)."""
+        return api_url(self.base_url, self.api_version, path)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The headers every request of this provider carries (its key among them): for the batch
+        endpoints, which are the same API with the same credentials."""
+        return dict(self._headers)
+
     def error(self, text: str) -> ModelError:
         """A model error (not an HTTP one) whose message names this provider."""
         return ModelError(f'provider "{self.name}": {text}', provider=self.name, model=self.model)

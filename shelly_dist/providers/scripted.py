@@ -14,6 +14,13 @@ A reply is a string (text), a :class:`Message`, or a mapping::
 test or a demo decides when a model call ends, on whichever process it runs, without guessing how
 long the rest takes.
 
+``suspend`` makes the call suspend its run the first time it is asked (a model call that must wait,
+as the provider governor's or a vendor batch's: :mod:`shelly_dist.models.suspend`): a number of
+seconds is the wait's due time, after which the call is asked again and answers; ``"reply"``
+waits until a reply is delivered for it (``Run.deliver_reply``, or on the pool
+``runtime.celery.model_waits.deliver``). A caller that cannot suspend (not a run's model step)
+waits the seconds here instead.
+
 ``{task}`` in a text or in string arguments is replaced by the latest user message's text, so
 one script can answer many different tasks (batches, benchmarks); ``{result}`` by the content of
 the latest tool result, so a script can show what a tool (or the user answering ``ask_user``) gave.
@@ -26,6 +33,7 @@ import json
 import math
 import os
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +42,7 @@ from typing import Any
 from shelly_dist.chats import Chat, Message, Role, Text, ToolCall
 from shelly_dist.errors import ModelError
 from shelly_dist.models import ToolSpec, Usage
+from shelly_dist.models.suspend import SuspendModel, model_call
 
 ScriptedReply = str | Message | Mapping[str, Any]
 
@@ -152,6 +161,8 @@ class ScriptedCompleter:
             index = len(self.replies) - 1
         spec = self.replies[index]
         reply, delay, error = build_reply(spec, index=index, task=_last_user_text(chat), result=_last_tool_result(chat))
+        if isinstance(spec, Mapping) and spec.get("suspend") is not None:
+            await self._suspend(spec["suspend"], index)
         if isinstance(spec, Mapping) and spec.get("until"):
             await wait_for_file(Path(str(spec["until"])), self._sleep)
         if delay:
@@ -160,6 +171,21 @@ class ScriptedCompleter:
             raise ModelError(f'provider "{self.name}": {error}', provider=self.name)
         prompt = "".join(m.text_content() for m in messages)
         return Usage(input_tokens=_estimate(prompt), output_tokens=_estimate(reply.text_content()) + 1).attach(reply)
+
+
+    async def _suspend(self, suspend: Any, index: int) -> None:
+        """A ``suspend`` entry: suspend the run's call the first time it is asked (see the module)."""
+        call = model_call()
+        if call.previous is not None:  # asked again after its wait: it answers
+            return
+        until_reply = suspend == "reply"
+        if call.can_suspend:
+            due = None if until_reply else time.time() + float(suspend)
+            raise SuspendModel("scripted", {"index": index}, due, reason=f'provider "{self.name}": scripted wait')
+        if until_reply:
+            raise ModelError(f'provider "{self.name}": reply {index} waits for a delivered reply, and its caller '
+                             "cannot suspend", provider=self.name)
+        await self._sleep(float(suspend))
 
 
 class FunctionCompleter:

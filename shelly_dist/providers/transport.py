@@ -120,19 +120,20 @@ def _timeout(seconds: float | None) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=None, connect=read, sock_connect=min(CONNECT_TIMEOUT, read), sock_read=read)
 
 
-def _encode(body: Any) -> bytes:
+def encode_json(body: Any) -> bytes:
     """Compact UTF-8 JSON, as httpx2 sent it (no NaN: no vendor accepts it)."""
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
-def _request(method: str, url: str, body: Any, headers: dict[str, str], read_timeout: float | None) -> Any:
+def _open(method: str, url: str, data: bytes | aiohttp.FormData | None, headers: dict[str, str],
+          read_timeout: float | None) -> Any:
     """The request every way of answering shares (an ``async with`` of aiohttp's)."""
     parts = urlsplit(url)
     return http_session().request(
         method,
         url,
-        data=_encode(body) if body is not None else None,
-        headers={"Content-Type": "application/json", **headers} if body is not None else headers,
+        data=data,
+        headers=headers,
         timeout=_timeout(read_timeout),
         allow_redirects=False,
         proxy=_proxy(parts.scheme, parts.hostname or ""),
@@ -153,6 +154,7 @@ def _failed(exc: BaseException, url: str, provider: str, model: str) -> Exceptio
 
 
 def _refused(status: int, raw: bytes, retry_after: str | None, provider: str, model: str) -> Exception:
+    """The typed model error of an answer that is not a 2xx."""
     return http_error(
         provider=provider,
         model=model,
@@ -160,6 +162,10 @@ def _refused(status: int, raw: bytes, retry_after: str | None, provider: str, mo
         body=raw.decode(errors="replace"),
         retry_after=parse_retry_after(retry_after),
     )
+
+
+def _json_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {"Content-Type": "application/json", **headers}
 
 
 async def post_json(
@@ -181,13 +187,14 @@ async def request_json(
     model: str,
 ) -> Any:
     """One request with an optional JSON body; the decoded answer, or a typed model error."""
-    try:
-        async with _request(method, url, body, headers, read_timeout) as resp:
-            status, retry_after, raw = resp.status, resp.headers.get("Retry-After"), await resp.read()
-    except (TimeoutError, aiohttp.ClientError) as exc:
-        raise _failed(exc, url, provider, model) from exc
-    if not 200 <= status < 300:
-        raise _refused(status, raw, retry_after, provider, model)
+    raw = await request(method, url, data=encode_json(body) if body is not None else None,
+                        headers=_json_headers(headers) if body is not None else headers,
+                        read_timeout=read_timeout, provider=provider, model=model)
+    return decode_json(raw, provider=provider, model=model)
+
+
+def decode_json(raw: bytes, *, provider: str, model: str) -> Any:
+    """The JSON of a 2xx answer; a body that is not JSON is a ``server`` model error."""
     try:
         return json.loads(raw)
     except ValueError as exc:
@@ -199,15 +206,39 @@ async def request_json(
         ) from exc
 
 
+async def request(
+    method: str,
+    url: str,
+    *,
+    headers: dict[str, str],
+    read_timeout: float | None,
+    provider: str,
+    model: str,
+    data: bytes | aiohttp.FormData | None = None,
+) -> bytes:
+    """Send one request and return the body of a 2xx answer; raise a typed model error otherwise.
+
+    ``data`` is sent as is (JSON bytes, or a multipart form for a file upload: the batch APIs).
+    """
+    try:
+        async with _open(method, url, data, headers, read_timeout) as resp:
+            status, retry_after, raw = resp.status, resp.headers.get("Retry-After"), await resp.read()
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise _failed(exc, url, provider, model) from exc
+    if not 200 <= status < 300:
+        raise _refused(status, raw, retry_after, provider, model)
+    return raw
+
+
 async def post_stream(
     url: str, body: Any, *, headers: dict[str, str], read_timeout: float | None, provider: str, model: str
 ) -> AsyncIterator[tuple[str, str]]:
     """POST ``body`` as JSON and yield the answer's server-sent events as ``(name, data)``, as they
-    arrive; failures are the typed model errors of :func:`post_json`. ``read_timeout`` bounds each
+    arrive; failures are the typed model errors of :func:`request`. ``read_timeout`` bounds each
     wait for the next piece of the stream, not the whole answer. Close the iterator (``aclosing``)
     to give the connection back when stopping early."""
     try:
-        async with _request("POST", url, body, headers, read_timeout) as resp:
+        async with _open("POST", url, encode_json(body), _json_headers(headers), read_timeout) as resp:
             if not 200 <= resp.status < 300:
                 raise _refused(resp.status, await resp.read(), resp.headers.get("Retry-After"), provider, model)
             reader = SSEReader()

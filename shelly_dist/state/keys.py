@@ -283,3 +283,20 @@ class Keys:
         """Provider cooldown record (shared by every worker)."""
         return f"{self.prefix}cooldown:{_name('cooldown', name)}"
 
+
+    # -- provider batches (runtime/celery/children/batch_desk.py) -------------------------------
+
+    def batch(self, desk: str, part: str) -> str:
+        """One part of a provider key's batch desk (``window``, ``requests``, ``lines``, ``flushes``,
+        ``polls``, ``lock``): every part of one desk shares its hash tag, so one script touches them."""
+        return f"{self.prefix}bk:{{{_name('batch desk', desk)}}}:{part}"
+
+    def batch_desks(self) -> str:
+        """Sorted set of the batch desks with work, scored by when it is next due (ms): the pollers
+        read what is due, never every waiting request (DESIGN §3 rule 17)."""
+        return f"{self.prefix}bk:due"
+
+    def session_meta(self, session: str) -> str:
+        """Hash of a session's own settings (``provider_batch``: its runs' model calls go through
+        provider batches, ``shelly batch --provider-batch``)."""
+        return f"{self.session(session)}:meta"

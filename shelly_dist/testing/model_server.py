@@ -39,6 +39,9 @@ In a test::
   sent as is (``"{"``).
 - ``requests`` lists :class:`RecordedRequest` (method, path, lower-cased headers, JSON body,
   ``arrived`` and ``answered`` monotonic times); ``wait_for_requests(n)`` waits with a deadline.
+- ``batches`` is the vendors' batch APIs (OpenAI's files and batches, Anthropic's message batches),
+  strict as the vendors and answering each batched request like a direct call once the batch has
+  ended, ``batch_delay`` seconds after its creation (:mod:`shelly_dist.testing.batch_api`).
 
 As a process (prints ``listening on http://127.0.0.1:PORT`` once ready; stops on SIGTERM)::
 
@@ -60,6 +63,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from shelly_dist.testing import server_rules, streams
+from shelly_dist.testing.batch_api import BatchAPIs
+from shelly_dist.testing.batch_api import record as batch_record
 from shelly_dist.testing.server_rules import PrefixCache
 
 FORMATS = ("openai", "anthropic", "gemini")
@@ -102,6 +107,9 @@ class Reply:
     """Streamed: after the first piece of text, wait (at most 60 s) until the test sets it."""
     stream_cut: bool = False
     """Streamed: close the connection after the first piece of text (a dropped stream)."""
+    batch_state: str | None = None
+    """As a line of a provider batch: ``errored`` or ``expired`` makes that line fail so (default:
+    ``succeeded``, or ``errored`` for an error ``status``)."""
 
     @classmethod
     def error(cls, status: int, body: str | None = None, *, retry_after: str | None = None) -> Reply:
@@ -243,6 +251,16 @@ def _gemini(reply: Reply, model: str, prompt: tuple[int, int] | None = None) -> 
 _ANSWERS = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini}
 
 
+def answer_body(fmt: str, reply: Reply, model: str) -> dict[str, Any]:
+    """The vendor's JSON answer to a request for ``model`` (``reply.raw`` when set)."""
+    return reply.raw if reply.raw is not None else _ANSWERS[fmt](reply, model)
+
+
+def error_body(fmt: str, status: int) -> dict[str, Any]:
+    """The vendor's error JSON for ``status``."""
+    return _error_body(fmt, status)
+
+
 def _error_body(fmt: str, status: int) -> dict[str, Any]:
     message = f"mock error {status}"
     if fmt == "anthropic":
@@ -304,6 +322,9 @@ class _Handler(BaseHTTPRequestHandler):
                     reply.stream_gate.wait(60)
 
     def do_GET(self) -> None:
+        if BatchAPIs.handles(self.path):
+            self._batch("GET", b"")
+            return
         path = self.path.split("?")[0].rstrip("/")
         self.server.owner.probes.append(path)
         n_ctx = self.server.owner.context_size
@@ -317,9 +338,32 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(200, b'{"status": "ok"}')
 
+    def _batch(self, method: str, raw: bytes) -> None:
+        """A call of a batch endpoint: recorded, answered by ``owner.batches``."""
+        owner = self.server.owner
+        record = batch_record(method, self.path, {k.lower(): v for k, v in self.headers.items()}, raw)
+        owner._record(record)
+        try:
+            status, payload, ctype = owner.batches.answer(method, self.path, record.headers, raw)
+        except Exception as exc:  # a stand-in bug answers 500, naming it, instead of dropping the connection
+            status, payload, ctype = 500, json.dumps({"error": f"batch_api: {exc!r}"}).encode(), "application/json"
+        record.answered = time.monotonic()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
     def do_POST(self) -> None:
         owner = self.server.owner
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if BatchAPIs.handles(self.path):
+            self._batch("POST", raw)
+            return
         try:
             body: Any = json.loads(raw) if raw else None
         except ValueError:
@@ -395,6 +439,7 @@ class ModelServer:
         strict_arguments: bool = False,
         prefix_cache: bool = False,
         context_size: int = 0,
+        batch_delay: float = 0.5,
         token_ratio: float = 1.0,
         timings: bool = False,
         tokenizer: bool = True,
@@ -415,6 +460,9 @@ class ModelServer:
         """Count the longest prefix shared with an earlier prompt as cached (llama.cpp, vLLM): the
         OpenAI answers' usage then comes from it unless the reply sets ``input``."""
         self.context_size = context_size
+        """A prompt of more tokens than this is refused as llama.cpp does (0: no limit)."""
+        self.batches = BatchAPIs(self, batch_delay)
+        """The batch endpoints' state: batches, answered lines, submissions per ``custom_id``."""
         """A prompt of more tokens than this is refused as llama.cpp does (0: no limit); it is also
         the window ``/props`` and ``/v1/models`` say, as llama-server's do."""
         self.token_ratio = token_ratio
@@ -466,8 +514,17 @@ class ModelServer:
 
     def _arrive(self, record: RecordedRequest) -> Reply:
         with self._cond:
+            self._record(record)
+            return self._choose(record)
+
+    def _record(self, record: RecordedRequest) -> None:
+        with self._cond:
             self._requests.append(record)
             self._cond.notify_all()
+
+    def _choose(self, record: RecordedRequest) -> Reply:
+        """The reply to ``record``: the responder's, else the next queued one, else the default."""
+        with self._cond:
             chosen = self.responder(record) if self.responder is not None else None
             if chosen is not None:
                 return chosen

@@ -50,6 +50,8 @@ class Scenario:
     answers: dict[str, str] = field(default_factory=dict)
     """``ask_user`` answers by question text, given from outside the run with ``Session.respond``
     once the question is listed by ``Session.questions``."""
+    providers: list[dict[str, Any]] = field(default_factory=list)
+    """More providers (an agent names one with ``provider:``), e.g. a vendor's loopback stand-in."""
     concurrency: int = 8
     """The pool worker's concurrency: 1 runs the children one after the other, so a sibling a
     failure stops is still queued when it is stopped (the embedded runtime starts them all)."""
@@ -94,7 +96,7 @@ async def both(cluster: Cluster, scenario: Scenario) -> Observed:
 def write_team(cluster: Cluster, scenario: Scenario, runtime: str) -> None:
     """The scenario's config in the cluster's project; embedded, without a ``distributed:`` section."""
     providers = [{"name": "team", "kind": "scripted", "model": "script", "script": scenario.scripts,
-                  **scenario.provider}]
+                  **scenario.provider}, *scenario.providers]
     if runtime == "pool":
         cluster.write_config(providers, scenario.agents, entry_agent=scenario.entry_agent)
         return

@@ -18,6 +18,7 @@ from shelly_dist.chats import Chat, Message
 from shelly_dist.errors import LimitExceeded
 from shelly_dist.models import Completer, ToolSpec, Usage
 from shelly_dist.models.context import estimate_tokens
+from shelly_dist.models.suspend import SuspendModel
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +53,9 @@ class LimitedCompleter:
             raise LimitExceeded(refusal.message(), agent=self.agent, limit=refusal.limit, scope=refusal.scope)
         try:
             reply = await self.inner.complete(chat, tools)
+        except SuspendModel:  # nothing was sent: the reservation is given back whole
+            await asyncio.shield(ledger.settle(self.scopes, charge, Charge()))
+            raise
         except BaseException:
             # The request may have reached the provider: it counts, its tokens are unknown (0).
             try:
@@ -62,3 +66,9 @@ class LimitedCompleter:
         usage = Usage.of(reply)
         await ledger.settle(self.scopes, charge, Charge(1, usage.total_tokens, usage.cost_usd))
         return reply
+
+    async def record_delivered(self, usage: Usage) -> None:
+        """Charge a model call whose reply was delivered after a suspension (a vendor batch): it
+        reserved nothing (its reservation was given back when it suspended), so its real usage is
+        added now; the next reservation is refused if it passed a limit."""
+        await self.budget.ledger.settle(self.scopes, Charge(), Charge(1, usage.total_tokens, usage.cost_usd))

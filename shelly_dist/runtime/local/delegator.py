@@ -76,6 +76,13 @@ class InlineDelegator:
         if held is not None:
             await held.take(self.slots)
 
+    async def wait_model(self, run: Run) -> None:
+        """A run whose model call is suspended (the provider governor, a vendor batch) waits here
+        until it is due or its reply is delivered; a limited run holds no slot meanwhile, as a run
+        suspended on the pool holds none."""
+        async with self._slot_given_back(self._slot_of.get(run.state.run_id)):
+            await run.wait_model_here()
+
     async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
         """Run the children; a limited parent holds no slot while it waits on them."""
         async with self._slot_given_back(self._slot_of.get(parent.state.run_id)):

@@ -95,3 +95,22 @@ def test_a_reply_being_streamed_shows_its_latest_words_until_it_is_whole():
     assert row.writing == "Bl"
     board.apply(Event(kind=events.MESSAGE_ADDED, agent="w-1", data={"role": "assistant", "text": "Blue."}))
     assert (row.writing, row.action) == ("", "Blue.")
+
+
+def test_a_run_waiting_for_a_provider_batch_shows_the_vendor_batch_and_its_size():
+    board = Board()
+    board.apply(Event(kind=events.RUN_STARTED, agent="writer-1", data={"worker": "w1", "depth": 1}))
+    line = board.apply(Event(kind=events.BATCH_POLLING, agent="writer-1", data={
+        "provider": "vendor", "vendor": "openai", "batch_id": "batch_abc", "count": 37}))
+    row = board.rows["writer-1"]
+    assert (row.status, row.action) == ("waiting", "waiting for openai batch batch_abc (37 requests)")
+    assert line == "    writer-1 waiting for openai batch batch_abc (37 requests)"
+    fell = board.apply(Event(kind=events.BATCH_FALLBACK, agent="writer-1", data={
+        "provider": "vendor", "vendor": "openai", "reason": "expired", "batch_id": "batch_abc"}))
+    assert fell == "    writer-1: openai batch fallback (expired), calling directly"
+
+
+def test_shelly_events_names_the_vendor_batch_of_a_batch_event():
+    line = _line(Event(kind=events.BATCH_POLLING, agent="writer-1", run_id="r1",
+                       data={"vendor": "anthropic", "batch_id": "msgbatch_1", "count": 3}))
+    assert line.endswith("batch_polling      anthropic msgbatch_1 (3 requests)")

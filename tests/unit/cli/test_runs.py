@@ -43,3 +43,13 @@ def test_a_spawned_run_is_shown_under_its_parent_marked_spawned() -> None:
     assert lines[1].startswith("  a-1  a-1  done") and lines[1].endswith("(spawned)")
     assert not lines[2].endswith("(spawned)")
     assert [r["spawned"] for r in runs_json(records)] == [False, True, False]
+
+
+def test_a_run_waiting_for_a_provider_batch_says_which_vendor_batch() -> None:
+    waiting = RunRecord.parse({"id": "a", "root": "a", "agent": "writer", "status": "waiting",
+                               "waiting_for": "openai batch batch_abc (37 requests)"})
+    assert tree_lines([waiting])[0].endswith("waiting for openai batch batch_abc (37 requests)")
+    assert runs_json([waiting])[0]["waiting_for"] == "openai batch batch_abc (37 requests)"
+    done = RunRecord.parse({"id": "a", "root": "a", "agent": "writer", "status": "done",
+                            "waiting_for": "openai batch batch_abc (37 requests)"})
+    assert "waiting for" not in tree_lines([done])[0] and runs_json([done])[0]["waiting_for"] == ""

@@ -90,3 +90,56 @@ async def test_priced_completer_writes_the_calls_cost_into_its_usage() -> None:
 def test_usage_sums_cost_like_tokens() -> None:
     total = Usage(input_tokens=1, cost_usd=0.25) + Usage(output_tokens=2, cost_usd=0.5)
     assert (total.input_tokens, total.output_tokens, total.cost_usd) == (1, 2, 0.75)
+
+
+@pytest.mark.parametrize(("kind", "model", "share"), [
+    ("openai", "gpt-4o", 0.5), ("anthropic", "claude-sonnet-4-5", 0.5), ("grok", "grok-4", 0.5),
+    ("gemini", "gemini-2.5-flash", 1.0), ("openai", "a-model-nobody-prices", 0.5),
+])
+def test_the_default_table_prices_a_batch_request_at_half_for_the_vendors_with_a_batch_api(
+        kind: str, model: str, share: float) -> None:
+    assert PriceTable.default().batch_multiplier(kind, model) == share
+
+
+def test_a_batch_only_row_gives_no_prices() -> None:
+    table = PriceTable.default()
+    assert table.lookup("openai", "a-model-nobody-prices") is None
+    assert table.lookup("openai", "gpt-4o") is not None
+
+
+def test_a_batch_multiplier_is_overridden_per_provider_or_per_prefix_with_its_prices() -> None:
+    table = PriceTable.default(parse_entries(yaml_rows(
+        "- {provider: openai, batch: 0.4}\n"
+        "- {provider: anthropic, prefix: claude-opus-4-6, input: 5, output: 25, batch: 0.25}\n"), "local"))
+    assert table.batch_multiplier("openai", "gpt-4o") == 0.4
+    assert table.batch_multiplier("anthropic", "claude-opus-4-6") == 0.25
+    assert table.batch_multiplier("anthropic", "claude-sonnet-4-5") == 0.5
+    opus = table.lookup("anthropic", "claude-opus-4-6")
+    assert opus is not None and opus.output == 25
+
+
+async def test_a_reply_from_a_provider_batch_costs_the_batch_share_of_the_price() -> None:
+    from shelly_dist.models.batching import BATCH_KEY
+
+    class Fixed:
+        def __init__(self, batch: bool) -> None:
+            self.batch = batch
+
+        async def complete(self, chat: Chat, tools: list[object]) -> Message:
+            reply = Usage(input_tokens=2_000_000, output_tokens=1_000_000, cache_read_tokens=1_000_000).attach(
+                Message.text("m", Role.ASSISTANT, "hi"))
+            if self.batch:
+                reply.metadata[BATCH_KEY] = {"vendor": "openai", "batch_id": "b", "custom_id": "c"}
+            return reply
+
+    price = PriceEntry(provider="openai", input=1.0, output=4.0, cache_read=0.5)
+    direct = await PricedCompleter(Fixed(False), price, batch=0.5).complete(Chat(), [])  # type: ignore[list-item]
+    batched = await PricedCompleter(Fixed(True), price, batch=0.5).complete(Chat(), [])  # type: ignore[list-item]
+    assert Usage.of(direct).cost_usd == pytest.approx(6.5)
+    assert Usage.of(batched).cost_usd == pytest.approx(3.25)
+
+
+def yaml_rows(text: str) -> object:
+    import yaml
+
+    return yaml.safe_load(text)

@@ -6,7 +6,9 @@ resumes it), ``spawns`` (``spawn``'s detached children), ``handoff``, ``stops`` 
 subtree every stopper calls), ``cancel`` (a whole tree's cancel and ``CancelWatch``), ``questions``
 (``ask_user``), ``interactive`` and ``round_timeout`` (interactive delegation and its
 ``question_timeout``), ``wakes`` (team wakes as root runs), ``policy`` (``max_concurrency`` slots,
-fail-fast). It stands on the journal and the broker; the worker and the client stand on it.
+fail-fast), ``model_waits`` (a suspended model call's reply joined into its run), ``batch_layer`` and
+``batch_desk`` (a run's model call joined into its provider key's batch desk). It stands on the
+journal and the broker; the worker and the client stand on it.
 """
 
 from shelly_dist.runtime.celery.children.cancel import CancelWatch, cancel_session, cancel_tree

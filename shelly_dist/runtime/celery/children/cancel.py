@@ -18,12 +18,13 @@ import logging
 import redis.asyncio as aioredis
 
 from shelly_dist.cancellation import pause
+from shelly_dist.runtime.celery.children.batch_desk import drop_runs
 from shelly_dist.runtime.celery.children.stops import wake
 from shelly_dist.runtime.celery.journal import TERMINAL
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
 from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
+from shelly_dist.state.keys import DEFAULT_RETENTION, Keys
 from shelly_dist.state.sharded import publish_tree
 from shelly_dist.state.subscription import Subscription
 
@@ -55,6 +56,7 @@ async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str
         idle = [rid for rid, status in zip(runs, statuses, strict=True)
                 if status is not None and status not in TERMINAL and status != "running"]
         await _mark_if_exists(client, [keys.run(rid) for rid in idle], {"status": "canceled", "error": "canceled"})
+        await drop_runs(client, keys, idle, retention=DEFAULT_RETENTION)  # out of their provider batches
         # Announced one by one: a cluster client pipelines keyed commands only.
         for rid in idle:
             await publish_tree(client, keys.run_changed(rid), "canceled")

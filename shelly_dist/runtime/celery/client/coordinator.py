@@ -25,7 +25,7 @@ from shelly_dist.events import Event, EventSink
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome
 from shelly_dist.runtime.celery.broker import create_app, ensure_broker, run_task_sender
-from shelly_dist.runtime.celery.children import interactive
+from shelly_dist.runtime.celery.children import interactive, model_waits
 from shelly_dist.runtime.celery.children.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.children.dispatch import dispatch_children
 from shelly_dist.runtime.celery.children.join import enqueue_resume, resume_each
@@ -217,6 +217,16 @@ class CeleryRuntime:
         await self._send(RUN_AGENT, [run_id, run_id], task_kwargs(agent, 0, session, task))
         return run_id
 
+    async def provider_batches(self, session: str) -> None:
+        """Send the model calls of ``session``'s runs through their providers' batch APIs (``shelly
+        batch --provider-batch``): a flag the workers' batch layer reads once per session."""
+        key = self.journal.keys.session_meta(session)
+        with redis_errors("submit"):
+            async with self.client.pipeline(transaction=False) as pipe:
+                pipe.hset(key, "provider_batch", "1")
+                pipe.expire(key, self.settings.retention)
+                await pipe.execute()
+
     async def record(self, run_id: str) -> RunRecord | None:
         """The run's record as it is now (``None`` when there is none)."""
         return await self.journal.record(run_id)
@@ -319,6 +329,13 @@ class _Awaiter:
                 self._wakeups = await rt.hub().watch(rt.journal.keys.run_changed(self.record.id))
                 self._stack.push_async_callback(self._wakeups.aclose)
             return self._wakeups
+
+    async def wait_model(self, run: Run) -> None:
+        """The root's model call is suspended: wait here (this process holds no worker) until it is
+        due or its reply is delivered to the root's record, from any process."""
+        rt = self.runtime
+        await self.stream.flush()
+        await model_waits.wait_in_coordinator(rt.client, rt.journal.keys, run, await self._subscribed())
 
     async def delegate(self, parent: Run, requests: list[ChildRequest]) -> list[DelegateEntry]:
         rt = self.runtime

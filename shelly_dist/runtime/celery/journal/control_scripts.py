@@ -1,12 +1,13 @@
-"""The Lua of the pool's control paths: stopping runs, ``ask_user``, interactive rounds, handoff and
-the due index's scanner leases.
+"""The Lua of the pool's control paths: stopping runs, ``ask_user``, interactive rounds, handoff,
+the due index's scanner leases, suspended model calls and the provider batches' desks.
 
 The sibling of :mod:`.scripts` (the journal's, claim and finish): the same rules hold — every key a
-script touches is passed in ``KEYS`` and, but for the due index's own keys, carries one tree's hash
-tag (``state/keys.py``), so each runs on a Redis Cluster; fenced writes start with ``holds``. Both
-modules only define the text: every script is registered once per client by :mod:`.registry` and
-run through :func:`.store.run_script` (fencing refusal → ``LeaseLost``, a full Redis waited out,
-a deadline it writes hinted to the due index). The modules that use them say why each exists.
+script touches is passed in ``KEYS`` and, but for the due index's own keys and a batch desk's (which
+share the desk's tag), carries one tree's hash tag (``state/keys.py``), so each runs on a Redis
+Cluster; fenced writes start with ``holds``. Both modules only define the text: every script is
+registered once per client by :mod:`.registry` and run through :func:`.store.run_script` (fencing
+refusal → ``LeaseLost``, a full Redis waited out, a deadline it writes hinted to the due index). The
+modules that use them say why each exists.
 """
 
 from __future__ import annotations
@@ -106,6 +107,177 @@ local out = joined(record, deadlines, retention, resume_at, run_id, 'answer')
 return {'ok', out[1], out[2]}
 """
 """Join an answer into the asking run, once (the first answer wins; a timeout is an answer)."""
+
+# -- provider batches (batches/) -------------------------------------------------------------------
+
+_DESK = """
+local function desk_holds(lock, token)
+  return token ~= '' and redis.call('GET', lock) == token
+end
+local function keep(key, retention)
+  redis.call('EXPIRE', key, retention)
+end
+"""
+
+BATCH_JOIN = _DESK + """
+local window, requests, payloads, states, replies = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local cid, ident, payload, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local state = redis.call('HGET', states, cid)
+if state then
+  return {state, redis.call('HGET', replies, cid) or '', redis.call('LLEN', window)}
+end
+redis.call('HSET', requests, cid, ident)
+redis.call('HSET', payloads, cid, payload)
+redis.call('HSET', states, cid, 'window')
+local n = redis.call('RPUSH', window, cid)
+keep(window, retention)
+keep(requests, retention)
+keep(payloads, retention)
+keep(states, retention)
+return {'window', '', n}
+"""
+"""A model call joins its provider key's open window, once per ``custom_id`` (a redelivered step
+finds its request, and the reply when one came). Answers ``{state, reply or '', window size}``."""
+
+BATCH_OPEN = _DESK + """
+local lock, window, flushes, states, polls = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local token, fid, max, now, retention = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+if not desk_holds(lock, token) then return {} end
+local cids = redis.call('LRANGE', window, 0, max - 1)
+if #cids == 0 then return {} end
+redis.call('LTRIM', window, #cids, -1)
+redis.call('HSET', flushes, fid, cjson.encode({cids = cids, state = 'open', opened = tonumber(now)}))
+redis.call('ZADD', polls, 0, fid)
+for _, cid in ipairs(cids) do redis.call('HSET', states, cid, 'flush:' .. fid) end
+keep(window, retention)
+keep(flushes, retention)
+keep(states, retention)
+keep(polls, retention)
+return cids
+"""
+"""Move the oldest ``max`` requests of the window into flush ``fid`` (fenced by the desk's lock), due
+at once: the requests of one vendor batch, recorded before anything is sent for them."""
+
+BATCH_SAVE = _DESK + """
+local lock, flushes, polls, states, replies, payloads = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local requests, canceled = KEYS[7], KEYS[8]
+local token, retention, fid, record, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if not desk_holds(lock, token) then return 0 end
+if record == '' then
+  redis.call('HDEL', flushes, fid)
+  redis.call('ZREM', polls, fid)
+  redis.call('HDEL', canceled, fid)
+else
+  redis.call('HSET', flushes, fid, record)
+  if due ~= '' then redis.call('ZADD', polls, due, fid) end
+end
+for i = 6, #ARGV, 3 do
+  local cid, state, reply = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  if state == 'forget' then
+    redis.call('HDEL', requests, cid)
+    redis.call('HDEL', payloads, cid)
+    redis.call('HDEL', states, cid)
+    redis.call('HDEL', replies, cid)
+  else
+    redis.call('HSET', states, cid, state)
+    if reply ~= '' then redis.call('HSET', replies, cid, reply) end
+    if state == 'done' then redis.call('HDEL', payloads, cid) end
+  end
+end
+keep(flushes, retention)
+keep(polls, retention)
+keep(states, retention)
+keep(replies, retention)
+return 1
+"""
+"""Journal a flush's record (``''``: it is over) with its next due time, and the requests' states
+(and replies) it changed, in one step, fenced by the desk's lock (0: the lock is someone else's).
+A request whose flush is over is forgotten (state ``forget``): its run has its reply journaled, so
+nothing asks for it again, and a busy desk's hashes (their TTL refreshed by every write) never
+grow."""
+
+BATCH_LOCK = """
+local lock, token, ms = KEYS[1], ARGV[1], ARGV[2]
+local held = redis.call('GET', lock)
+if held == token then
+  redis.call('PEXPIRE', lock, ms)
+  return 1
+end
+if held then return 0 end
+redis.call('SET', lock, token, 'PX', ms)
+return 1
+"""
+"""Take or keep a desk's lock (the one process working its provider key now) for ``ms``."""
+
+BATCH_UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""
+
+BATCH_DROP = _DESK + """
+local window, states, canceled, requests, payloads = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local cid, retention = ARGV[1], ARGV[2]
+local state = redis.call('HGET', states, cid)
+if not state then return '' end
+if state == 'window' then
+  redis.call('LREM', window, 0, cid)
+  redis.call('HDEL', requests, cid)
+  redis.call('HDEL', payloads, cid)
+  redis.call('HDEL', states, cid)
+  return state
+elseif string.sub(state, 1, 6) == 'flush:' then
+  redis.call('HINCRBY', canceled, string.sub(state, 7), 1)
+  keep(canceled, retention)
+else
+  return ''
+end
+redis.call('HSET', states, cid, 'canceled')
+return state
+"""
+"""A canceled run's request leaves its window (forgotten), or is counted as canceled in its flush
+(whose vendor batch is cancelled once every request in it is)."""
+# -- suspended model calls (model_waits.py) -------------------------------------------------------
+
+MODEL_SUSPEND = _FENCE + """
+local record, lease, children, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local token, field, run_id, due_ms, waiting_for, now = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5], ARGV[6]
+if not holds(record, lease, token) then return lost(record) end
+if redis.call('HEXISTS', children, field) == 1 then return 0 end
+redis.call('HSET', record, 'status', 'waiting', 'attempts', 0, 'waiting_for', waiting_for, 'updated', now)
+redis.call('DEL', lease)
+if due_ms > 0 then
+  redis.call('ZADD', deadlines, due_ms, run_id)
+else
+  redis.call('ZREM', deadlines, run_id)
+end
+return 1
+"""
+"""Let a run whose model call is suspended go (fenced): ``waiting`` with its deadline at the wait's
+due time (the reaper resumes it then: ``REAP`` re-enqueues a waiting run with nothing pending), or
+none when only a delivered reply ends the wait. A suspension is progress (the attempts without
+progress start again). Answers 0, keeping the lease, when the reply was delivered meanwhile (the
+caller takes it at once), else 1."""
+
+MODEL_DELIVER = """
+local record, children, deadlines, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local field, reply, retention, resume_at, run_id, wait_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local f = redis.call('HMGET', record, 'status', 'mode')
+if not f[1] or f[1] == 'done' or f[1] == 'failed' or f[1] == 'canceled' then return {'gone', ''} end
+if redis.call('HSETNX', children, field, reply) == 0 then return {'duplicate', f[2] or ''} end
+redis.call('EXPIRE', children, retention)
+redis.call('PUBLISH', record .. ':changed', 'model|' .. wait_id)
+if f[1] == 'waiting' and redis.call('EXISTS', lease) == 0 and (f[2] or '') == 'worker' then
+  redis.call('ZADD', deadlines, resume_at, run_id)
+  redis.call('EXPIRE', deadlines, retention)
+  return {'resume', 'worker'}
+end
+return {'stored', f[2] or ''}
+"""
+"""Deliver the reply of a suspended model call, once (``HSETNX``: a second delivery is a
+``duplicate``). A worker-driven run that waits and that nobody holds is made due (the caller
+enqueues its resume now; the reaper does at ``resume_at`` if the caller dies first); a run being
+advanced takes it before it lets go (``MODEL_SUSPEND`` looks for it atomically); a coordinator's
+run is woken on its channel."""
 
 # -- interactive delegation (interactive.py, round_timeout.py) -------------------------------------
 

@@ -100,6 +100,9 @@ class RunRecord:
     """The tree's cancel flag (meaningful on a root's record)."""
     spawned: bool = False
     """Started by its parent's ``spawn`` (not joined by a ``delegate``)."""
+    waiting_for: str = ""
+    """What its suspended model call waits for (``openai batch batch_abc (37 requests)``, the
+    provider key's budget); meaningful while it is ``waiting``."""
 
     @property
     def ended(self) -> bool:
@@ -129,7 +132,7 @@ class RunRecord:
             error=raw.get("error", ""), reply=raw.get("reply", ""), usage=raw.get("usage", ""),
             handoff=raw.get("handoff", ""), created=float(raw.get("created") or 0),
             updated=float(raw.get("updated") or 0), canceled=raw.get("canceled") == "1",
-            spawned=raw.get("spawned") == "1",
+            spawned=raw.get("spawned") == "1", waiting_for=raw.get("waiting_for", ""),
         )
 
     def task_kwargs(self) -> dict[str, Any]:

@@ -58,12 +58,20 @@ class ControlScripts:
         self.handoff = _register(client, control_scripts.HANDOFF)
         self.ask = _register(client, control_scripts.ASK)
         self.answer = _register(client, control_scripts.ANSWER)
+        self.model_suspend = _register(client, control_scripts.MODEL_SUSPEND)
+        self.model_deliver = _register(client, control_scripts.MODEL_DELIVER)
         self.ask_parent = _register(client, control_scripts.ASK_PARENT)
         self.answer_child = _register(client, control_scripts.ANSWER_CHILD)
         self.round_expire = _register(client, control_scripts.ROUND_EXPIRE)
         self.elect = _register(client, control_scripts.ELECT)
         self.settle = _register(client, control_scripts.SETTLE)
         self.resign = _register(client, control_scripts.RESIGN)
+        self.batch_join = _register(client, control_scripts.BATCH_JOIN)
+        self.batch_open = _register(client, control_scripts.BATCH_OPEN)
+        self.batch_save = _register(client, control_scripts.BATCH_SAVE)
+        self.batch_lock = _register(client, control_scripts.BATCH_LOCK)
+        self.batch_unlock = _register(client, control_scripts.BATCH_UNLOCK)
+        self.batch_drop = _register(client, control_scripts.BATCH_DROP)
 
 
 class Scripts:

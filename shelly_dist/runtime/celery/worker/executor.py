@@ -42,7 +42,7 @@ from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.identity import acting_as
 from shelly_dist.observability import metrics, tracing
-from shelly_dist.runtime.celery.children import interactive, questions, spawns
+from shelly_dist.runtime.celery.children import interactive, model_waits, questions, spawns
 from shelly_dist.runtime.celery.children.cancel import CancelWatch
 from shelly_dist.runtime.celery.children.dispatch import dispatch_children
 from shelly_dist.runtime.celery.children.handoff import hand_off
@@ -273,6 +273,13 @@ class Executor:
             return await self._end(lease, sink, life, run, Stop(stop))
         try:
             while True:
+                if run.state.model_wait is not None:  # its model call is suspended: a reply, or due?
+                    await model_waits.collect(self.journal.client, self.journal.keys, run)
+                    if run.model_waiting():
+                        if await model_waits.suspend(lease, run):
+                            wait = run.state.model_wait
+                            return Progress("waiting", f"model call: {wait.reason or wait.kind}")
+                        continue  # its reply was delivered meanwhile
                 if run.state.phase == Phase.SUSPENDED and run.waiting():
                     await questions.register(lease, run)  # ask_user: counted in pending before release
                     if parent := await interactive.ask_parent(lease, run):  # request_input to the parent

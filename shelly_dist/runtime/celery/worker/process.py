@@ -22,9 +22,11 @@ from typing import Any, TypeVar
 
 from shelly_dist.observability import metrics
 from shelly_dist.runtime.celery.children.cancel import CancelWatch
+from shelly_dist.runtime.celery.children.join import enqueue_resume
 from shelly_dist.runtime.celery.fast_send import TaskSend
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.settings import RuntimeSettings
+from shelly_dist.runtime.celery.worker.batch_runner import DeskRunner
 from shelly_dist.runtime.celery.worker.executor import Executor, WorkerContext
 from shelly_dist.runtime.celery.worker.reaper import Reaper
 
@@ -105,6 +107,12 @@ class WorkerProcess:
 
         self._reaper = Reaper(journal, enqueue, self.spec.fingerprint)
         self._reaper.start()
+        self._desks: DeskRunner | None = None
+        batching = getattr(ctx, "batching", None)  # the engine's PoolBatching: provider batches
+        if batching is not None:
+            self._desks = DeskRunner(batching, enqueue_resume=lambda run_id: enqueue_resume(journal, enqueue, run_id),
+                                     requeue_after=settings.requeue_after)
+            self._desks.start()
         self._lag = asyncio.create_task(metrics.watch_loop_lag(), name="shelly-loop-lag")
         logger.info("worker loop ready on %s (config %s)", self.hostname, self.spec.fingerprint)
         return Executor(ctx, journal, enqueue, self._cancel, hostname=self.hostname)
@@ -125,6 +133,8 @@ class WorkerProcess:
         async def _close() -> None:
             self._lag.cancel()
             await self._reaper.aclose()
+            if self._desks is not None:
+                await self._desks.aclose()
             await self._cancel.aclose()
             await self._send.aclose()
             await self._ctx.aclose()
