@@ -73,3 +73,18 @@ def test_only_commands_that_may_start_programs_re_execute_on_a_clean_environment
 def test_no_command_without_a_terminal_prints_the_help_as_before() -> None:
     result = click.testing.CliRunner().invoke(cli, [])
     assert result.exit_code == 2 and "Commands:" in result.output and "chat" in result.output
+
+
+def test_a_blackboard_read_imports_no_model_machinery() -> None:
+    """What ``shelly state get`` loads (its command, the config, the stores) leaves out the chat
+    types, the providers and the pool: the CPU test's budget, held without timing."""
+    code = (
+        "import sys\nimport shelly_dist.cli.state, shelly_dist.engine.stores, shelly_dist.state.redis\n"
+        "from shelly_dist.engine.config import parse_config\n"
+        "parse_config('providers: [{name: p, kind: openai, model: m}]\\nagents: [{name: a}]\\n', {})\n"
+        "heavy = ('celery', 'kombu', 'aiohttp', 'mcp', 'a2a', 'textual', 'prometheus_client', 'rich',\n"
+        "         'shelly_dist.chats', 'shelly_dist.providers', 'shelly_dist.runtime')\n"
+        "print(' '.join(sorted({h for h in heavy for m in sys.modules if m == h or m.startswith(h + '.')})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split() == []
