@@ -16,6 +16,10 @@ from pydantic import BaseModel, Field
 AGENT_START = "agent_start"
 AGENT_END = "agent_end"
 MESSAGE_ADDED = "message_added"
+MESSAGE_DELTA = "message_delta"
+"""A piece of a reply's text while the model writes it (only when a person watches the run);
+``data.text``; ``data.begin`` marks the start of a streamed answer (again after a retry). The whole
+reply still arrives as ``message_added``."""
 TOOL_CALL_START = "tool_call_start"
 TOOL_CALL_END = "tool_call_end"
 DELEGATION_PROGRESS = "delegation_progress"
@@ -69,6 +73,20 @@ class Event(BaseModel):
 
 EventSink = Callable[[Event], None]
 """Receives events. It must not block: sinks run inline in the agent loop."""
+
+
+def add_merging(buffer: list[Event], event: Event) -> None:
+    """Append ``event`` to ``buffer``, a ``message_delta`` merged into a delta of the same run just
+    before it (one event per write instead of one per token, where events are stored: the
+    session's stream, an embedded session's log). A delta that begins a stream is never merged
+    into the one before; ``buffer``'s last event is replaced, not changed: other sinks hold it."""
+    last = buffer[-1] if buffer else None
+    if (event.kind == MESSAGE_DELTA and last is not None and last.kind == MESSAGE_DELTA
+            and last.run_id == event.run_id and last.agent == event.agent and not event.data.get("begin")):
+        text = str(last.data.get("text") or "") + str(event.data.get("text") or "")
+        buffer[-1] = last.model_copy(update={"data": {**last.data, "text": text}})
+    else:
+        buffer.append(event)
 
 
 def discard(_event: Event) -> None:

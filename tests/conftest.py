@@ -66,16 +66,24 @@ def _no_real_model_calls(monkeypatch: pytest.MonkeyPatch) -> None:
 
     from shelly_dist.providers import http, transport
 
+    def check(url: str) -> None:
+        if (urlsplit(url).hostname or "") not in LOOPBACK_HOSTS:
+            raise AssertionError(f"test tried to call a real model API: {url}")
+
     def guard(real: Any, at: int = 0) -> Any:
         async def guarded(*args: object, **kwargs: object) -> object:
-            url = str(args[at])
-            host = urlsplit(url).hostname or ""
-            if host not in LOOPBACK_HOSTS:
-                raise AssertionError(f"test tried to call a real model API: {url}")
+            check(str(args[at]))
             return await real(*args, **kwargs)
         return guarded
 
+    def guard_stream(real: Any) -> Any:
+        def guarded(url: str, *args: object, **kwargs: object) -> object:
+            check(url)
+            return real(url, *args, **kwargs)
+        return guarded
+
     monkeypatch.setattr(http, "post_json", guard(http.post_json))
+    monkeypatch.setattr(http, "post_stream", guard_stream(http.post_stream))  # a watched run's streamed calls
     monkeypatch.setattr(transport, "request", guard(transport.request, at=1))  # the batch APIs' calls
 
 

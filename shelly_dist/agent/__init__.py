@@ -5,20 +5,26 @@ The agent never knows which runtime runs it: a step can stop at a delegation as 
 whoever runs the step decides how the children run.
 """
 
-from shelly_dist.agent import children
-from shelly_dist.agent.agent import Agent
-from shelly_dist.agent.approval import ApprovalPolicy
-from shelly_dist.agent.board import TaskBoardHook
-from shelly_dist.agent.children import progress_sink
-from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
-from shelly_dist.agent.middleware import Middleware, logger, output_guardrail, recovery, timeout
-from shelly_dist.agent.naming import instance_name, task_slug
-from shelly_dist.agent.options import AgentOptions
-from shelly_dist.agent.reactor import Member, Reactor
-from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEntry, Phase, RunState
-from shelly_dist.agent.registry import Entry, Factory, Registry
-from shelly_dist.agent.run import Continue, Delegator, Finished, Run, StepOutcome, Suspended
-from shelly_dist.agent.spawn import Spawned, Spawner
+from typing import TYPE_CHECKING
+
+from shelly_dist._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from shelly_dist.agent import children
+    from shelly_dist.agent.agent import Agent
+    from shelly_dist.agent.approval import ApprovalPolicy
+    from shelly_dist.agent.board import TaskBoardHook
+    from shelly_dist.agent.children import progress_sink
+    from shelly_dist.agent.delegation import board_status, child_messages, entry_from_outcome
+    from shelly_dist.agent.middleware import Middleware, logger, output_guardrail, recovery, timeout
+    from shelly_dist.agent.naming import instance_name, task_slug
+    from shelly_dist.agent.options import AgentOptions
+    from shelly_dist.agent.reactor import Member, Reactor
+    from shelly_dist.agent.records import ChildRequest, CompletionResult, DelegateEntry, Phase, RunState
+    from shelly_dist.agent.registry import Entry, Factory, Registry
+    from shelly_dist.agent.run import Continue, Delegator, Finished, Run, StepOutcome, Suspended
+    from shelly_dist.agent.spawn import Spawned, Spawner
+
 
 __all__ = [
     "Agent",
@@ -56,3 +62,5 @@ __all__ = [
     "task_slug",
     "timeout",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -9,6 +9,7 @@ is the convenience that runs it to the end in this process (children wherever it
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -47,10 +48,14 @@ class Runnable(Protocol):
 Driver = Callable[["Agent", Any], Awaitable[Message]]
 """Runs an agent's loop to its end in this process with a delegator (``None``: its own) — how
 :meth:`Agent.run` works. The embedded runtime (:mod:`shelly_dist.runtime.local`) supplies it when
-imported (``import shelly_dist`` does), so the agent imports no runtime: where children run is a
-runtime's decision, layer 8."""
+imported, so the agent imports no runtime: where children run is a runtime's decision, layer 8."""
 
 _driver: Driver | None = None
+
+DEFAULT_RUNTIME = "shelly_dist.runtime.local"
+"""The runtime whose import supplies the driver when nothing has (:meth:`Agent.run` loads it by
+name on first use). Importing ``shelly_dist`` once loaded it with everything else; since the
+package imports on demand (STYLE lesson 21), ``from shelly_dist import Agent`` alone no longer does."""
 
 
 def drive_with(driver: Driver) -> None:
@@ -153,7 +158,9 @@ class Agent:
         process (the embedded runtime's).
         """
         if _driver is None:
-            raise UsageError(f"agent {self.name!r}: no runtime to run it (import shelly_dist.runtime.local)")
+            importlib.import_module(DEFAULT_RUNTIME)  # it registers its driver (drive_with)
+        if _driver is None:
+            raise UsageError(f"agent {self.name!r}: no runtime to run it (import {DEFAULT_RUNTIME})")
         if prompt is not None:
             self.chat.append(Message.text("user", Role.USER, prompt))
         return await _driver(self, delegator)

@@ -148,6 +148,9 @@ class ChildRequest(BaseModel):
     delegation_id: str = ""
     """``d-N`` in interactive delegation: the child's ``request_input`` questions go to the parent's
     model (answered with ``answer_delegation_questions``); empty in blocking delegation."""
+    watched: bool = False
+    """A person watches the tree (its parent's ``RunState.watched``): the child's model calls
+    stream their text as ``message_delta`` events (:mod:`shelly_dist.models.streaming`)."""
     trace: dict[str, str] = Field(default_factory=tracing.carrier)
     """The W3C trace context of the parent's ``execute_tool delegate`` span, taken when the request
     is built and journaled with it: the child's ``invoke_agent`` spans, on any worker and after
@@ -278,6 +281,9 @@ class RunState(BaseModel):
     path: list[str] = Field(default_factory=list)
     """The instance names of the agents above this run, from the root's down (its request's
     ``path``); empty for a root."""
+    watched: bool = False
+    """A person watches this run's tree (set at its root by :func:`~shelly_dist.models.streaming.watching`,
+    inherited by every child on any worker): its model calls stream their text."""
     messages: list[Message] = Field(default_factory=list)
 
     @property

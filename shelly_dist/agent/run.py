@@ -34,6 +34,7 @@ from shelly_dist import events, identity
 from shelly_dist.agent import approval, steering
 from shelly_dist.agent.completion import task_complete_tool
 from shelly_dist.agent.delegation import child_messages, format_entries, plan_children
+from shelly_dist.agent.deltas import RunDeltas
 from shelly_dist.agent.effects import EffectChain, EffectPhase, IterationContext, estimate_tokens
 from shelly_dist.agent.handoff import handoff_tool
 from shelly_dist.agent.hooks import HookChain
@@ -59,7 +60,7 @@ from shelly_dist.chats.replies import STOP_REASON, argument_problem, parse_argum
 from shelly_dist.errors import AgentError, DelegationRejected, MaxIterationsExceeded, UsageError
 from shelly_dist.events import REPLY_TRUNCATED, Event
 from shelly_dist.identity import acting_as
-from shelly_dist.models import Completer, Usage
+from shelly_dist.models import Completer, Usage, streaming
 from shelly_dist.models.speed import SPEED
 from shelly_dist.models.suspend import ModelCall, ModelWait, SuspendModel, calling_model, raise_if_failed
 from shelly_dist.observability import metrics, tracing
@@ -222,12 +223,14 @@ class Run:
         priority: str | None = None,
         share: str | None = None,
         path: list[str] | None = None,
+        watched: bool | None = None,
         **kwargs: object,
     ) -> Run:
         """A fresh run of ``agent`` over its chat, after appending ``messages``; ``scopes`` are the
         tree limits it inherits, ``path`` the instance names of the agents above it, ``priority``
         and ``share`` its place at its providers (a root's default: the context's,
-        :func:`shelly_dist.identity.priority`; its share: itself)."""
+        :func:`shelly_dist.identity.priority`; its share: itself); ``watched`` whether a person
+        watches its tree (default: whether it starts inside :func:`~shelly_dist.models.streaming.watching`)."""
         if messages:
             agent.chat.append(*messages)
         rid = run_id or uuid.uuid4().hex[:12]
@@ -241,6 +244,7 @@ class Run:
             priority=priority or identity.priority(),
             share=share or identity.share() or rid,
             path=list(path or []),
+            watched=streaming.watched() if watched is None else watched,
         )
         return cls(agent, state, **kwargs)  # type: ignore[arg-type]
 
@@ -253,7 +257,7 @@ class Run:
         earlier = [m for m in history or [] if m.role != Role.SYSTEM]
         return cls.start(agent, [*earlier, *child_messages(request)], visited=request.visited,
                          scopes=request.scopes, priority=request.priority, share=request.share or None,
-                         path=request.path, **kwargs)  # type: ignore[arg-type]
+                         path=request.path, watched=request.watched, **kwargs)  # type: ignore[arg-type]
 
     @classmethod
     def restore(cls, agent: Agent, snapshot: RunState, **kwargs: object) -> Run:
@@ -478,7 +482,8 @@ class Run:
         raise_if_cancelled()  # a cancel swallowed under a hook or a journal write asks no model
         state.model_wait = None
         try:
-            with calling_model(ModelCall(can_suspend=True, previous=wait)):
+            with calling_model(ModelCall(can_suspend=True, previous=wait)), \
+                    streaming.streaming_to(RunDeltas(self.emit) if state.watched and opts.on_event else None):
                 raw = await complete_or_shrink(
                     self._completer, agent.chat, tools, agent_name=agent.name, effects=self._effects,
                     states=state.effects, context=self._iteration_context, window=opts.window,
@@ -773,7 +778,7 @@ class Run:
             if interactive:  # every task takes its d-N, as in Shelly
                 state.delegation_n += len(entries)
             for request in requests:
-                request.scopes = list(state.scopes)
+                request.scopes, request.watched = list(state.scopes), state.watched
                 request.priority, request.share = state.priority, state.share
                 request.path = [*state.path, agent.name]
         except DelegationRejected as exc:

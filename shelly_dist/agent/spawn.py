@@ -191,7 +191,7 @@ def plan_spawn(run: Run, call_id: str, spec: SpawnInput) -> ChildRequest:
         error = entries[0].error if entries and entries[0] is not None else "rejected"
         raise DelegationRejected(f"spawn: {error}", agent=agent.name)
     request = requests[0]
-    request.scopes = list(state.scopes)
+    request.scopes, request.watched = list(state.scopes), state.watched
     request.priority, request.share = state.priority, state.share
     request.path = [*state.path, agent.name]
     return request

@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from shelly_dist.chats import Message
+from shelly_dist.chats.attachments import attachment
 from shelly_dist.cli.batch_files import BatchItem, append_record, done_ids, read_items
 from shelly_dist.cli.batch_pool import ItemFailed, PoolItems, batch_identity
 from shelly_dist.cli.errors import EXIT_FAILED, run_async
@@ -70,8 +71,9 @@ def _infrastructure(exc: BaseException) -> str | None:
 
 
 def item_messages(item: BatchItem) -> list[Message]:
-    """The item's user messages: its context (when any), then its task."""
-    return user_messages(item.task, item.context)
+    """The item's user messages: its context (when any), then its task with its attachments, read
+    here, once (blocking; a file that cannot be attached is a ``UsageError``, the item's error)."""
+    return user_messages(item.task, item.context, [attachment(path) for path in item.attachments])
 
 
 async def run_item(engine: Engine, item: BatchItem, pool: PoolItems | None = None) -> dict[str, Any]:
@@ -85,12 +87,13 @@ async def run_item(engine: Engine, item: BatchItem, pool: PoolItems | None = Non
     try:
         agent = engine.agent_name(item.agent or None)
         record["agent"] = agent
+        messages = await asyncio.to_thread(item_messages, item) if item.attachments else item_messages(item)
         if pool is not None:
-            record.update(await pool.run(agent, item.id, item_messages(item)))
+            record.update(await pool.run(agent, item.id, messages))
         else:
             session = engine.session(agent=agent, persist=False)
             try:
-                outcome = await session.send_messages(item_messages(item))
+                outcome = await session.send_messages(messages)
             finally:  # the item's session ends with it: a long batch must not keep every one
                 engine.discard_session(session.id)
             record.update(status="completed", reply=outcome.reply.text_content(),

@@ -1,6 +1,8 @@
 """The files of ``shelly batch``: the JSONL input it reads and the JSONL output that is its journal.
 
-Input: one item per line, ``{"id", "task", "agent"?, "context"?}`` (other keys are ignored). A
+Input: one item per line, ``{"id", "task", "agent"?, "context"?, "attachments"?}`` (other keys are
+ignored); ``attachments`` lists files sent with the task (:mod:`shelly_dist.chats.attachments`), a
+relative path read from the JSONL file's folder. A
 line that is not UTF-8 or not a valid item is reported by number and skipped, never the end of the
 batch; two lines with one id are an error naming both lines (their results could not be told apart
 in the output, and on a pool both would be one run).
@@ -29,6 +31,8 @@ class BatchItem(BaseModel):
     agent: str = ""
     task: str
     context: str = ""
+    attachments: list[str] = []
+    """Files sent with the task; :func:`read_items` makes relative paths the input file's folder's."""
 
 
 def read_items(path: Path) -> tuple[list[BatchItem], list[str]]:
@@ -53,6 +57,7 @@ def read_items(path: Path) -> tuple[list[BatchItem], list[str]]:
             problems.append(f"line {n}: {where}: {first['msg']}")
             continue
         lines_of.setdefault(item.id, []).append(n)
+        item.attachments = [str(path.parent / a) for a in item.attachments]  # an absolute one is kept
         items.append(item)
     repeated = {i: ns for i, ns in lines_of.items() if len(ns) > 1}
     if repeated:

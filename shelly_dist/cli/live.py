@@ -47,6 +47,10 @@ class AgentRow:
     action: str = ""
     tokens: int = 0
     worker: str = ""
+    writing: str = ""
+    """The text of the reply being streamed (``message_delta``), until it is whole."""
+    cost: float = 0.0
+    """What the run's model calls cost (USD), from the usage its events carry."""
     speed: float = 0.0
     """The last reply's generation speed, tokens per second (the server's own figure when it gives one)."""
 
@@ -61,6 +65,17 @@ def _tokens(usage: object) -> int:
     if not isinstance(usage, dict):
         return 0
     return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+
+
+def _tail(text: str, limit: int = ACTION_LIMIT) -> str:
+    """The end of ``text`` on one line: what a reply being written says last."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else "…" + text[-(limit - 1):]
+
+
+def _usd(usage: object) -> float:
+    """The ``cost_usd`` of a ``usage`` field (0 when absent)."""
+    return float(usage.get("cost_usd") or 0.0) if isinstance(usage, dict) else 0.0
 
 
 def _cost(row: AgentRow) -> str:
@@ -97,8 +112,14 @@ class Board:
         if event.kind == events.AGENT_START:
             row.depth, row.status, row.action = int(data.get("depth") or 0), "running", "started"
             return f"{'  ' * row.depth}▶ {row.name} started (depth {row.depth})"
+        if event.kind == events.MESSAGE_DELTA:  # a reply being written: its latest words
+            row.writing = ("" if data.get("begin") else row.writing) + str(data.get("text") or "")
+            row.action = "✎ " + _tail(row.writing)
+            return None
         if event.kind == events.MESSAGE_ADDED and data.get("role") == "assistant":
+            row.writing = ""
             row.tokens += _tokens(data.get("usage"))
+            row.cost += _usd(data.get("usage"))
             speed = data.get("speed") if isinstance(data.get("speed"), dict) else {}
             row.speed = float((speed or {}).get("tokens_per_second") or row.speed)
             tools = data.get("tool_calls") or []
@@ -239,6 +260,7 @@ class Board:
         row.status = {"done": "done", "canceled": "canceled"}.get(str(data.get("status")), "failed")
         row.worker = str(data.get("worker") or row.worker)
         row.tokens = max(row.tokens, _tokens(data.get("usage")))
+        row.cost = max(row.cost, _usd(data.get("usage")))
         entry = data.get("entry") if isinstance(data.get("entry"), dict) else {}
         assert isinstance(entry, dict)
         pad, cost = "  " * row.depth, f"({_cost(row)})"

@@ -29,21 +29,25 @@ import contextlib
 import json
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import click
 from rich.console import Console
 
 from shelly_dist import events
+from shelly_dist.chats.attachments import attachment
+from shelly_dist.chats.parts import Part
 from shelly_dist.cli.errors import describe, fail, run_async
 from shelly_dist.cli.live import LiveView
 from shelly_dist.cli.options import config_options, json_option
 from shelly_dist.cli.prompt import TerminalAnswerer, TerminalPrompt
 from shelly_dist.cli.questions import announce_questions
 from shelly_dist.engine import Config, Engine
+from shelly_dist.engine.session import user_messages
 from shelly_dist.errors import SessionNotSaved, UsageError
 from shelly_dist.events import BATCH_SUBMITTED
-from shelly_dist.models import Usage
+from shelly_dist.models import Usage, streaming
 from shelly_dist.tools.builtin.ask import NoAnswerer
 
 
@@ -117,8 +121,10 @@ async def run_task(
     view_mode: str,
     console: Console,
     interactive: bool = False,
+    attachments: Sequence[Part] = (),
 ) -> dict[str, Any]:
-    """Open the engine, run ``task`` in a new or resumed session, return the ``--json`` object."""
+    """Open the engine, run ``task`` (with ``attachments``, parts of files already read) in a new
+    or resumed session, return the ``--json`` object."""
     started = time.monotonic()
     views: list[LiveView] = []
     prompt = TerminalPrompt(console, views) if interactive else None
@@ -146,7 +152,8 @@ async def run_task(
         try:
             async with LiveView(engine.bus, console, view_mode) as view:
                 views.append(view)
-                outcome = await session.send(task)
+                with streaming.watching(view.mode == "live"):  # replies stream into the live table
+                    outcome = await session.send_messages(user_messages(task, attachments=attachments))
         except SessionNotSaved as exc:  # the answer is printed all the same, then the failure named
             await watched.close()
             raise AnswerNotSaved(_result(session, exc.outcome, started, watched), exc) from exc
@@ -182,8 +189,9 @@ async def warn_on_provider_batch(events: Any, console: Console, session: str) ->
 
 
 async def detach(task: str, *, agent: str | None, config_path: Config | str | None, shelly_dir: str,
-                 console: Console) -> dict[str, Any]:
-    """Start ``task`` as a root run on the worker pool and return at once: ``{session, agent, run}``."""
+                 console: Console, attachments: Sequence[Part] = ()) -> dict[str, Any]:
+    """Start ``task`` (with ``attachments``: their bytes go in the run's journal) as a root run on
+    the worker pool and return at once: ``{session, agent, run}``."""
     from shelly_dist.engine.sessions import new_session_id
 
     async with await Engine.open(config_path, shelly_dir=shelly_dir, answerer=NoAnswerer()) as engine:
@@ -193,7 +201,8 @@ async def detach(task: str, *, agent: str | None, config_path: Config | str | No
                              "embedded, the run lives in this process")
         name = engine.agent_name(agent)
         session = new_session_id()
-        run_id = await submit(name, task, session=session)
+        run_id = await submit(name, user_messages(task, attachments=attachments) if attachments else task,
+                              session=session)
     console.print(f"session {session}: run {run_id} started on the pool\n"
                   f"  follow it with: shelly runs --session {session}"
                   f"   or   shelly events --session {session} --follow\n"
@@ -234,6 +243,8 @@ def _failed(session: Any, exc: BaseException, started: float, watched: Watched) 
 @click.option("--agent", default=None, help="Agent to run (default: entry_agent, else the first).")
 @config_options
 @click.option("--session", "session_id", default=None, help="Continue a saved session by id.")
+@click.option("--attach", "attach", multiple=True, metavar="FILE",
+              help="Send FILE with the task (repeatable): an image, a PDF or a UTF-8 text file.")
 @json_option
 @click.option("--quiet", is_flag=True, help="No progress on stderr.")
 @click.option("--detach", is_flag=True,
@@ -245,6 +256,7 @@ def run_command(
     config_path: str | None,
     shelly_dir: str,
     session_id: str | None,
+    attach: tuple[str, ...],
     as_json: bool,
     quiet: bool,
     detach: bool,
@@ -254,21 +266,23 @@ def run_command(
         text = read_task(task)
         if detach and session_id:
             raise UsageError("run: --detach starts a new session; it cannot continue --session")
+        files = [attachment(path) for path in attach]  # read once, here: a worker never opens them
     except UsageError as exc:
         fail(exc)
     if detach:
-        started = run_async(_detach(text, agent, config_path, shelly_dir))
+        started = run_async(_detach(text, agent, config_path, shelly_dir, files))
         click.echo(json.dumps(started) if as_json else started["run"])
         return
     run_and_print(
         text, agent=agent, config_path=config_path, shelly_dir=shelly_dir, session_id=session_id,
-        quiet=quiet, as_json=as_json, may_ask=task is not None,
+        quiet=quiet, as_json=as_json, may_ask=task is not None, attachments=files,
     )
 
 
-async def _detach(task: str, agent: str | None, config_path: str | None, shelly_dir: str) -> dict[str, Any]:
+async def _detach(task: str, agent: str | None, config_path: str | None, shelly_dir: str,
+                  attachments: Sequence[Part]) -> dict[str, Any]:
     return await detach(task, agent=agent, config_path=config_path, shelly_dir=shelly_dir,
-                        console=Console(stderr=True))
+                        console=Console(stderr=True), attachments=attachments)
 
 
 def run_and_print(
@@ -281,6 +295,7 @@ def run_and_print(
     quiet: bool,
     as_json: bool,
     may_ask: bool,
+    attachments: Sequence[Part] = (),
 ) -> None:
     """Run ``task`` (see :func:`run_task`) and print the reply, or the ``--json`` object.
 
@@ -310,6 +325,7 @@ def run_and_print(
             view_mode="quiet" if quiet else "auto",
             console=console,
             interactive=may_ask and sys.stdin.isatty() and console.is_terminal,
+            attachments=attachments,
         )
     ))
     if as_json:

@@ -209,6 +209,9 @@ class ProviderConfig(Section):
     prompt_cache: bool = True
     """Mark the tools and system prompt as cacheable where the vendor needs it said (Anthropic's
     ``cache_control`` breakpoints; ours). Other vendors cache a repeated prefix on their own."""
+    stream: bool = True
+    """Stream replies when a person watches the run (the chat, ``shelly run``'s live view, an A2A
+    stream; ours); ``false`` always waits for the whole answer. Batch work never streams."""
     script: dict[str, list[ScriptReply]] = Field(default_factory=dict)
     """``kind: scripted`` only: replies per agent config name; key ``"*"`` serves any other agent."""
     options: dict[str, Any] = Field(default_factory=dict)

@@ -20,7 +20,6 @@ from shelly_dist.engine.config_models import (
     Config,
     ProviderConfig,
 )
-from shelly_dist.engine.effects import effect_problems
 from shelly_dist.extensions import REGISTRY
 
 Problem = tuple[str, str]
@@ -137,7 +136,10 @@ def _agent_problems(cfg: Config, i: int, a: AgentConfig) -> Iterator[Problem]:
     for j, effect in enumerate(a.effects):
         if effect.kind not in EFFECT_KINDS:
             yield f"{at}.effects[{j}].kind", f'unknown effect kind "{effect.kind}"'
-    yield from effect_problems(i, a)
+    if a.effects:  # the effect classes (and the chat types under them) only for a config that has some
+        from shelly_dist.engine.effects import effect_problems
+
+        yield from effect_problems(i, a)
     if a.estimated_cost not in ESTIMATED_COSTS:
         yield f"{at}.estimated_cost", f"must be one of {_one_of(ESTIMATED_COSTS)}"
     if a.max_concurrency < 0:

@@ -25,7 +25,7 @@ from pathlib import Path
 from shelly_dist.engine.eventbus import EventBus, Subscription
 from shelly_dist.engine.sessions import check_session_id
 from shelly_dist.errors import UsageError
-from shelly_dist.events import Event
+from shelly_dist.events import Event, add_merging
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +50,12 @@ def _saved_id(session_id: str) -> bool:
 
 
 def _append(sessions: Path, batch: list[Event]) -> None:
-    by_session: dict[str, list[str]] = {}
+    by_session: dict[str, list[Event]] = {}
     for event in batch:
         if event.session_id and _saved_id(event.session_id):
-            by_session.setdefault(event.session_id, []).append(event.model_dump_json())
-    for session_id, lines in by_session.items():
+            add_merging(by_session.setdefault(event.session_id, []), event)  # a streamed reply: not a line a token
+    for session_id, kept in by_session.items():
+        lines = [e.model_dump_json() for e in kept]
         path = events_path(sessions, session_id)
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_file() and path.stat().st_size > MAX_BYTES:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from shelly_dist.engine.config_models import BUILTIN_TOOLBOXES, AgentConfig, Config
-from shelly_dist.extensions import REGISTRY, GuardrailHook
+from shelly_dist.extensions import REGISTRY
 
 Problem = tuple[str, str]
 
@@ -97,6 +97,8 @@ def _duplicate_tools(at: str, agent: AgentConfig) -> Iterator[Problem]:
 def hooks_for(spec: AgentConfig) -> list[Any]:
     """The agent's hooks in the order they run: input guardrails, ``hooks:``, output guardrails.
     Each hook is a fresh instance (it keeps what it remembers in ``ctx.state``, not on itself)."""
+    from shelly_dist.extensions import GuardrailHook  # the chat types only where agents are built
+
     out: list[Any] = [GuardrailHook(n, REGISTRY.input_guardrails[n].obj, "input") for n in spec.guardrails.input]
     for name in spec.hooks:
         hook = REGISTRY.hooks[name].obj()

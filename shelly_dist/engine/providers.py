@@ -249,6 +249,7 @@ class Providers:
             timeout=provider.timeout,
             headers=provider.headers or None,
             prompt_cache=provider.prompt_cache,
+            stream=provider.stream,
             rate_limit=rate_limit_settings(provider),
             options=provider.options,
             cooldowns=self.cooldowns,

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from shelly_dist import events
 from shelly_dist.agent import Agent
-from shelly_dist.chats import Message, Role
+from shelly_dist.agent.effects.compact import summarize
+from shelly_dist.chats import Message, Role, Text
+from shelly_dist.chats.parts import Part
 from shelly_dist.engine.sessions import SessionInfo
 from shelly_dist.errors import SessionNotSaved, StoreError, UsageError
 from shelly_dist.events import Event
@@ -29,13 +32,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def user_messages(task: str, context: str = "") -> list[Message]:
+def user_messages(task: str, context: str = "", attachments: Sequence[Part] = ()) -> list[Message]:
     """A task's user messages: its ``context`` in a ``<context>`` block (when any), then the task
-    (what ``shelly batch`` sends for an item and the console for a new session)."""
+    with its ``attachments`` (what ``shelly batch`` sends for an item, ``shelly run`` and the
+    console for a new session)."""
     messages = []
     if context:
         messages.append(Message.text("user", Role.USER, f"<context>\n{context}\n</context>"))
-    messages.append(Message.text("user", Role.USER, task))
+    messages.append(Message(sender="user", role=Role.USER, parts=[Text(text=task), *attachments]))
     return messages
 
 
@@ -104,6 +108,20 @@ class Session:
                                           f"but --session {self.id} cannot continue from it",
                                           key=self.id, outcome=outcome) from exc
             return outcome
+        finally:
+            self._active = False
+
+    async def compact(self) -> str:
+        """Summarise the conversation and replace it with the summary (Shelly's ``Session.Compact``,
+        the chat's ``/compact``), with the agent's own model; saved at once. Returns the summary."""
+        if self._active:
+            raise UsageError(f"engine: session {self.id}: cannot compact while a send is active")
+        self._active = True
+        try:
+            summary = await summarize(self.agent.chat, self.agent.completer, self.agent.name)
+            if self.persist:
+                await self.save()
+            return summary
         finally:
             self._active = False
 

@@ -3,9 +3,10 @@
 One board per session, the same object for every agent of that session in this process (and, with
 Redis, the same keys for the coordinator and every worker). The backend is chosen once per engine:
 Redis when the config names one (``distributed.redis_url``, or a Redis ``broker_url``), memory
-otherwise. redis is imported only when the Redis backend is built, so ``shelly run`` on a laptop
-never loads it. Stores are created on first use: a session whose agents never reference
-``state``/``tasks`` never has any (behaviour 83).
+otherwise. Each backend's module is imported when its first store is built: redis never on a
+laptop's ``shelly run``, and the memory stores (the chat types, the tools under them) never in
+``shelly state get`` (STYLE lesson 21). Stores are created on first use: a session whose agents
+never reference ``state``/``tasks`` never has any (behaviour 83).
 """
 
 from __future__ import annotations
@@ -14,18 +15,21 @@ import importlib
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shelly_dist.agent.effects.offload import MemoryOffloadStore, OffloadStore
-from shelly_dist.agent.limits import BudgetLedger, MemoryLedger
-from shelly_dist.agent.reflections import ReflectionStore
-from shelly_dist.engine.config_models import DistributedConfig
 from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.events import Event, EventSink
-from shelly_dist.state import Keys, MemoryStore, Store
-from shelly_dist.tasks import Board, MemoryBoard
-from shelly_dist.workspace import ChannelMessage, MemoryWorkspace, Workspace
-from shelly_dist.workspace.due import DueIndex, MemoryDueIndex
+from shelly_dist.state.keys import Keys
+
+if TYPE_CHECKING:
+    from shelly_dist.agent.effects.offload import OffloadStore
+    from shelly_dist.agent.limits import BudgetLedger
+    from shelly_dist.agent.reflections import ReflectionStore
+    from shelly_dist.engine.config_models import DistributedConfig
+    from shelly_dist.state import Store
+    from shelly_dist.tasks import Board
+    from shelly_dist.workspace import ChannelMessage, Workspace
+    from shelly_dist.workspace.due import DueIndex
 
 
 class SessionStores:
@@ -79,11 +83,13 @@ class SessionStores:
 
     def store(self, session: str) -> Store:
         """The blackboard of ``session`` (created on first use)."""
-        return self._cached(self._stores, session, MemoryStore, "shelly_dist.state.redis", "RedisStore")
+        return self._cached(self._stores, session, "shelly_dist.state.memory:MemoryStore",
+                            "shelly_dist.state.redis:RedisStore")
 
     def board(self, session: str) -> Board:
         """The task board of ``session`` (created on first use)."""
-        return self._cached(self._boards, session, MemoryBoard, "shelly_dist.tasks.redis", "RedisBoard")
+        return self._cached(self._boards, session, "shelly_dist.tasks.memory:MemoryBoard",
+                            "shelly_dist.tasks.redis:RedisBoard")
 
     def workspace(self, session: str) -> Workspace:
         """The team workspace of ``session`` (channel, inboxes, documents; created on first use).
@@ -94,6 +100,8 @@ class SessionStores:
 
                 ws: Workspace = RedisWorkspace(self._redis(), self.keys, **self._options(session))
             else:
+                from shelly_dist.workspace.memory import MemoryWorkspace
+
                 ws = MemoryWorkspace()
 
             async def posted(message: ChannelMessage, agents: list[str]) -> None:
@@ -120,13 +128,15 @@ class SessionStores:
                     retention = {"retention": int(self.retention)} if self.retention else {}
                     self._due = RedisDueIndex(self._redis(), self.keys, **retention)
                 else:
+                    from shelly_dist.workspace.due import MemoryDueIndex
+
                     self._due = MemoryDueIndex()
             return self._due
 
     def offload(self, session: str) -> OffloadStore:
         """Where the ``offload`` effect of ``session`` keeps results (Redis when shared)."""
-        return self._cached(self._offload, session, MemoryOffloadStore, "shelly_dist.state.offload",
-                            "RedisOffloadStore")
+        return self._cached(self._offload, session, "shelly_dist.agent.effects.offload:MemoryOffloadStore",
+                            "shelly_dist.state.offload:RedisOffloadStore")
 
     def ledger(self) -> BudgetLedger:
         """The tree-limits ledger of this engine (every session): Redis when shared, so the
@@ -139,6 +149,8 @@ class SessionStores:
                     retention = {"retention": int(self.retention)} if self.retention else {}
                     self._ledger = RedisLedger(self._redis(), self.keys, **retention)
                 else:
+                    from shelly_dist.agent.limits.memory import MemoryLedger
+
                     self._ledger = MemoryLedger()
             return self._ledger
 
@@ -158,12 +170,13 @@ class SessionStores:
                     self._reflections = DirectoryReflectionStore(directory)
             return self._reflections
 
-    def _cached(self, cache: SessionCache[Any], session: str, memory: Any, module: str, cls: str) -> Any:
+    def _cached(self, cache: SessionCache[Any], session: str, memory: str, redis: str) -> Any:
+        """``session``'s store from ``cache``, built on first use from the class ``redis`` (when
+        shared) or ``memory`` names as ``module:Class``."""
         def build() -> Any:
-            if self.shared:
-                redis_cls = getattr(importlib.import_module(module), cls)
-                return redis_cls(self._redis(), self.keys, **self._options(session))
-            return memory()
+            module, _, name = (redis if self.shared else memory).partition(":")
+            cls = getattr(importlib.import_module(module), name)
+            return cls(self._redis(), self.keys, **self._options(session)) if self.shared else cls()
 
         return cache.get(session, build)
 

@@ -5,14 +5,20 @@ Retry, error classification and fallback chains also live here (see ``retry``, `
 (``batching``: calls through the vendors' batch APIs).
 """
 
-from shelly_dist.models.backoff import Backoff
-from shelly_dist.models.completer import Completer, ToolSpec
-from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
-from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
-from shelly_dist.models.governor import GovernedCompleter, GovernorStore, KeyLimits, MemoryGovernorStore
-from shelly_dist.models.ratelimit import RateLimitSettings
-from shelly_dist.models.retry import RetryingCompleter
-from shelly_dist.models.usage import Usage, UsageTracker
+from typing import TYPE_CHECKING
+
+from shelly_dist._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from shelly_dist.models.backoff import Backoff
+    from shelly_dist.models.completer import Completer, ToolSpec
+    from shelly_dist.models.cooldown import CooldownStore, MemoryCooldownStore
+    from shelly_dist.models.fallback import Candidate, FallbackCompleter, with_fallback
+    from shelly_dist.models.governor import GovernedCompleter, GovernorStore, KeyLimits, MemoryGovernorStore
+    from shelly_dist.models.ratelimit import RateLimitSettings
+    from shelly_dist.models.retry import RetryingCompleter
+    from shelly_dist.models.usage import Usage, UsageTracker
+
 
 __all__ = [
     "Backoff",
@@ -32,3 +38,5 @@ __all__ = [
     "UsageTracker",
     "with_fallback",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

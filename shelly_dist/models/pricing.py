@@ -22,16 +22,18 @@ import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from shelly_dist.chats import Chat, Message
 from shelly_dist.errors import ConfigError
 from shelly_dist.models.batching.api import BATCH_KEY
-from shelly_dist.models.completer import Completer, ToolSpec
 from shelly_dist.models.usage import Usage
+
+if TYPE_CHECKING:  # annotations only: the config schema imports prices without the chat types
+    from shelly_dist.chats import Chat, Message
+    from shelly_dist.models.completer import Completer, ToolSpec
 
 PER = 1_000_000
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from shelly_dist.chats import Message
+if TYPE_CHECKING:  # annotations only
+    from shelly_dist.chats import Message
+
 
 USAGE_KEY = "usage"
 

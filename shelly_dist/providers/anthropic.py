@@ -13,6 +13,11 @@
 - Images and documents are base64 ``source`` blocks (an image with only a URL uses a URL source).
 - ``temperature`` is omitted when unset or 0. Usage records input, output, cache-creation and
   cache-read tokens.
+- Streamed (``stream: true``), the events are put back into the message they describe
+  (:class:`AnthropicStream`): ``message_start`` (id, usage), each block's ``content_block_start``
+  and deltas (``text_delta``; a tool's ``input_json_delta`` pieces, parsed once the block is whole),
+  ``message_delta`` (stop reason, output tokens), ``message_stop``; an ``error`` event is the error
+  answer the vendor would have sent (``overloaded_error`` as a 529), so it is retried the same.
 """
 
 from __future__ import annotations
@@ -21,9 +26,10 @@ import json
 from typing import Any, ClassVar
 
 from shelly_dist.chats import Document, Image, Message, Role, Text, ToolCall, ToolResult
+from shelly_dist.models.classify import http_error
 from shelly_dist.models.completer import ToolSpec
 from shelly_dist.models.usage import Usage
-from shelly_dist.providers.http import HTTPCompleter, assistant_reply, call_arguments
+from shelly_dist.providers.http import HTTPCompleter, IncompleteStream, assistant_reply, call_arguments, event_json
 
 EPHEMERAL = {"type": "ephemeral"}
 
@@ -121,6 +127,76 @@ def decode_content(content: list[dict[str, Any]]) -> list[Any]:
     return parts
 
 
+ERROR_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+"""The HTTP status each of Anthropic's error types answers with: an ``error`` event in a stream is
+classified (retried, fallen back from) as that answer would be."""
+
+
+class AnthropicStream:
+    """A streamed Messages answer put back together (see the module docstring)."""
+
+    def __init__(self, *, provider: str = "anthropic", model: str = "") -> None:
+        self.provider, self.model = provider, model
+        self.message: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.json: dict[int, list[str]] = {}
+        self.done = False
+
+    def feed(self, name: str, data: str) -> str:
+        event = event_json(data)
+        kind = event.get("type") or name
+        if kind == "message_start":
+            self.message = dict(event.get("message") or {})
+            self.message["usage"] = dict(self.message.get("usage") or {})
+        elif kind == "content_block_start":
+            index = int(event.get("index") or 0)
+            self.blocks[index] = dict(event.get("content_block") or {})
+            if self.blocks[index].get("type") == "tool_use":
+                self.json[index] = []
+        elif kind == "content_block_delta":
+            return self._delta(int(event.get("index") or 0), event.get("delta") or {})
+        elif kind == "message_delta":
+            self.message.update({k: v for k, v in (event.get("delta") or {}).items() if v is not None})
+            self.message.setdefault("usage", {}).update(event.get("usage") or {})
+        elif kind == "message_stop":
+            self.done = True
+        elif kind == "error":
+            error = event.get("error") or {}
+            raise http_error(provider=self.provider, model=self.model, status=ERROR_STATUS.get(error.get("type"), 500),
+                             body=data)
+        return ""
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> str:
+        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+        if delta.get("type") == "text_delta":
+            text = str(delta.get("text") or "")
+            block["text"] = str(block.get("text") or "") + text
+            return text
+        if delta.get("type") == "input_json_delta":
+            self.json.setdefault(index, []).append(str(delta.get("partial_json") or ""))
+        return ""
+
+    def answer(self) -> dict[str, Any]:
+        if not self.done:
+            raise IncompleteStream(f"the stream ended before message_stop ({len(self.blocks)} blocks read)")
+        for index, pieces in self.json.items():
+            text = "".join(pieces)
+            try:
+                self.blocks[index]["input"] = json.loads(text) if text.strip() else {}
+            except ValueError:  # cut by max_tokens: the reply is refused as truncated, its arguments named
+                self.blocks[index]["input"] = {"_raw": text}
+        return {**self.message, "content": [self.blocks[i] for i in sorted(self.blocks)]}
+
+
 class AnthropicCompleter(HTTPCompleter):
     """Claude over the Messages API."""
 
@@ -129,6 +205,7 @@ class AnthropicCompleter(HTTPCompleter):
     auth_header: ClassVar[str] = "x-api-key"
     auth_scheme: ClassVar[str] = ""
     extra_headers: ClassVar[dict[str, str]] = {"anthropic-version": "2023-06-01"}
+    assembler = AnthropicStream
 
     def endpoint(self) -> str:
         return "/messages"

@@ -150,6 +150,7 @@ def create_completer(
     temperature: float | None = None,
     options: dict[str, Any] | None = None,
     prompt_cache: bool = True,
+    stream: bool = True,
     cooldowns: CooldownStore | None = None,
     governor: GovernorStore | None = None,
     spend: SpendLimit | None = None,
@@ -174,10 +175,10 @@ def create_completer(
     tree's share, ``shelly batch --label``), reserved in ``spend_ledger`` (default: in-process) at
     ``price``, without which they cannot hold (a ``ConfigError``). ``window``: the provider's
     context window, which its completers learn into (:mod:`shelly_dist.models.context`).
-    ``prompt_cache=False`` (Anthropic: no ``cache_control`` breakpoints) reaches the factory only
-    when set, so a custom kind's factory need not accept it. ``sleep`` and ``clock`` are for
-    tests. The result's ``usage`` is the provider's running total. An unknown kind raises
-    ``ConfigError``.
+    ``prompt_cache=False`` (Anthropic: no ``cache_control`` breakpoints) and ``stream=False``
+    (never stream, even when a person watches) reach the factory only when set, so a custom
+    kind's factory need not accept them. ``sleep`` and ``clock`` are for tests. The result's
+    ``usage`` is the provider's running total. An unknown kind raises ``ConfigError``.
     """
     factory = _FACTORIES.get(kind)
     if factory is None:
@@ -202,6 +203,8 @@ def create_completer(
         common["options"] = dict(options or {})
     if not prompt_cache:
         common["prompt_cache"] = False
+    if not stream:
+        common["stream"] = False
     limits = KeyLimits(rpm=settings.rpm, input_tpm=settings.input_tpm, output_tpm=settings.output_tpm,
                        max_concurrent=settings.max_concurrent)
     labels = {k: v for k, v in (spend_labels or {}).items() if v.any()}

@@ -13,7 +13,10 @@ Shelly's mapping:
 - usage: ``promptTokenCount`` *includes* ``cachedContentTokenCount``, so input is their
   difference and cache-read the cached count (each token counted once);
 - tool-call arguments that are not a JSON object are sent back as ``{"_raw": text}``;
-- an answer with no candidates is an error.
+- an answer with no candidates is an error;
+- streamed (``:streamGenerateContent?alt=sse``), each event is a whole answer holding the next
+  parts (:class:`GeminiStream`): texts are joined, function calls kept as they come, the last
+  finish reason and usage kept; the stream's end is the answer's.
 """
 
 from __future__ import annotations
@@ -22,9 +25,18 @@ import json
 from typing import Any, ClassVar
 
 from shelly_dist.chats import Document, Image, Message, Role, Text, ToolCall, ToolResult
+from shelly_dist.models.classify import http_error
 from shelly_dist.models.completer import ToolSpec
 from shelly_dist.models.usage import Usage
-from shelly_dist.providers.http import HTTPCompleter, assistant_reply, call_arguments, system_text
+from shelly_dist.providers.http import (
+    HTTPCompleter,
+    IncompleteStream,
+    api_url,
+    assistant_reply,
+    call_arguments,
+    event_json,
+    system_text,
+)
 
 THOUGHT_SIGNATURE = "thoughtSignature"
 _DROPPED_KEYS = frozenset({"$schema", "additionalProperties"})
@@ -47,6 +59,45 @@ def _response_payload(content: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"result": content}
 
 
+class GeminiStream:
+    """A streamed ``generateContent`` answer put back together (see the module docstring)."""
+
+    def __init__(self, *, provider: str = "gemini", model: str = "") -> None:
+        self.provider, self.model = provider, model
+        self.parts: list[dict[str, Any]] = []
+        self.finish: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.chunks = 0
+
+    def feed(self, name: str, data: str) -> str:
+        chunk = event_json(data)
+        if chunk.get("error"):
+            status = int((chunk["error"] or {}).get("code") or 500)
+            raise http_error(provider=self.provider, model=self.model, status=status, body=data)
+        self.chunks += 1
+        self.usage = chunk.get("usageMetadata") or self.usage
+        candidates = chunk.get("candidates") or []
+        if not candidates:
+            return ""
+        self.finish = candidates[0].get("finishReason") or self.finish
+        text = []
+        for part in (candidates[0].get("content") or {}).get("parts") or []:
+            last = self.parts[-1] if self.parts else None
+            if "text" in part and not part.get("thought") and last is not None and set(last) == {"text"}:
+                last["text"] += part["text"]
+            else:
+                self.parts.append(dict(part))
+            if "text" in part and not part.get("thought"):
+                text.append(str(part["text"]))
+        return "".join(text)
+
+    def answer(self) -> dict[str, Any]:
+        if self.finish is None:
+            raise IncompleteStream(f"the stream ended after {self.chunks} chunks, before a finish reason")
+        candidate = {"content": {"role": "model", "parts": self.parts}, "finishReason": self.finish}
+        return {"candidates": [candidate], "usageMetadata": self.usage}
+
+
 class GeminiCompleter(HTTPCompleter):
     """Gemini over the Generative Language API."""
 
@@ -56,9 +107,14 @@ class GeminiCompleter(HTTPCompleter):
     auth_header: ClassVar[str] = "x-goog-api-key"
     auth_scheme: ClassVar[str] = ""
     default_max_tokens: ClassVar[int] = 8192
+    assembler = GeminiStream
 
     def endpoint(self) -> str:
         return f"/models/{self.model}:generateContent"
+
+    def stream_request(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        url = api_url(self.base_url, self.api_version, f"/models/{self.model}:streamGenerateContent?alt=sse")
+        return url, body
 
     def _part(self, part: Any, names: dict[str, str]) -> dict[str, Any] | None:
         if isinstance(part, Text):

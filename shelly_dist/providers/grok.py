@@ -13,3 +13,4 @@ class GrokCompleter(OpenAICompleter):
     kind: ClassVar[str] = "grok"
     default_base_url: ClassVar[str] = "https://api.x.ai"
     empty_error: ClassVar[str] = "empty response"
+    takes: ClassVar[frozenset[str]] = frozenset({"image"})  # xAI's chat completions read images, no files

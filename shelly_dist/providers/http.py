@@ -5,25 +5,34 @@ authenticate (``auth_header``/``auth_scheme``), and the two pure mappings ``enco
 request JSON) and ``decode`` (response JSON → message and usage). The POST itself, the connection
 pool and the translation of failures into typed model errors are the transport's
 (:mod:`shelly_dist.providers.transport`), so no vendor module touches an HTTP library.
+
+When a person watches the run (:mod:`shelly_dist.models.streaming`) and the provider's config does
+not say ``stream: false``, the same request is sent asking for a stream (``stream_request``), each
+server-sent event goes to the vendor's :class:`StreamAssembler`, whose text deltas go to the
+watcher, and what the assembler rebuilt — the answer the vendor would have sent unstreamed — goes
+through the same ``decode``: a streamed reply is the same message, tool calls validated the same.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
-from typing import Any, ClassVar
+from contextlib import aclosing
+from typing import Any, ClassVar, Protocol
 
 from shelly_dist.chats import Chat, Message, Role, ToolCall
 from shelly_dist.chats.replies import STOP_REASON, arguments_object
 from shelly_dist.errors import ContextTooLong, ModelError
-from shelly_dist.models.classify import SERVER, transport_error
+from shelly_dist.models import streaming
+from shelly_dist.models.classify import BAD_REQUEST, NETWORK, SERVER, transport_error
 from shelly_dist.models.completer import ToolSpec
 from shelly_dist.models.context import ContextWindow, estimate_tokens, prompt_from_error, window_from_error
 from shelly_dist.models.speed import SPEED, server_speed
 from shelly_dist.models.usage import Usage, UsageTracker
 from shelly_dist.providers.transport import aclose_http_client as aclose_http_client  # re-exported
-from shelly_dist.providers.transport import post_json
+from shelly_dist.providers.transport import post_json, post_stream
 
 _VERSIONED = re.compile(r"/v\d+(?:(?:alpha|beta)\d*)?$")
 
@@ -84,6 +93,31 @@ def assistant_reply(parts: list[Any], stop_reason: str | None = None) -> Message
     return reply
 
 
+class StreamAssembler(Protocol):
+    """Rebuilds a vendor's answer from its stream: ``feed`` each event, ``answer`` at the end.
+    Built with ``provider=`` and ``model=`` (named in the errors a stream may carry)."""
+
+    def __init__(self, *, provider: str, model: str) -> None: ...
+
+    def feed(self, name: str, data: str) -> str:
+        """Take one server-sent event (``name`` ``""`` when unnamed); return the text it adds."""
+        ...
+
+    def answer(self) -> Any:
+        """The answer JSON the vendor would have sent unstreamed; ``IncompleteStream`` when the
+        stream ended before the answer did."""
+        ...
+
+
+class IncompleteStream(ValueError):
+    """The stream ended (the connection closed) before the vendor said the answer was complete."""
+
+
+def event_json(data: str) -> Any:
+    """An event's JSON payload (``ValueError`` when it is not JSON)."""
+    return json.loads(data)
+
+
 class HTTPCompleter:
     """A completer that maps the chat to one vendor's JSON, POSTs it, and maps the answer back.
 
@@ -98,6 +132,11 @@ class HTTPCompleter:
     auth_scheme: ClassVar[str] = "Bearer"
     default_max_tokens: ClassVar[int] = 4096
     extra_headers: ClassVar[dict[str, str]] = {}
+    assembler: ClassVar[type[StreamAssembler] | None] = None
+    """The vendor's stream reader; ``None``: this kind never streams."""
+    takes: ClassVar[frozenset[str]] = frozenset({"image", "document"})
+    """The attachment parts the vendor's API takes; a chat holding another is refused before any
+    request, naming the part (an attached PDF to a server that reads images only)."""
 
     def __init__(
         self,
@@ -112,6 +151,7 @@ class HTTPCompleter:
         temperature: float | None = None,
         usage: UsageTracker | None = None,
         prompt_cache: bool = True,
+        stream: bool = True,
     ) -> None:
         self.name = name or self.kind
         self.model = model
@@ -122,6 +162,8 @@ class HTTPCompleter:
         self.usage = usage or UsageTracker()
         self.prompt_cache = prompt_cache
         """Say what is cacheable where the vendor needs it said (Anthropic); others ignore it."""
+        self.stream = stream
+        """Stream when a person watches (``stream: false`` in the config turns it off)."""
         self._headers = dict(self.extra_headers)
         if api_key:
             self._headers[self.auth_header] = f"{self.auth_scheme} {api_key}" if self.auth_scheme else api_key
@@ -166,19 +208,37 @@ class HTTPCompleter:
         """The reply and its usage from the answer's JSON; raises ``ModelError`` when unusable."""
         raise NotImplementedError
 
+    def stream_request(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The URL and body that ask for the answer as a stream (default: ``"stream": true``)."""
+        return self.url, {**body, "stream": True}
+
+    def _check_parts(self, messages: list[Message]) -> None:
+        for m in messages:
+            for part in m.parts:
+                if part.kind in ("image", "document") and part.kind not in self.takes:
+                    what = getattr(part, "path", "") or part.kind
+                    raise transport_error(provider=self.name, model=self.model, kind=BAD_REQUEST,
+                                          detail=f"a {self.kind} provider takes no {part.kind} parts ({what}); "
+                                                 f"it takes: {', '.join(sorted(self.takes)) or 'text only'}")
+
     async def complete(self, chat: Chat, tools: list[ToolSpec]) -> Message:
         messages = list(chat.view())
+        self._check_parts(messages)
         body = self.encode(messages, tools)
         started = time.monotonic()
+        sink = streaming.deltas()
         try:
-            data = await post_json(
-                self.url,
-                body,
-                headers=self._headers,
-                read_timeout=self.timeout,
-                provider=self.name,
-                model=self.model,
-            )
+            if sink is not None and self.stream and self.assembler is not None:
+                data = await self._streamed(body, self.assembler(provider=self.name, model=self.model), sink)
+            else:
+                data = await post_json(
+                    self.url,
+                    body,
+                    headers=self._headers,
+                    read_timeout=self.timeout,
+                    provider=self.name,
+                    model=self.model,
+                )
         except ContextTooLong as exc:
             if self.window is not None:
                 if tokens := window_from_error(exc.body):
@@ -190,9 +250,7 @@ class HTTPCompleter:
         try:
             reply, usage = self.decode(data)
         except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
-            raise transport_error(
-                provider=self.name, model=self.model, kind=SERVER, detail=f"unexpected answer shape: {exc!r}"
-            ) from exc
+            raise self._unexpected(exc) from exc
         if self.window is not None:
             self.window.observe(estimate_tokens(messages, tools),
                                 usage.input_tokens + usage.cache_read_tokens + usage.cache_creation_tokens)
@@ -201,6 +259,28 @@ class HTTPCompleter:
             reply.metadata[SPEED] = speed
         self.usage.add(usage)
         return usage.attach(reply)
+
+    async def _streamed(self, body: dict[str, Any], assembler: StreamAssembler, sink: streaming.Deltas) -> Any:
+        """Ask for a stream, hand its text to ``sink`` as it comes, return the rebuilt answer."""
+        url, body = self.stream_request(body)
+        sink.begin()
+        events = post_stream(url, body, headers=self._headers, read_timeout=self.timeout, provider=self.name,
+                             model=self.model)
+        try:
+            async with aclosing(events):
+                async for name, data in events:
+                    if text := assembler.feed(name, data):
+                        sink.text(text)
+            return assembler.answer()
+        except IncompleteStream as exc:  # the connection closed early: worth another try
+            raise transport_error(provider=self.name, model=self.model, kind=NETWORK, detail=str(exc)) from exc
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+            raise self._unexpected(exc) from exc
+
+    def _unexpected(self, exc: Exception) -> ModelError:
+        return transport_error(
+            provider=self.name, model=self.model, kind=SERVER, detail=f"unexpected answer shape: {exc!r}"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, model={self.model!r}, base_url={self.base_url!r})"

@@ -24,7 +24,11 @@ The mapping is Shelly's ``openaicompat``:
   llama.cpp), so input is ``prompt_tokens - cached_tokens`` and cache-read is ``cached_tokens``:
   each token is counted once; an answer with no choices is an error ("empty choices");
 - a tool call without an id (Ollama, llama.cpp and some vLLM builds send none, null or ``""``)
-  gets a fresh ``call_<hex>`` id, unique in its reply, so each result finds its own call.
+  gets a fresh ``call_<hex>`` id, unique in its reply, so each result finds its own call;
+- streamed (``stream: true`` with ``stream_options.include_usage``), the chunks' ``delta``s are
+  put back together (:class:`OpenAIStream`): text concatenated, each tool call's pieces joined by
+  its ``index`` as the OpenAI SDK joins them, the finish reason and the usage chunk kept; ``data:
+  [DONE]`` ends the answer.
 """
 
 from __future__ import annotations
@@ -37,10 +41,11 @@ from urllib.parse import urlsplit
 from shelly_dist.chats import Document, Image, Message, Role, Text, ToolCall
 from shelly_dist.chats.replies import wire_arguments
 from shelly_dist.errors import ModelError
+from shelly_dist.models.classify import http_error
 from shelly_dist.models.completer import ToolSpec
 from shelly_dist.models.context import ContextWindow
 from shelly_dist.models.usage import Usage
-from shelly_dist.providers.http import HTTPCompleter, api_url, assistant_reply
+from shelly_dist.providers.http import HTTPCompleter, IncompleteStream, api_url, assistant_reply, event_json
 from shelly_dist.providers.transport import get_json, post_json
 
 PROBE_TIMEOUT = 10.0
@@ -169,15 +174,72 @@ def encode_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
     ]
 
 
+class OpenAIStream:
+    """A streamed chat completion put back together (see the module docstring)."""
+
+    def __init__(self, *, provider: str = "openai", model: str = "") -> None:
+        self.provider, self.model = provider, model
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.finish: str | None = None
+        self.usage: dict[str, Any] = {}
+        self.done = False
+        self.chunks = 0
+
+    def feed(self, name: str, data: str) -> str:
+        if data.strip() == "[DONE]":
+            self.done = True
+            return ""
+        chunk = event_json(data)
+        if chunk.get("error"):  # a server that fails mid-answer: as a 500 answer would be
+            raise http_error(provider=self.provider, model=self.model, status=500, body=data)
+        self.chunks += 1
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices") or []
+        if not choices:
+            return ""
+        choice = choices[0]
+        self.finish = choice.get("finish_reason") or self.finish
+        delta = choice.get("delta") or {}
+        for piece in delta.get("tool_calls") or []:
+            call = self.calls.setdefault(int(piece.get("index") or 0), {"id": "", "name": "", "arguments": ""})
+            call["id"] = call["id"] or piece.get("id") or ""
+            fn = piece.get("function") or {}
+            call["name"] += fn.get("name") or ""
+            call["arguments"] += fn.get("arguments") or ""
+        text = delta.get("content") or ""
+        if text:
+            self.text.append(text)
+        return text
+
+    def answer(self) -> dict[str, Any]:
+        if not self.done:
+            raise IncompleteStream(f"the stream ended after {self.chunks} chunks, before [DONE]")
+        if not self.chunks:
+            return {"choices": [], "usage": self.usage}
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        if self.calls:
+            message["tool_calls"] = [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for _, c in sorted(self.calls.items())
+            ]
+        return {"choices": [{"index": 0, "message": message, "finish_reason": self.finish}], "usage": self.usage}
+
+
 class OpenAICompleter(HTTPCompleter):
     """OpenAI, or any OpenAI-compatible server reached through ``base_url``."""
 
     kind: ClassVar[str] = "openai"
     default_base_url: ClassVar[str] = "https://api.openai.com"
     empty_error: ClassVar[str] = "empty choices in response"
+    assembler = OpenAIStream
 
     def endpoint(self) -> str:
         return "/chat/completions"
+
+    def stream_request(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return self.url, {**body, "stream": True, "stream_options": {"include_usage": True}}
 
     def attach_window(self, window: ContextWindow) -> None:
         """A server that is not OpenAI's own (llama.cpp, vLLM, Ollama, …) is asked its window and

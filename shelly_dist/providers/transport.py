@@ -37,6 +37,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+from aiohttp.http_exceptions import HttpProcessingError
 
 from shelly_dist.models.classify import (
     NETWORK,
@@ -47,6 +48,7 @@ from shelly_dist.models.classify import (
     transport_error,
 )
 from shelly_dist.models.governor.headers import heard
+from shelly_dist.providers.sse import SSEReader
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds to wait for an answer (Shelly's 10-minute client timeout): long generations are slow."""
@@ -57,6 +59,10 @@ CONNECT_TIMEOUT = 10.0
 MAX_CONNECTIONS = 1000
 """Open connections per event loop, all hosts together: the rest wait for one (file descriptors are
 finite; a worker rarely holds more calls than this at once)."""
+
+MAX_EVENT_LINE = 16 * 1024 * 1024
+"""Bytes of one line of a streamed answer (a vendor's event is a few hundred; aiohttp's own limit,
+128 KiB, could cut a server that sends a long reply as one event)."""
 
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, aiohttp.ClientSession] = weakref.WeakKeyDictionary()
 _sessions_lock = threading.Lock()
@@ -120,6 +126,49 @@ def encode_json(body: Any) -> bytes:
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
 
 
+def _open(method: str, url: str, data: bytes | aiohttp.FormData | None, headers: dict[str, str],
+          read_timeout: float | None) -> Any:
+    """The request every way of answering shares (an ``async with`` of aiohttp's)."""
+    parts = urlsplit(url)
+    return http_session().request(
+        method,
+        url,
+        data=data,
+        headers=headers,
+        timeout=_timeout(read_timeout),
+        allow_redirects=False,
+        proxy=_proxy(parts.scheme, parts.hostname or ""),
+    )
+
+
+def _failed(exc: BaseException, url: str, provider: str, model: str) -> Exception:
+    """The typed model error for what aiohttp raised (a timeout, or a connection problem)."""
+    if isinstance(exc, TimeoutError):  # aiohttp's connect/read timeouts are TimeoutErrors (and some ClientErrors)
+        return transport_error(
+            provider=provider,
+            model=model,
+            kind=TIMEOUT,
+            detail=f"no answer from {url} in time ({type(exc).__name__})",
+        )
+    detail = f"{type(exc).__name__} for {url}: {exc}"
+    return transport_error(provider=provider, model=model, kind=NETWORK, detail=detail)
+
+
+def _refused(status: int, raw: bytes, retry_after: str | None, provider: str, model: str) -> Exception:
+    """The typed model error of an answer that is not a 2xx."""
+    return http_error(
+        provider=provider,
+        model=model,
+        status=status,
+        body=raw.decode(errors="replace"),
+        retry_after=parse_retry_after(retry_after),
+    )
+
+
+def _json_headers(headers: dict[str, str]) -> dict[str, str]:
+    return {"Content-Type": "application/json", **headers}
+
+
 async def post_json(
     url: str, body: Any, *, headers: dict[str, str], read_timeout: float | None, provider: str, model: str
 ) -> Any:
@@ -140,7 +189,7 @@ async def request_json(
 ) -> Any:
     """One request with an optional JSON body; the decoded answer, or a typed model error."""
     raw = await request(method, url, data=encode_json(body) if body is not None else None,
-                        headers={"Content-Type": "application/json", **headers} if body is not None else headers,
+                        headers=_json_headers(headers) if body is not None else headers,
                         read_timeout=read_timeout, provider=provider, model=model)
     return decode_json(raw, provider=provider, model=model)
 
@@ -172,36 +221,38 @@ async def request(
 
     ``data`` is sent as is (JSON bytes, or a multipart form for a file upload: the batch APIs).
     """
-    parts = urlsplit(url)
     try:
-        async with http_session().request(
-            method,
-            url,
-            data=data,
-            headers=headers,
-            timeout=_timeout(read_timeout),
-            allow_redirects=False,
-            proxy=_proxy(parts.scheme, parts.hostname or ""),
-        ) as resp:
+        async with _open(method, url, data, headers, read_timeout) as resp:
             status, retry_after, raw = resp.status, resp.headers.get("Retry-After"), await resp.read()
             heard(resp.headers)  # the vendor's rate-limit headers, to the governor of this call
-    except TimeoutError as exc:  # aiohttp's connect/read timeouts are TimeoutErrors (and some ClientErrors)
-        raise transport_error(
-            provider=provider,
-            model=model,
-            kind=TIMEOUT,
-            detail=f"no answer from {url} in time ({type(exc).__name__})",
-        ) from exc
-    except aiohttp.ClientError as exc:
-        raise transport_error(
-            provider=provider, model=model, kind=NETWORK, detail=f"{type(exc).__name__} for {url}: {exc}"
-        ) from exc
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise _failed(exc, url, provider, model) from exc
     if not 200 <= status < 300:
-        raise http_error(
-            provider=provider,
-            model=model,
-            status=status,
-            body=raw.decode(errors="replace"),
-            retry_after=parse_retry_after(retry_after),
-        )
+        raise _refused(status, raw, retry_after, provider, model)
     return raw
+
+
+async def post_stream(
+    url: str, body: Any, *, headers: dict[str, str], read_timeout: float | None, provider: str, model: str
+) -> AsyncIterator[tuple[str, str]]:
+    """POST ``body`` as JSON and yield the answer's server-sent events as ``(name, data)``, as they
+    arrive; failures are the typed model errors of :func:`request`. ``read_timeout`` bounds each
+    wait for the next piece of the stream, not the whole answer. Close the iterator (``aclosing``)
+    to give the connection back when stopping early."""
+    try:
+        async with _open("POST", url, encode_json(body), _json_headers(headers), read_timeout) as resp:
+            heard(resp.headers)  # a streamed answer's rate-limit headers count as much as any other's
+            if not 200 <= resp.status < 300:
+                raise _refused(resp.status, await resp.read(), resp.headers.get("Retry-After"), provider, model)
+            reader = SSEReader()
+            while raw := await resp.content.readline(max_line_length=MAX_EVENT_LINE):
+                event = reader.feed(raw.decode("utf-8", errors="replace"))
+                if event is not None:
+                    yield event
+            last = reader.end()
+            if last is not None:
+                yield last
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        raise _failed(exc, url, provider, model) from exc
+    except HttpProcessingError as exc:  # a line over MAX_EVENT_LINE: no vendor sends one
+        raise transport_error(provider=provider, model=model, kind=SERVER, detail=f"malformed stream: {exc}") from exc

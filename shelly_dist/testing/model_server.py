@@ -2,7 +2,9 @@
 
 It answers ``POST …/chat/completions`` (OpenAI and every compatible server), ``POST …/messages``
 (Anthropic) and ``POST …/models/{model}:generateContent`` (Gemini) in each vendor's JSON, chosen by
-the request path, records every request, and replies from a script. It runs in a background
+the request path, records every request, and replies from a script. A request that asks for a
+stream (``"stream": true``; Gemini's ``:streamGenerateContent``) gets the same answer as the
+vendor's server-sent events (:mod:`shelly_dist.testing.streams`). It runs in a background
 thread (a ``ThreadingHTTPServer``, so concurrent requests are served concurrently), or as a
 separate process for CLI tests and benchmarks.
 
@@ -25,7 +27,10 @@ In a test::
   JSON), ``malformed`` (a 200 whose body is not JSON), ``raw`` (a JSON answer sent as is),
   ``delay`` (seconds before answering), ``hold_until`` (hold the answer until that many requests
   have arrived in total — proves concurrency without timing), ``release`` (hold it until the test
-  sets that ``threading.Event``).
+  sets that ``threading.Event``), ``stream_gate`` (a ``threading.Event``: a streamed answer stops
+  after its first piece of text until the test sets it — proves the text was seen before the
+  answer ended, without timing), ``stream_cut`` (a streamed answer's connection is closed after
+  its first piece of text).
 - ``strict_alternation``, ``strict_arguments``, ``prefix_cache`` and ``context_size`` make it
   answer as a real llama-server does (:mod:`shelly_dist.testing.server_rules`): refuse turns that
   do not alternate, 500 on tool-call arguments that are not JSON, count a shared prompt prefix as
@@ -63,7 +68,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from shelly_dist.testing import server_rules
+from shelly_dist.testing import server_rules, streams
 from shelly_dist.testing.batch_api import BatchAPIs
 from shelly_dist.testing.batch_api import record as batch_record
 from shelly_dist.testing.server_rules import PrefixCache
@@ -105,6 +110,10 @@ class Reply:
     finish_reason: str | None = None
     """``length`` makes the answer one the output limit cut (Anthropic ``max_tokens``, Gemini
     ``MAX_TOKENS``); default: ``tool_calls``/``stop`` as the reply says."""
+    stream_gate: threading.Event | None = None
+    """Streamed: after the first piece of text, wait (at most 60 s) until the test sets it."""
+    stream_cut: bool = False
+    """Streamed: close the connection after the first piece of text (a dropped stream)."""
     batch_state: str | None = None
     """As a line of a provider batch: ``errored`` or ``expired`` makes that line fail so (default:
     ``succeeded``, or ``errored`` for an error ``status``)."""
@@ -149,9 +158,14 @@ def _format_of(path: str, fallback: str | None) -> str | None:
         return "openai"
     if path.endswith("/messages"):
         return "anthropic"
-    if ":generateContent" in path:
+    if ":generateContent" in path or ":streamGenerateContent" in path:
         return "gemini"
     return fallback
+
+
+def _streamed(path: str, body: Any) -> bool:
+    """Whether the request asks for the answer as a stream."""
+    return ":streamGenerateContent" in path or (isinstance(body, dict) and body.get("stream") is True)
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -295,6 +309,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
         self.wfile.flush()
 
+    def _stream(self, fmt: str, answer: dict[str, Any], reply: Reply, headers: dict[str, str] | None = None) -> None:
+        """``answer`` as the vendor streams it (with ``headers``: a strict key's rate-limit headers);
+        the connection closes at its end."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.close_connection = True
+        held = False
+        for event in streams.EVENTS[fmt](answer):
+            self.wfile.write(streams.frame(event))
+            self.wfile.flush()
+            if not held and streams.is_text(fmt, event):
+                held = True
+                if reply.stream_cut:
+                    return
+                if reply.stream_gate is not None:
+                    reply.stream_gate.wait(60)
+
     def do_GET(self) -> None:
         if BatchAPIs.handles(self.path):
             self._batch("GET", b"")
@@ -390,7 +426,10 @@ class _Handler(BaseHTTPRequestHandler):
                 payload = reply.raw if reply.raw is not None else _ANSWERS[fmt](reply, model, prompt)
                 if owner.timings and fmt == "openai" and isinstance(payload, dict):
                     payload["timings"] = owner.timings_of(payload)
-                self._send(200, json.dumps(payload).encode(), verdict.headers)
+                if _streamed(self.path, body):
+                    self._stream(fmt, payload, reply, verdict.headers)
+                else:
+                    self._send(200, json.dumps(payload).encode(), verdict.headers)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test); nothing to answer
 

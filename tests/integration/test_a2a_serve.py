@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.helpers import get_artifact_text, new_text_message
 from a2a.types.a2a_pb2 import CancelTaskRequest, GetTaskRequest, Role, SendMessageRequest, StreamResponse, TaskState
 
+from shelly_dist.testing.model_server import ModelServer, Reply
 from tests.conftest import free_port
 
 from .cluster import Cluster, complete, delegate, scripted, wait_until
@@ -176,3 +178,41 @@ def test_with_a_token_the_card_is_public_and_declares_bearer_and_calls_need_the_
         return [r async for r in stream(url, "investigate", headers={"Authorization": f"Bearer {TOKEN}"})]
 
     assert asyncio.run(main())[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+def test_message_stream_carries_a_reply_as_it_is_written(cluster: Cluster, procs: Processes):
+    gate = threading.Event()
+    text = "The logs are clean, nothing failed."
+    with ModelServer(format="openai", default=Reply(text=text, stream_gate=gate)) as server:
+        cluster.write_config(
+            [scripted(lead=[delegate(("helper", "inspect the logs")), "lead done"]),
+             {"name": "vendor", "kind": "openai", "model": "m", "base_url": server.url, "api_key": "k",
+              "rate_limit": {"max_retries": 0}}],
+            [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "helper", "provider": "vendor"}],
+            distributed={"step_time_limit": 60, "visibility_timeout": 90},
+        )
+        cluster.start_worker("w1")
+        served = start_a2a(procs)
+
+        async def main() -> list[StreamResponse]:
+            seen = []
+            async for r in stream(served, "investigate"):
+                seen.append(r)
+                if is_delta(r):
+                    gate.set()  # the helper's model still holds the rest of its reply until now
+            return seen
+
+        try:
+            responses = asyncio.run(main())
+        finally:
+            gate.set()
+    deltas = [r.status_update for r in responses if is_delta(r)]
+    assert "".join(d.status.message.parts[0].text for d in deltas) == text
+    assert deltas[0].metadata["agent"] == "helper-inspect-1"
+    assert responses[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+def is_delta(response: StreamResponse) -> bool:
+    """A ``working`` update carrying a piece of a reply's text."""
+    meta = response.status_update.metadata if response.HasField("status_update") else None
+    return meta is not None and "kind" in meta and meta["kind"] == "message_delta"

@@ -11,12 +11,20 @@ of the run's state (:attr:`IterationContext.state`), so it is journaled with eve
 a run continued on another worker, or after a suspension, remembers exactly what it did.
 """
 
-from shelly_dist.agent.effects.base import (
-    Effect,
-    EffectChain,
-    EffectPhase,
-    IterationContext,
-    estimate_tokens,
-)
+from typing import TYPE_CHECKING
+
+from shelly_dist._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from shelly_dist.agent.effects.base import (
+        Effect,
+        EffectChain,
+        EffectPhase,
+        IterationContext,
+        estimate_tokens,
+    )
+
 
 __all__ = ["Effect", "EffectChain", "EffectPhase", "IterationContext", "estimate_tokens"]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

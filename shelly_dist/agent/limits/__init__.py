@@ -13,8 +13,16 @@ implementation for the embedded runtime (:class:`MemoryLedger`) and a Redis one 
 concurrent runs can never overshoot a limit together.
 """
 
-from shelly_dist.agent.limits.base import Budget, BudgetLedger, BudgetScope, Charge, Limits, Refusal
-from shelly_dist.agent.limits.gate import LimitedCompleter
-from shelly_dist.agent.limits.memory import MemoryLedger
+from typing import TYPE_CHECKING
+
+from shelly_dist._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from shelly_dist.agent.limits.base import Budget, BudgetLedger, BudgetScope, Charge, Limits, Refusal
+    from shelly_dist.agent.limits.gate import LimitedCompleter
+    from shelly_dist.agent.limits.memory import MemoryLedger
+
 
 __all__ = ["Budget", "BudgetLedger", "BudgetScope", "Charge", "LimitedCompleter", "Limits", "MemoryLedger", "Refusal"]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

@@ -2,7 +2,9 @@
 
 ``execute`` starts the run through the engine's runtime (embedded, or the coordinator with its
 tree on the worker pool), turns the session's events — the whole tree's, replayed from the pool —
-into ``working`` status updates, and ends with the reply as the task's artifact. Cancelling the
+into ``working`` status updates (on ``message/stream``, a reply's text too, as it is written: one
+update per ``message_delta``, metadata ``kind: message_delta``), and ends with the reply as the
+task's artifact. Cancelling the
 task cancels the run: the runtime stops the whole tree (the coordinator cancels it in Redis).
 
 People in the loop (A2A's ``input-required``): when a run of the tree asks a question
@@ -141,7 +143,8 @@ class ShellyAgentExecutor(AgentExecutor):
                     continue
                 if event.kind in DECISIONS:
                     live.asked = True
-                elif (line := status_text(event)) is not None:
+                elif line := (str(event.data.get("text") or "") if event.kind == events.MESSAGE_DELTA
+                              else status_text(event)):
                     await updater.update_status(
                         TaskState.TASK_STATE_WORKING, self._message(line, task_id, context_id),
                         metadata={"kind": event.kind, "agent": event.agent, "run_id": event.run_id})

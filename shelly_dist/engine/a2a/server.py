@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandlerV2
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.types.a2a_pb2 import CancelTaskRequest, Task
+from a2a.types.a2a_pb2 import CancelTaskRequest, SendMessageRequest, Task
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
 from starlette.applications import Starlette
 
 from shelly_dist.engine.a2a.card import agent_card
 from shelly_dist.engine.a2a.executor import ShellyAgentExecutor
 from shelly_dist.engine.a2a.tasks import task_store
+from shelly_dist.models import streaming
 from shelly_dist.tools.mcp.bearer import BearerTokenAuth
 from shelly_dist.tools.mcp.server import listen, serve_asgi
 
@@ -38,11 +39,27 @@ RPC_PATH = "/"
 
 
 class ShellyRequestHandler(DefaultRequestHandlerV2):
-    """The SDK's handler, with ``tasks/cancel`` reaching the tree wherever it runs."""
+    """The SDK's handler, with ``tasks/cancel`` reaching the tree wherever it runs, and the run of
+    a ``message/stream`` watched: its replies stream, their text sent as it is written."""
 
     def __init__(self, engine: Engine, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._runtime = engine.runtime
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncIterator[Any]:
+        events = super().on_message_send_stream(params, context)
+        # The run's task starts before the first event: it inherits the mark. The mark is set and
+        # reset within this one step (a generator's steps may run in different contexts).
+        with streaming.watching():
+            try:
+                first = await anext(events)
+            except StopAsyncIteration:
+                return
+        yield first
+        async for event in events:
+            yield event
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         cancel_session = getattr(self._runtime, "cancel_session", None)

@@ -8,7 +8,15 @@ The vendors' clients are in :mod:`shelly_dist.providers.batches`; the pool's col
 suspends the waiting run instead of holding its worker, in the Celery runtime.
 """
 
-from shelly_dist.models.batching.api import BATCH_KEY, BatchAPI, BatchSettings, Outcome, Poll
-from shelly_dist.models.batching.collector import BatchCollector
+from typing import TYPE_CHECKING
+
+from shelly_dist._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from shelly_dist.models.batching.api import BATCH_KEY, BatchAPI, BatchSettings, Outcome, Poll
+    from shelly_dist.models.batching.collector import BatchCollector
+
 
 __all__ = ["BATCH_KEY", "BatchAPI", "BatchCollector", "BatchSettings", "Outcome", "Poll"]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)

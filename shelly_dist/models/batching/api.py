@@ -13,11 +13,13 @@ The vendors' shapes live in :mod:`shelly_dist.providers.batches`; nothing here k
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from shelly_dist.chats import Message
-from shelly_dist.models.completer import ToolSpec
 from shelly_dist.models.usage import Usage, UsageTracker
+
+if TYPE_CHECKING:  # annotations only: the config schema reads BATCH_KEY's prices without the chat types
+    from shelly_dist.chats import Message
+    from shelly_dist.models.completer import ToolSpec
 
 SUCCEEDED = "succeeded"
 ERRORED = "errored"

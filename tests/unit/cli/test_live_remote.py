@@ -100,6 +100,18 @@ def test_a_run_waiting_for_its_providers_budget_says_so_in_the_live_view():
                     "  ⏸ coder-1 waiting for the openai key: rpm (11s)")
 
 
+def test_a_reply_being_streamed_shows_its_latest_words_until_it_is_whole():
+    board = Board()
+    for data in ({"text": "", "begin": True}, {"text": "Blue light "}, {"text": "scatters"}):
+        assert board.apply(Event(kind=events.MESSAGE_DELTA, agent="w-1", data=data)) is None  # no line of its own
+    row = board.rows["w-1"]
+    assert (row.writing, row.action) == ("Blue light scatters", "✎ Blue light scatters")
+    board.apply(Event(kind=events.MESSAGE_DELTA, agent="w-1", data={"text": "Bl", "begin": True}))  # a retry
+    assert row.writing == "Bl"
+    board.apply(Event(kind=events.MESSAGE_ADDED, agent="w-1", data={"role": "assistant", "text": "Blue."}))
+    assert (row.writing, row.action) == ("", "Blue.")
+
+
 def test_a_run_waiting_for_a_provider_batch_shows_the_vendor_batch_and_its_size():
     board = Board()
     board.apply(Event(kind=events.RUN_STARTED, agent="writer-1", data={"worker": "w1", "depth": 1}))

@@ -212,11 +212,11 @@ def test_unknown_top_level_key_is_ignored_with_a_warning_and_suggestion() -> Non
 
 def test_an_unknown_key_is_only_matched_against_its_own_sections_keys() -> None:
     data = base()
-    data["providers"][0] = {**data["providers"][0], "max_token": 3, "teamz": 1}
+    data["providers"][0] = {**data["providers"][0], "max_token": 3, "agentz": 1}
     cfg = config_from_data(data, {})
     assert cfg.warnings == [
         'config: providers[0].max_token: unknown key; did you mean "max_tokens"? (ignored, as Shelly does)',
-        "config: providers[0].teamz: unknown key (ignored, as Shelly does)",
+        "config: providers[0].agentz: unknown key (ignored, as Shelly does)",  # not "agents", a top key
     ]
 
 

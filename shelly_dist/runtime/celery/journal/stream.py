@@ -3,8 +3,12 @@
 A run's events are buffered in memory by a non-blocking sink (the agent loop calls sinks inline)
 and written with one ``XADD`` per checkpoint — a stream entry holds a batch — so a delegation
 costs a couple of commands, not one per event; a journal script takes the batch (:meth:`StreamSink.drain`)
-and writes it in the same round trip as the state it belongs to. Reading the stream is the
-client's (:mod:`shelly_dist.runtime.celery.client.events`).
+and writes it in the same round trip as the state it belongs to. A streamed reply's text
+(``message_delta``, only when a person watches) cannot wait for the checkpoint after the reply:
+consecutive deltas of a run are merged into one event in the buffer, and written within
+:data:`DELTA_INTERVAL`, so a watcher on another machine sees the text grow about ten times a
+second for one ``XADD`` each. Reading the stream is the client's
+(:mod:`shelly_dist.runtime.celery.client.events`).
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from shelly_dist.events import Event
+from shelly_dist.events import MESSAGE_DELTA, Event, add_merging
 from shelly_dist.state.connection import redis_errors
 from shelly_dist.state.keys import Keys
 from shelly_dist.state.refusal import write_through
+
+DELTA_INTERVAL = 0.1
+"""Seconds a streamed reply's text waits in the buffer at most before it is written."""
 
 STREAM_MAXLEN = 20_000
 """Approximate cap on a session stream's entries (each a batch): bounded state (DESIGN §3 r10)."""
@@ -39,7 +46,9 @@ class StreamSink:
     def __call__(self, event: Event) -> None:
         if not event.session_id:
             event = event.model_copy(update={"session_id": self._session})
-        self._buffer.append(event)
+        add_merging(self._buffer, event)
+        if event.kind == MESSAGE_DELTA and self._timer is None:
+            self.flush_soon(DELTA_INTERVAL)
 
     def drain(self) -> str:
         """Take the buffered events as one batch payload ("" when none), for a journal script to
@@ -58,7 +67,13 @@ class StreamSink:
 
     def _flush_now(self) -> None:
         self._timer = None
-        self._inflight = asyncio.ensure_future(self._write(self.drain(), expire=False))
+        self._inflight = asyncio.ensure_future(self._write_after(self._inflight, self.drain()))
+
+    async def _write_after(self, previous: asyncio.Future[None] | None, payload: str) -> None:
+        """Write ``payload`` once the timed write before it has landed: the stream keeps the order."""
+        if previous is not None:
+            await previous
+        await self._write(payload, expire=False)
 
     async def settle(self) -> None:
         """Cancel a pending :meth:`flush_soon`, and wait for its write if it has started."""

@@ -1,0 +1,36 @@
+"""``shelly chat`` (and ``shelly`` with no command on a terminal): open the chat."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from shelly_dist.cli.errors import fail
+from shelly_dist.cli.options import config_options
+
+
+def open_chat(*, agent: str | None, session_id: str | None, config_path: str | None, shelly_dir: str) -> None:
+    """Run the chat until ``/quit``; a config that cannot be opened is reported as every command
+    reports it (one line, exit 2)."""
+    from shelly_dist.cli.chat.app import ChatApp
+    from shelly_dist.engine import Engine
+    from shelly_dist.tools.permissions import InteractiveApprover
+
+    async def opener(approver: InteractiveApprover) -> Engine:
+        return await Engine.open(config_path, shelly_dir=shelly_dir, approver=approver)
+
+    app = ChatApp(opener, agent=agent, session_id=session_id)
+    code = app.run()
+    if app.error is not None:
+        fail(app.error)
+    sys.exit(code or 0)
+
+
+@click.command("chat")
+@click.option("--agent", default=None, help="Agent to talk with (default: entry_agent, else the first).")
+@click.option("--session", "session_id", default=None, help="Continue a saved session by id.")
+@config_options
+def chat_command(agent: str | None, session_id: str | None, config_path: str | None, shelly_dir: str) -> None:
+    """Talk with the team in the terminal (what `shelly` opens on a terminal)."""
+    open_chat(agent=agent, session_id=session_id, config_path=config_path, shelly_dir=shelly_dir)
