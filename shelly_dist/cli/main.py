@@ -30,7 +30,8 @@ COMMANDS = {
     "agents": LazyCommand("shelly_dist.cli.agents:agents_command", "List the configured agents."),
     "answer": LazyCommand(
         "shelly_dist.cli.questions:answer_command",
-        "Answer ask_user question QUESTION_ID with TEXT; the asking run resumes on any worker.",
+        "Answer decision QUESTION_ID with TEXT (an ask_user question; an approval with yes or no [reason]); the "
+        "asking run resumes on any worker.",
         starts_programs=False,
     ),
     "approve": LazyCommand(
@@ -63,7 +64,8 @@ COMMANDS = {
     ),
     "decisions": LazyCommand(
         "shelly_dist.cli.decisions:decisions_command",
-        "List every decision waiting for a person: questions (ask_user) and approvals of gated tool calls.",
+        "List every decision waiting for a person: questions (ask_user) and approvals of gated tool calls, across "
+        "all sessions and batches (id, kind, session, run path, agent, tool and arguments, asked at, times out at).",
         starts_programs=False,
     ),
     "docs": LazyCommand(

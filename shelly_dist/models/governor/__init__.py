@@ -8,20 +8,25 @@ settled after it, a 429's pause heard by everyone, the vendor's limits learned f
 pool (the same algorithm, pinned by one suite of tests run against both).
 """
 
-from shelly_dist.models.governor.base import (
-    BATCH,
-    BOUND,
-    INTERACTIVE,
-    Ask,
-    Decision,
-    GovernorStore,
-    KeyLimits,
-    Learned,
-    Settle,
-)
-from shelly_dist.models.governor.completer import GOVERNOR, GovernedCompleter
-from shelly_dist.models.governor.headers import learned_from
-from shelly_dist.models.governor.memory import MemoryGovernorStore
+from typing import TYPE_CHECKING
+
+from shelly_dist._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from shelly_dist.models.governor.base import (
+        BATCH,
+        BOUND,
+        INTERACTIVE,
+        Ask,
+        Decision,
+        GovernorStore,
+        KeyLimits,
+        Learned,
+        Settle,
+    )
+    from shelly_dist.models.governor.completer import GOVERNOR, GovernedCompleter
+    from shelly_dist.models.governor.headers import learned_from
+    from shelly_dist.models.governor.memory import MemoryGovernorStore
 
 __all__ = [
     "BATCH",
@@ -38,3 +43,5 @@ __all__ = [
     "Settle",
     "learned_from",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__)
