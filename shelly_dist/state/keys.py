@@ -191,6 +191,12 @@ class Keys:
         """Who is advancing the run right now (SET NX PX): one task at a time per run."""
         return f"{self.run(run_id)}:lease"
 
+    def run_received(self, run_id: str) -> str:
+        """Which worker holds a task message of the run it has received but not yet claimed (SET
+        PX, the lease's length, renewed with the worker's leases): a message a dead worker had
+        received is sent again once this lapses, not after the broker's visibility timeout."""
+        return f"{self.run(run_id)}:received"
+
     def tree_runs(self, root_id: str) -> str:
         """Set of every run id in the tree under a root run (for cancel and ``shelly runs``)."""
         return f"{self.run(root_id)}:tree"
