@@ -13,7 +13,11 @@ from pathlib import Path
 import pytest
 
 from shelly_dist.cli.dotenv import REFUSED, load_dotenv
-from shelly_dist.cli.main import command_of, env_file_of
+from shelly_dist.cli.main import command_of, env_file_of, load_env
+from shelly_dist.errors import ToolError
+from shelly_dist.tools.builtin import filesystem_toolbox
+from shelly_dist.tools.permissions import Permissions
+from tests.unit.tools.conftest import call
 
 FAKE_SECRET = "sk-ant-FAKE-env-file-0123456789"
 SCRIPTED = '{name: p, kind: scripted, model: m, script: {"*": [ok]}}'
@@ -55,6 +59,14 @@ def test_an_env_file_named_with_env_file_sets_every_variable(tmp_path: Path) -> 
     assert "evil" in out.stdout and "warning" not in out.stderr
 
 
+def test_env_file_is_read_instead_of_the_working_directorys_env(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    (root / "prod.env").write_text("SHELLY_REDIS_URL=\n")
+    out = shelly(root, "--env-file", "prod.env", "agents")
+    assert out.returncode == 0, out.stderr
+    assert "good" in out.stdout and "warning" not in out.stderr
+
+
 def test_env_file_naming_a_missing_file_exits_2(tmp_path: Path) -> None:
     out = shelly(tmp_path, "--env-file", "nope.env", "agents")
     assert out.returncode == 2
@@ -81,3 +93,15 @@ def test_env_file_is_read_before_the_command_and_its_value_is_not_the_command() 
     assert env_file_of(["-v", "--env-file=prod.env", "worker"]) == "prod.env"
     assert env_file_of(["run", "--env-file", "x"]) is None
     assert command_of(["--env-file", "prod.env", "run", "x"]) == "run"
+
+
+async def test_the_env_file_named_at_start_is_a_control_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file outside the project's ``.env`` name, read with ``--env-file``, is guarded too."""
+    monkeypatch.setenv("SHELLY_TEST_ENV_FILE_VAR", "real")  # the file sets nothing in this process
+    named = tmp_path / "deploy" / "prod.env"
+    named.parent.mkdir()
+    named.write_text("SHELLY_TEST_ENV_FILE_VAR=file\n")
+    load_env(["--env-file", str(named), "agents"])
+    fs = filesystem_toolbox(Permissions(root=tmp_path), root=tmp_path)
+    with pytest.raises(ToolError, match=r"^fs_write: refused: deploy/prod\.env is a control file \(the environment"):
+        await call(fs, "fs_write", path="deploy/prod.env", content="SHELLY_CONFIG=evil.yaml\n")
