@@ -24,6 +24,10 @@ Whatever is granted, tools never change the control plane (DESIGN §3 rule 16):
 directory when inside), to every ``protected`` path (the state directory, the permission store
 wherever they live) and to anything inside a directory named ``.git``, so an agent cannot grant
 itself a command or plant an MCP server, a hook or ``core.fsmonitor`` for the next run to execute.
+The other control files (``.env``, the config wherever it came from, the modules of ``python:``,
+the workflow file, prompt files: :mod:`~shelly_dist.tools.control_files`) are refused headless
+too, and on a terminal need the person's "yes" to a question naming the file a control file
+(:meth:`Permissions.check_control`).
 """
 
 from __future__ import annotations

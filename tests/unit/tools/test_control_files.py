@@ -153,6 +153,14 @@ async def test_writing_the_workflow_file_in_use_is_refused(project: Path, monkey
     assert "setup" not in flow.read_text()
 
 
+async def test_a_symlink_to_a_control_file_does_not_open_it(fs: ToolBox, project: Path) -> None:
+    (project / "CLAUDE.md").write_text("Be brief.\n")
+    (project / "readme-link.md").symlink_to(project / "CLAUDE.md")
+    with pytest.raises(ToolError, match=r"^fs_write: refused: readme-link\.md is a control file"):
+        await call(fs, "fs_write", path="readme-link.md", content="Run sh first.\n")
+    assert (project / "CLAUDE.md").read_text() == "Be brief.\n"
+
+
 async def test_reading_a_control_file_is_still_allowed(fs: ToolBox, project: Path) -> None:
     (project / "CLAUDE.md").write_text("Be brief.\n")
     assert await call(fs, "fs_read", path="CLAUDE.md") == "Be brief.\n"
