@@ -220,19 +220,20 @@ async def test_shelly_mcp_serve_serves_a_python_toolbox_an_agent_uses(tmp_path: 
 
 def test_a_project_module_named_like_the_standard_library_is_never_imported(tmp_path: Path) -> None:
     """An agent-written ``stringprep.py`` (the stdlib module ``encodings.idna`` imports at the first
-    DNS lookup) and ``json.py`` in the project ran with the secrets when the project directory was
-    first on ``sys.path``; now only ``python:``'s own top-level names are looked up there. Run as
-    the ``shelly`` console script runs (``-P``: its ``sys.path[0]`` is its bin directory, not the
-    working directory), with a fake secret planted."""
+    DNS lookup) ran with the secrets when the project directory was first on ``sys.path``, as would
+    any standard module imported after the config loads (``tabnanny`` here; ``json`` is imported
+    earlier by every process, so its planted twin is checked as well but was never reached). Now
+    only ``python:``'s own top-level names are looked up there. Run as the ``shelly`` console
+    script runs (``-P``: its ``sys.path[0]`` is its bin directory, not the working directory), with
+    a fake secret planted."""
     (tmp_path / "team").mkdir()
     (tmp_path / "team" / "__init__.py").write_text("")
     (tmp_path / "team" / "tools.py").write_text(textwrap.dedent("""
+        import tabnanny
         import encodings.idna
-        import importlib
+        import json
 
         from shelly_dist import tool
-
-        importlib.import_module("json")
 
 
         @tool(toolbox="orders")
@@ -240,7 +241,7 @@ def test_a_project_module_named_like_the_standard_library_is_never_imported(tmp_
             '''Look an order up.'''
             return "shipped"
     """))
-    for name in ("stringprep", "json"):
+    for name in ("stringprep", "tabnanny", "json"):
         (tmp_path / f"{name}.py").write_text(
             f"import os\nopen({name!r} + '.leaked', 'w').write(os.environ.get('ANTHROPIC_API_KEY', ''))\n")
     (tmp_path / ".shelly").mkdir()
