@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shelly_dist.engine.config_models import AgentConfig, Config
 from shelly_dist.errors import ConfigError, UsageError
+from shelly_dist.tools import control_files
 from shelly_dist.workspace.schedule import Schedule, parse_wakeup
 
 VARIABLE = re.compile(r"\$\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
@@ -85,7 +86,9 @@ class Workflow(_Strict):
 
 
 def load_workflow(path: str | Path) -> Workflow:
-    """Read and validate a workflow file; errors name the file and the field."""
+    """Read and validate a workflow file; errors name the file and the field. The file becomes a
+    control file of the process (its ``setup:`` runs commands): no tool may change it."""
+    control_files.register(path, "the workflow file in use")
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
