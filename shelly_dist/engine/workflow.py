@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from shelly_dist.engine.config_models import AgentConfig, Config
 from shelly_dist.errors import ConfigError, UsageError
 from shelly_dist.tools.builtin._process import program_env
+from shelly_dist.workspace.models import WakeBudget
 from shelly_dist.workspace.schedule import Schedule, parse_wakeup
 
 VARIABLE = re.compile(r"\$\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
@@ -85,6 +86,9 @@ class Workflow(_Strict):
     params: list[Param] = Field(default_factory=list)
     setup: list[SetupStep] = Field(default_factory=list)
     kickoff: str = ""
+    wake_budget: WakeBudget = Field(default_factory=WakeBudget)
+    """Wakes the session may start (in all, per minute) and the ping-pong loop bound; over it the
+    workflow pauses (``runtime/wake.py``)."""
 
 
 def load_workflow(path: str | Path) -> Workflow:

@@ -50,6 +50,7 @@ async def start_workflow(
     session = session or new_session_id()
     ws = workspace_of(session)
     await ws.join(list(workflow.agents))
+    await ws.set_wake_budget(workflow.wake_budget)
     await ws.set_agents_spec(agents_spec(workflow))  # what a worker builds the inline agents from
     await ws.set_project(f"Workflow: {workflow.name}" + (f" (tag {tag})" if tag else ""))
     for name, spec in workflow.agents.items():
@@ -74,9 +75,12 @@ async def unschedule(workflow: Workflow, session: str, due: DueIndex) -> None:
 
 
 async def wait_idle(ws: WorkspaceBase, *, debounce: float = DEBOUNCE, poll: float = POLL) -> None:
-    """Return once the team has stayed idle for ``debounce`` seconds."""
+    """Return once the team has stayed idle for ``debounce`` seconds, or its wakes paused (over
+    the wake budget: the inbox that waits would keep it from ever being idle)."""
     since: float | None = None
     while True:
+        if await ws.wakes_paused():
+            return
         if await ws.idle():
             since = since or time.monotonic()
             if time.monotonic() - since >= debounce:
