@@ -142,7 +142,8 @@ async def begin_wake(
             return None
         if attempt == 1 and replay is None:  # a retry or a replay redoes a wake already counted
             user_said = max((e.message.id for e in inbox if e.message.sender == USER), default=0)
-            if reason := await ws.charge_wake(agent, now=time.time(), user_said=user_said):
+            scheduled = any(e.message.sender == SYSTEM for e in inbox)  # a schedule's post
+            if reason := await ws.charge_wake(agent, now=time.time(), user_said=user_said, scheduled=scheduled):
                 await ws.release_wake(agent, token)
                 await _paused(ws, agent, reason)
                 return None

@@ -170,12 +170,12 @@ class WorkspaceBase(ABC):
         text = await self._get("meta", "wake-ledger")
         return WakeLedger.model_validate_json(text) if text else WakeLedger()
 
-    async def charge_wake(self, agent: str, *, now: float, user_said: int) -> str:
+    async def charge_wake(self, agent: str, *, now: float, user_said: int, scheduled: bool = False) -> str:
         """Count a wake of ``agent`` against the budget, atomically across the pool; returns why it
         must not start ("" when it may). Once paused every wake is refused until the user speaks
         after the pause (``user_said``: the id of the latest message from the user in the wake's
-        inbox, 0 for none), which resumes with fresh counts; a user message also ends the chain
-        loop detection reads."""
+        inbox, 0 for none), which resumes with fresh counts; a user message, or a schedule's
+        (``scheduled``), also ends the chain loop detection reads."""
         budget = await self.wake_budget()
         last_id = await self.last_id()
         verdict = ""
@@ -185,7 +185,7 @@ class WorkspaceBase(ABC):
             ledger = WakeLedger.model_validate_json(old) if old else WakeLedger()
             if ledger.paused and user_said > ledger.paused_at:
                 ledger = WakeLedger()
-            elif user_said and not ledger.paused:
+            elif (user_said or scheduled) and not ledger.paused:
                 ledger.chain = []
             if ledger.paused:
                 verdict = ledger.paused
