@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from .cluster import Cluster
 from .ops import Processes
@@ -99,9 +100,16 @@ def test_a_300_mb_body_gets_413_and_the_server_does_not_grow(tokenless: str, pro
     assert httpx.get(f"{tokenless}.well-known/agent-card.json").status_code == 200, "and it still serves"
 
 
-def test_a_caller_sees_only_its_own_tasks(cluster: Cluster, procs: Processes):
+@pytest.mark.parametrize("runtime", ["pool", "embedded"])
+def test_a_caller_sees_only_its_own_tasks(cluster: Cluster, procs: Processes, runtime: str):
     team(cluster)
-    cluster.start_worker("w1")
+    if runtime == "pool":  # tasks in Redis
+        cluster.start_worker("w1")
+    else:  # embedded: tasks in the SDK's memory store
+        path = cluster.root / ".shelly" / "config.yaml"
+        config = yaml.safe_load(path.read_text())
+        config.pop("distributed")
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
     url = start_a2a(procs, "--caller", "alice=tok-alice", "--caller", "bob=tok-bob")
     message = {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "investigate"}]},
                "configuration": {"returnImmediately": False}}
