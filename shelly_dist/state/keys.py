@@ -130,6 +130,10 @@ class Keys:
         as protobuf JSON."""
         return f"{self.session(session)}:a2a"
 
+    def a2a_task_owner(self, session: str) -> str:
+        """The caller that owns the A2A task of this session (``""``: served without tokens)."""
+        return f"{self.session(session)}:a2a-owner"
+
     def a2a_tasks(self) -> str:
         """Sorted set of the A2A tasks' ids, scored by their last update (``tasks/list``)."""
         return f"{self.prefix}a2a-tasks"
