@@ -129,3 +129,10 @@ def test_no_doc_cites_a_markdown_file_the_repo_lacks() -> None:
             if not any((base / cited).exists() for base in (ROOT, doc.parent)):
                 missing.append(f"{doc.relative_to(ROOT)} cites {cited}")
     assert missing == []
+
+
+def test_no_doc_cites_a_section_of_a_design_document_users_do_not_have() -> None:
+    """``DESIGN §3 rule 16`` pointed users at a file that ships elsewhere (issue 38, third hour)."""
+    citing = [f"{doc.relative_to(ROOT)}: {m}" for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+              for m in re.findall(r"DESIGN(?:\.md)? §[\w .]+", doc.read_text(encoding="utf-8"))]
+    assert citing == []
