@@ -877,12 +877,18 @@ class Run:
     async def _ended(self, reply: Message, completion: CompletionResult | None) -> Message:
         """The hooks' ``on_run_end`` on a run that ends with ``task_complete`` or ``handoff``: they
         see the completion's summary as the reply (what the parent gets), before the run is
-        journaled as done. Returns ``reply`` unless a hook gave another."""
+        journaled as done. Returns ``reply`` unless a hook gave another; a hook's reply to a
+        ``task_complete`` becomes the completion's summary, since that is what the parent reads
+        (the README's ``Audit`` hook counted nothing for a child that ended so)."""
         if not self._hooks:
             return reply
         shown = reply if completion is None else Message.text(self.agent.name, Role.ASSISTANT, completion.summary)
         out = await self._hooks.run_end(self, shown)
-        return reply if out is shown else out
+        if out is shown:
+            return reply
+        if completion is not None and self.state.completion is completion:
+            self.state.completion = completion.model_copy(update={"summary": out.text_content()})
+        return out
 
     async def _finish_tools(self) -> StepOutcome:
         """Append every result of the reply in call order, then continue or finish."""
@@ -921,7 +927,7 @@ class Run:
         state.awaiting = {}
         state.approved = {}
         if state.completion is not None or state.handoff is not None:
-            final = await self._ended(reply, state.completion)
+            final = await self._ended(reply, state.completion)  # may rewrite state.completion
             state.phase = Phase.DONE
             await self._checkpoint("tools")
             return Finished(final, state.completion)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ..integration.cluster import delegate, scripted
+from ..integration.cluster import complete, delegate, scripted
 from .conftest import Project
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -77,7 +77,7 @@ def lookup(order_id: str) -> dict[str, Any]:
     return {"tool_calls": [{"name": "lookup_order", "arguments": {"order_id": order_id}}]}
 
 
-def team(project: Project) -> None:
+def team(project: Project, clerk_ends: Any = "A1 shipped") -> None:
     """lead → clerk (the Python tool, the counting hook, both guardrails) → checker: the clerk
     suspends while the checker runs, and resumes (on the pool, as a new task on a worker)."""
     (project.root / "team").mkdir()
@@ -86,7 +86,7 @@ def team(project: Project) -> None:
     project.write_config(
         [scripted(
             lead=[delegate(("clerk", "{task}")), "lead done {task}"],
-            clerk=[lookup("A1"), delegate(("checker", "check A1")), "A1 shipped"],
+            clerk=[lookup("A1"), delegate(("checker", "check A1")), clerk_ends],
             checker=["checked"],
         )],
         [{"name": "lead", "hooks": ["echo"], "guardrails": {"output": ["no_secrets"]},
@@ -111,6 +111,16 @@ def test_a_python_tool_and_a_counting_hook_work_and_the_tool_runs_in_the_runs_pr
     assert entries(out.stdout) == [{"agent": "clerk", "result": "A1 shipped [model calls: 3]"}]
     pids = [int(p) for p in (project.root / "tool-pids.txt").read_text().split()]
     assert pids and set(pids) <= set(project.tool_process())
+
+
+def test_a_hooks_final_reply_reaches_the_parent_when_the_child_ends_with_task_complete(project: Project) -> None:
+    """The README's ``Audit``: a child that ends the usual way, with ``task_complete``, still gets
+    its reply stamped (issue 38: the hook's return value was dropped for it)."""
+    team(project, clerk_ends=complete("A1 shipped"))
+    out = project.run("order A1")
+    assert out.returncode == 0, f"{out.stderr}\n{project.log()}"
+    [entry] = entries(out.stdout)
+    assert "A1 shipped [model calls: 3]" in json.dumps(entry), entry
 
 
 def test_an_input_guardrail_that_trips_fails_the_childs_entry_before_its_model_is_called(project: Project) -> None:
