@@ -1,0 +1,187 @@
+"""What a program ``exec_run`` started did to the control files, and putting it back.
+
+``exec_run`` runs a trusted program, which may write anything its arguments tell it to
+(``sed -i``, ``cp``, ``python -c``): what it writes cannot be checked before it runs. What can be
+checked is the control files (:mod:`~shelly_dist.tools.control_files`) before and after: every
+control file and everything under a control directory is snapshot (its kind, bytes and mode, or
+a symlink's target) before the program starts; afterwards a change that the person does not
+allow (headless: always refused) is undone, new files removed, old bytes put back, and the call
+fails naming the file. Blocking I/O: the caller runs these functions in a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+MAX_FILES = 5_000
+"""Entries snapshot per call at most; a control directory holding more is compared by what was
+read (the rest cannot be put back, and the call says so)."""
+
+MAX_BYTES = 16 * 1024 * 1024
+"""Bytes kept per call at most (control files are small: a ``.env``, prompt files, modules)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One path's state: ``kind`` is "absent", "file", "dir", "link" or "other"."""
+
+    kind: str
+    data: bytes | None = None
+    """A file's bytes (``None`` once :data:`MAX_BYTES` is spent: compared by size and mtime)."""
+    mode: int = 0
+    target: str = ""
+    """A symlink's target."""
+    size: int = 0
+    mtime_ns: int = 0
+
+    def same(self, other: Entry) -> bool:
+        if self.kind != other.kind or self.target != other.target:
+            return False
+        if self.kind != "file":
+            return True
+        if self.data is not None and other.data is not None:
+            return self.data == other.data and stat.S_IMODE(self.mode) == stat.S_IMODE(other.mode)
+        return (self.size, self.mtime_ns) == (other.size, other.mtime_ns)
+
+
+Snapshot = dict[str, dict[str, Entry]]
+"""Control path → (the path itself or a path under it → its state)."""
+
+
+class _Budget:
+    def __init__(self) -> None:
+        self.files = MAX_FILES
+        self.bytes = MAX_BYTES
+
+
+def _entry(path: str, budget: _Budget, keep: bool) -> Entry:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return Entry("absent")
+    except OSError:
+        return Entry("other")
+    if stat.S_ISLNK(st.st_mode):
+        return Entry("link", target=os.readlink(path))
+    if stat.S_ISDIR(st.st_mode):
+        return Entry("dir", mode=st.st_mode)
+    if not stat.S_ISREG(st.st_mode):
+        return Entry("other")
+    data = None
+    if keep and st.st_size <= budget.bytes:
+        try:
+            with open(path, "rb", buffering=0) as f:  # O_NOFOLLOW not needed: lstat said regular file
+                data = f.read()
+            budget.bytes -= len(data)
+        except OSError:
+            data = None
+    return Entry("file", data=data, mode=st.st_mode, size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+
+def _walk(root: str, budget: _Budget, keep: bool) -> dict[str, Entry]:
+    out = {root: _entry(root, budget, keep)}
+    if out[root].kind != "dir":
+        return out
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        for name in [*dirs, *files]:
+            if budget.files <= 0:
+                return out
+            budget.files -= 1
+            path = os.path.join(folder, name)
+            out[path] = _entry(path, budget, keep)
+    return out
+
+
+def snapshot(paths: Iterable[str]) -> Snapshot:
+    """The state of each control path (files and whole directories), bytes kept for putting back."""
+    budget = _Budget()
+    roots = _outermost(paths)
+    return {root: _walk(root, budget, keep=True) for root in roots}
+
+
+def changed(before: Snapshot) -> list[str]:
+    """The control paths (as :func:`snapshot` was given them) whose state differs now."""
+    budget = _Budget()
+    out = []
+    for root, entries in before.items():
+        now = _walk(root, budget, keep=True)
+        if now.keys() != entries.keys() or any(not entries[p].same(now[p]) for p in entries):
+            out.append(root)
+    return out
+
+
+def restore(root: str, entries: dict[str, Entry]) -> list[str]:
+    """Put ``root`` back as :func:`snapshot` saw it: remove what is new (deepest first), rewrite
+    what changed (shallowest first). The paths that could not be put back (their bytes were not
+    kept, or an error), empty when all were."""
+    failed: list[str] = []
+    now = _walk(root, _Budget(), keep=False)
+    for path in sorted(now.keys() - entries.keys(), key=len, reverse=True):
+        _remove(path)
+    for path in sorted(entries, key=len):
+        old = entries[path]
+        current = _entry(path, _Budget(), keep=True)
+        if old.same(current):
+            continue
+        try:
+            _put(path, old, current)
+        except OSError:
+            failed.append(path)
+        if old.kind == "file" and old.data is None:
+            failed.append(path)
+    return failed
+
+
+def _remove(path: str) -> None:
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _put(path: str, old: Entry, current: Entry) -> None:
+    if old.kind == "absent":
+        _remove(path)
+    elif old.kind == "dir":
+        if current.kind != "dir":
+            _remove(path)
+            os.makedirs(path, exist_ok=True)
+        os.chmod(path, stat.S_IMODE(old.mode))
+    elif old.kind == "link":
+        _remove(path)
+        os.symlink(old.target, path)
+    elif old.kind == "file" and old.data is not None:
+        if current.kind == "dir":
+            _remove(path)
+        folder = os.path.dirname(path)
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".shelly-restore-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(old.data)
+            os.chmod(tmp, stat.S_IMODE(old.mode))
+            os.replace(tmp, path)  # replaces a symlink put there instead of writing through it
+        except BaseException:
+            _remove(tmp)
+            raise
+
+
+def _outermost(paths: Iterable[str]) -> list[str]:
+    """``paths`` with their folders resolved (a lexical and a resolved form of one path are
+    snapshot once; a control file that is itself a symlink stays one), without those inside
+    another one."""
+    norm = sorted({os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(p))), os.path.basename(p))
+                   for p in paths}, key=len)
+    out: list[str] = []
+    for p in norm:
+        if not any(p == q or p.startswith(q.rstrip(os.sep) + os.sep) for q in out):
+            out.append(p)
+    return out
