@@ -47,6 +47,28 @@ PROJECT_FILES: dict[str, str] = {
 }
 """Control files by their name in the project directory, each with what it is to shelly."""
 
+STARTING_DIRECTORY_FILES: dict[str, str] = {
+    ".env": "a .env: shelly loads the one in the directory it is started in",
+    "shelly.yaml": "a legacy config: shelly loads the one in the directory it is started in",
+    ".shelly": "a .shelly directory: shelly takes its config from the one in the directory it is started in",
+}
+"""Control files by name in *every* directory of the project: ``shelly`` looks for ``.env``,
+``.shelly/config.yaml`` and ``shelly.yaml`` in the directory it is started in, which may be any
+(a person who changes into ``docs/`` and starts the chat there runs what ``docs/.shelly/`` says)."""
+
+
+def starting_directory_file(relative: Iterable[str]) -> str:
+    """What a path inside the project is to shelly by the names of its parts (relative to the
+    project directory): a ``.env`` or ``shelly.yaml`` in any directory, or anything in a ``.shelly``
+    directory; "" when none."""
+    parts = [part.casefold() for part in relative]
+    if parts[:1] == [".shelly"]:  # the project's own: guarded by Permissions.protected, with its carve-outs
+        return ""
+    if ".shelly" in parts:
+        return STARTING_DIRECTORY_FILES[".shelly"]
+    return STARTING_DIRECTORY_FILES.get(parts[-1], "") if parts else ""
+
+
 _lock = threading.Lock()
 _registered: dict[str, str] = {}
 

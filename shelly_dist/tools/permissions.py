@@ -304,6 +304,9 @@ class Permissions:
                 return f"is inside {guarded}, a control file ({what})"
             if contains and path_within(g, p):
                 return f"contains {guarded}, a control file ({what})"
+        if path_within(p, str(self.root).casefold()) and (what := control_files.starting_directory_file(
+                Path(p).relative_to(str(self.root).casefold()).parts)):
+            return f"is a control file ({what})"
         return ""
 
     def control_paths(self) -> list[str]:
