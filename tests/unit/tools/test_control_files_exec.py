@@ -110,4 +110,3 @@ async def test_writing_a_pth_file_into_site_packages_is_refused(project: Path) -
             await call(fs, "fs_write", path=str(planted), content="import os\n")
     finally:
         planted.unlink(missing_ok=True)
-
