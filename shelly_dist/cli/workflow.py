@@ -55,7 +55,8 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
         due = engine.stores.due_index()
         # Embedded, this process ticks the schedules; on a pool every worker does.
         scheduler = Scheduler(due, engine.stores.workspace) if engine.runtime.name == "local" else None
-        session, ws = await start_workflow(engine.stores.workspace, workflow, params=params, tag=tag, due=due)
+        session, ws = await start_workflow(engine.stores.workspace, workflow, params=params, tag=tag, due=due,
+                                           source=file)
         console.print(f"session {session} (workflow {workflow.name})", markup=False, highlight=False)
         if scheduler is not None:
             scheduler.start()
