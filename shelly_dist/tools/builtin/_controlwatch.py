@@ -104,15 +104,36 @@ def snapshot(paths: Iterable[str]) -> Snapshot:
     return {root: _walk(root, budget, keep=True) for root in roots}
 
 
+def _bytecode(path: str) -> bool:
+    return "__pycache__" in path.split(os.sep)
+
+
 def changed(before: Snapshot) -> list[str]:
-    """The control paths (as :func:`snapshot` was given them) whose state differs now."""
+    """The control paths (as :func:`snapshot` was given them) whose state differs now, bytecode
+    caches aside (:func:`drop_new_bytecode`)."""
     budget = _Budget()
     out = []
     for root, entries in before.items():
         now = _walk(root, budget, keep=True)
-        if now.keys() != entries.keys() or any(not entries[p].same(now[p]) for p in entries):
+        old = {p: e for p, e in entries.items() if not _bytecode(p)}
+        new = {p: e for p, e in now.items() if not _bytecode(p)}
+        if old.keys() != new.keys() or any(not e.same(new[p]) for p, e in old.items()):
             out.append(root)
     return out
+
+
+def drop_new_bytecode(before: Snapshot) -> None:
+    """Remove the ``__pycache__`` files a program wrote or changed in a control directory: a
+    program importing a ``python:`` package (a test run) writes them as a matter of course, but
+    a forged ``.pyc`` whose header matches the source would run instead of it; Python writes
+    them again from the source."""
+    for root, entries in before.items():
+        for path, now in _walk(root, _Budget(), keep=False).items():
+            if not _bytecode(path) or now.kind == "dir":
+                continue
+            old = entries.get(path)
+            if old is None or (old.kind, old.size, old.mtime_ns) != (now.kind, now.size, now.mtime_ns):
+                _remove(path)
 
 
 def restore(root: str, entries: dict[str, Entry]) -> list[str]:

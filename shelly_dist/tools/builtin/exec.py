@@ -78,6 +78,7 @@ def exec_toolbox(perms: Permissions, *, root: Path, timeout: float = DEFAULT_TIM
 async def undo_control_changes(perms: Permissions, root: Path, command: str, before: _controlwatch.Snapshot) -> None:
     """Undo what the program changed among the control files, unless the person allows it (on a
     terminal, file by file); raise naming what was refused, and what could not be put back."""
+    await asyncio.to_thread(_controlwatch.drop_new_bytecode, before)
     changed = await asyncio.to_thread(_controlwatch.changed, before)
     refused: list[str] = []
     for path in changed:

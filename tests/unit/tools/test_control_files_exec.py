@@ -110,3 +110,17 @@ async def test_writing_a_pth_file_into_site_packages_is_refused(project: Path) -
             await call(fs, "fs_write", path=str(planted), content="import os\n")
     finally:
         planted.unlink(missing_ok=True)
+
+
+async def test_a_trusted_program_importing_a_python_package_runs_and_its_new_bytecode_is_dropped(
+        project: Path) -> None:
+    """A test run imports the team's package and writes ``__pycache__``: not a refusal, but the
+    bytecode is removed (a forged ``.pyc`` matching the source's header would run instead of it)."""
+    team = project / "team"
+    team.mkdir()
+    (team / "__init__.py").write_text("X = 1\n")
+    perms = Permissions(root=project, trusted_commands=[PY], controls=[(team, "a module of python:")])
+    tb = exec_toolbox(perms, root=project)
+    out = await call(tb, "exec_run", command=PY, args=writing("import team; print(team.X)"))
+    assert out.strip() == "1"
+    assert not list(team.glob("__pycache__/*.pyc"))
