@@ -110,15 +110,21 @@ def test_every_backing_test_exists() -> None:
     assert [t for t in COVERED.values() if not _exists(t)] == []
 
 
+USERS_FILES = frozenset({"SKILL.md", "CLAUDE.md", "AGENTS.md"})
+"""Capitalised file names the docs mention as files users write, not documents of the repository."""
+
+
 def test_no_doc_cites_a_markdown_file_the_repo_lacks() -> None:
     """A doc pointing at a file users cannot open (docs cited DESIGN.md, which ships elsewhere)."""
     missing = []
     for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "deploy" / "README.md"]:
         text = doc.read_text(encoding="utf-8")
         # a link's target, or a project document named in capitals (DESIGN.md); not the names of
-        # files users or agents write (a skill's SKILL.md, a team's notes.md document)
+        # files users or agents write (a skill's SKILL.md, the prompt files CLAUDE.md and AGENTS.md,
+        # a team's notes.md document)
         linked = re.findall(r"\]\(([^)#\s]+\.md)[)#]", text)
-        named = [n for n in re.findall(r"(?<![\w/.-])((?:[\w.-]+/)*[A-Z][A-Z_]+\.md)\b", text) if n != "SKILL.md"]
+        named = [n for n in re.findall(r"(?<![\w/.-])((?:[\w.-]+/)*[A-Z][A-Z_]+\.md)\b", text)
+                 if n not in USERS_FILES]
         for cited in set(linked + named):
             if not any((base / cited).exists() for base in (ROOT, doc.parent)):
                 missing.append(f"{doc.relative_to(ROOT)} cites {cited}")
