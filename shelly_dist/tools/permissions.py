@@ -317,6 +317,16 @@ class Permissions:
         every = {**self.control_files, **control_files.registered()}
         return [path for path, what in every.items() if what != control_files.PYTHON_ENVIRONMENT]
 
+    def control_watch(self) -> tuple[list[str], list[str]]:
+        """What ``exec_run`` compares before and after a program: :meth:`control_paths` and the
+        project's ``.shelly/`` (config, skills, prompt files), and the folders inside those it
+        skips: the state directory, offloaded output and what ``shelly index`` may write, which
+        shelly itself changes meanwhile."""
+        shelly = self.root / ".shelly"
+        skipped = [shelly / "local", shelly / "offload", *self.writable,
+                   *([self.store_path] if self.store_path else [])]
+        return [*self.control_paths(), str(shelly)], [str(p) for p in skipped]
+
     async def check_control(self, tool: str, raw: str, *paths: str | Path, contains: bool = False) -> None:
         """Allow a change to ``raw`` (at ``paths``, its lexical and resolved forms) or raise when it
         is a control file (:meth:`control_file`): refused when nobody can answer; on a terminal,

@@ -49,8 +49,11 @@ class Entry:
         return (self.size, self.mtime_ns) == (other.size, other.mtime_ns)
 
 
-Snapshot = dict[str, dict[str, Entry]]
-"""Control path → (the path itself or a path under it → its state)."""
+class Snapshot(dict[str, dict[str, Entry]]):
+    """Control path → (the path itself or a path under it → its state); the directories in
+    :attr:`skip` are not looked into (what shelly itself writes meanwhile: the state directory)."""
+
+    skip: frozenset[str] = frozenset()
 
 
 class _Budget:
@@ -83,25 +86,32 @@ def _entry(path: str, budget: _Budget, keep: bool) -> Entry:
     return Entry("file", data=data, mode=st.st_mode, size=st.st_size, mtime_ns=st.st_mtime_ns)
 
 
-def _walk(root: str, budget: _Budget, keep: bool) -> dict[str, Entry]:
+def _walk(root: str, budget: _Budget, keep: bool, skip: frozenset[str] = frozenset()) -> dict[str, Entry]:
     out = {root: _entry(root, budget, keep)}
     if out[root].kind != "dir":
         return out
     for folder, dirs, files in os.walk(root, followlinks=False):
-        for name in [*dirs, *files]:
+        names = [*dirs, *files]
+        dirs[:] = [d for d in dirs if os.path.join(folder, d) not in skip]
+        for name in names:
             if budget.files <= 0:
                 return out
             budget.files -= 1
             path = os.path.join(folder, name)
-            out[path] = _entry(path, budget, keep)
+            if path not in skip:
+                out[path] = _entry(path, budget, keep)
     return out
 
 
-def snapshot(paths: Iterable[str]) -> Snapshot:
-    """The state of each control path (files and whole directories), bytes kept for putting back."""
+def snapshot(paths: Iterable[str], skip: Iterable[str] = ()) -> Snapshot:
+    """The state of each control path (files and whole directories, but not the folders of
+    ``skip``), bytes kept for putting back."""
     budget = _Budget()
-    roots = _outermost(paths)
-    return {root: _walk(root, budget, keep=True) for root in roots}
+    out = Snapshot()
+    out.skip = frozenset(_resolved(p) for p in skip)
+    for root in _outermost(paths):
+        out[root] = _walk(root, budget, keep=True, skip=out.skip)
+    return out
 
 
 def _bytecode(path: str) -> bool:
@@ -114,7 +124,7 @@ def changed(before: Snapshot) -> list[str]:
     budget = _Budget()
     out = []
     for root, entries in before.items():
-        now = _walk(root, budget, keep=True)
+        now = _walk(root, budget, keep=True, skip=before.skip)
         old = {p: e for p, e in entries.items() if not _bytecode(p)}
         new = {p: e for p, e in now.items() if not _bytecode(p)}
         if old.keys() != new.keys() or any(not e.same(new[p]) for p, e in old.items()):
@@ -128,7 +138,7 @@ def drop_new_bytecode(before: Snapshot) -> None:
     a forged ``.pyc`` whose header matches the source would run instead of it; Python writes
     them again from the source."""
     for root, entries in before.items():
-        for path, now in _walk(root, _Budget(), keep=False).items():
+        for path, now in _walk(root, _Budget(), keep=False, skip=before.skip).items():
             if not _bytecode(path) or now.kind == "dir":
                 continue
             old = entries.get(path)
@@ -136,12 +146,13 @@ def drop_new_bytecode(before: Snapshot) -> None:
                 _remove(path)
 
 
-def restore(root: str, entries: dict[str, Entry]) -> list[str]:
+def restore(before: Snapshot, root: str) -> list[str]:
     """Put ``root`` back as :func:`snapshot` saw it: remove what is new (deepest first), rewrite
     what changed (shallowest first). The paths that could not be put back (their bytes were not
     kept, or an error), empty when all were."""
     failed: list[str] = []
-    now = _walk(root, _Budget(), keep=False)
+    entries = before[root]
+    now = _walk(root, _Budget(), keep=False, skip=before.skip)
     for path in sorted(now.keys() - entries.keys(), key=len, reverse=True):
         _remove(path)
     for path in sorted(entries, key=len):
@@ -199,10 +210,14 @@ def _outermost(paths: Iterable[str]) -> list[str]:
     """``paths`` with their folders resolved (a lexical and a resolved form of one path are
     snapshot once; a control file that is itself a symlink stays one), without those inside
     another one."""
-    norm = sorted({os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(p))), os.path.basename(p))
-                   for p in paths}, key=len)
+    norm = sorted({_resolved(p) for p in paths}, key=len)
     out: list[str] = []
     for p in norm:
         if not any(p == q or p.startswith(q.rstrip(os.sep) + os.sep) for q in out):
             out.append(p)
     return out
+
+
+def _resolved(path: str) -> str:
+    """``path`` absolute, its folder's symlinks resolved (not its own: a symlink stays one)."""
+    return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))

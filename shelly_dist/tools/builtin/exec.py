@@ -50,7 +50,8 @@ def exec_toolbox(perms: Permissions, *, root: Path, timeout: float = DEFAULT_TIM
         if program == "git" or program.startswith("git-"):
             raise ToolError(GIT_REFUSED, tool="exec_run")
         await perms.check_command("exec_run", inp.command, shown=" ".join([inp.command, *inp.args]))
-        before = await asyncio.to_thread(_controlwatch.snapshot, perms.control_paths())
+        watched, skipped = perms.control_watch()
+        before = await asyncio.to_thread(_controlwatch.snapshot, watched, skipped)
         try:
             done = await run_program("exec_run", [inp.command, *inp.args], cwd=root, time_limit=timeout,
                                      env=program_env(perms.exec_env))
@@ -77,20 +78,25 @@ def exec_toolbox(perms: Permissions, *, root: Path, timeout: float = DEFAULT_TIM
 
 async def undo_control_changes(perms: Permissions, root: Path, command: str, before: _controlwatch.Snapshot) -> None:
     """Undo what the program changed among the control files, unless the person allows it (on a
-    terminal, file by file); raise naming what was refused, and what could not be put back."""
+    terminal, file by file; never for ``.shelly/``, off limits whatever anyone answers, as to the
+    filesystem tools); raise naming what was refused, and what could not be put back."""
     await asyncio.to_thread(_controlwatch.drop_new_bytecode, before)
     changed = await asyncio.to_thread(_controlwatch.changed, before)
     refused: list[str] = []
     for path in changed:
         shown = _shown(path, root)
+        if perms.protection(path):
+            refused.append(path)
+            continue
         try:
             await perms.check_control("exec_run", shown, path)
         except ToolError:
             refused.append(path)
     if not refused:
         return
-    failed = [f for path in refused for f in await asyncio.to_thread(_controlwatch.restore, path, before[path])]
-    names = ", ".join(f"{_shown(p, root)} ({perms.control_file(p).removeprefix('is ')})" for p in refused)
+    failed = [f for path in refused for f in await asyncio.to_thread(_controlwatch.restore, before, path)]
+    names = ", ".join(f"{_shown(p, root)} ({(perms.protection(p) or perms.control_file(p)).removeprefix('is ')})"
+                      for p in refused)
     undone = f"could not put back {', '.join(_shown(f, root) for f in failed)}" if failed else "the change was undone"
     raise ToolError(f"exec_run: refused: {command} changed {names}: shelly reads it to decide what to run or "
                     f"whom to trust, so tools may not change it; {undone}", tool="exec_run")
