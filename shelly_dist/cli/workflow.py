@@ -56,7 +56,7 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
         # Embedded, this process ticks the schedules; on a pool every worker does.
         scheduler = Scheduler(due, engine.stores.workspace) if engine.runtime.name == "local" else None
         session, ws = await start_workflow(engine.stores.workspace, workflow, params=params, tag=tag, due=due,
-                                           exec_env=config.permissions.exec_env)
+                                           exec_env=config.permissions.exec_env, source=file)
         console.print(f"session {session} (workflow {workflow.name})", markup=False, highlight=False)
         if scheduler is not None:
             scheduler.start()

@@ -150,12 +150,15 @@ class EngineContext:
         from redis.exceptions import RedisError
 
         from shelly_dist.engine.workflow import agents_config, parse_agents_spec
+        from shelly_dist.tools import control_files
 
         key = self.engine.stores.keys.workspace(session, "meta")
         try:
-            text = await self.engine.stores.client().hget(key, "agents")
+            text, source = await self.engine.stores.client().hmget(key, ["agents", "workflow_file"])
         except RedisError as exc:
             raise StoreError(f"worker: cannot read the workflow agents of session {session}: {exc}") from exc
+        if source:  # the file the session was started from: no tool of this worker may change it either
+            control_files.register(str(source), "the workflow file in use")
         if not text:
             return None
         return agents_config(self.engine.config, parse_agents_spec(str(text)))

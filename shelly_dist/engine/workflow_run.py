@@ -38,12 +38,14 @@ POLL = 0.2
 async def start_workflow(
     workspace_of: Callable[[str], WorkspaceBase], workflow: Workflow, *, params: Mapping[str, str], tag: str = "",
     env: Mapping[str, str] | None = None, cwd: Path | None = None, session: str | None = None,
-    due: DueIndex | None = None, exec_env: Sequence[str] = (),
+    due: DueIndex | None = None, exec_env: Sequence[str] = (), source: str | Path | None = None,
 ) -> tuple[str, WorkspaceBase]:
     """Set the team up in a new session and post the kickoff (as ``user``, so it wakes whom it
     mentions); returns the session id and its workspace. ``workspace_of`` is the engine's
     ``stores.workspace``; ``exec_env`` the config's ``permissions.exec_env`` (what setup commands
-    may see of this process's environment besides PATH, HOME and LANG)."""
+    may see of this process's environment besides PATH, HOME and LANG); ``source``, the workflow
+    file, is kept in the session for the workers, which make it a control file
+    (:meth:`WorkspaceBase.set_workflow_file`)."""
     values = resolve_params(workflow, params)
     variables = base_variables(workflow, values, os.environ if env is None else env, tag)
     variables = await asyncio.to_thread(run_setup, workflow, variables, cwd or Path.cwd(), exec_env)
@@ -52,6 +54,8 @@ async def start_workflow(
     await ws.join(list(workflow.agents))
     await ws.set_wake_budget(workflow.wake_budget)
     await ws.set_agents_spec(agents_spec(workflow))  # what a worker builds the inline agents from
+    if source is not None:
+        await ws.set_workflow_file(str(Path.cwd() / source))  # an absolute source stays itself
     await ws.set_project(f"Workflow: {workflow.name}" + (f" (tag {tag})" if tag else ""))
     for name, spec in workflow.agents.items():
         if spec.prompt.append:

@@ -173,9 +173,12 @@ class Permissions:
         )
         """Paths no tool may change or contain in a change (see :meth:`check_real`), in their lexical
         and symlink-resolved forms."""
+        environment = [(p, control_files.PYTHON_ENVIRONMENT) for p in control_files.python_environment()
+                       if not path_within(str(self.root), _norm(p))]  # never the whole project
         self.control_files: dict[str, str] = {
             form: what
-            for path, what in [*control_files.project_files(self.root), *(_described(p) for p in controls)]
+            for path, what in [*control_files.project_files(self.root), *environment,
+                               *(_described(p) for p in controls)]
             for form in _protected_forms([path], self.root)
         }
         """The project's control files besides :attr:`protected` (``.env``, ``shelly.yaml``, the
@@ -301,7 +304,28 @@ class Permissions:
                 return f"is inside {guarded}, a control file ({what})"
             if contains and path_within(g, p):
                 return f"contains {guarded}, a control file ({what})"
+        if path_within(p, str(self.root).casefold()) and (what := control_files.starting_directory_file(
+                Path(p).relative_to(str(self.root).casefold()).parts)):
+            return f"is a control file ({what})"
         return ""
+
+    def control_paths(self) -> list[str]:
+        """Every control file and directory of :meth:`control_file` (the project's and the
+        process's), for a check after a program ran (``exec_run``: it cannot be checked before);
+        not the Python environment, which is too large to compare on every call (and a trusted
+        ``pip`` changes it)."""
+        every = {**self.control_files, **control_files.registered()}
+        return [path for path, what in every.items() if what != control_files.PYTHON_ENVIRONMENT]
+
+    def control_watch(self) -> tuple[list[str], list[str]]:
+        """What ``exec_run`` compares before and after a program: :meth:`control_paths` and the
+        project's ``.shelly/`` (config, skills, prompt files), and the folders inside those it
+        skips: the state directory, offloaded output and what ``shelly index`` may write, which
+        shelly itself changes meanwhile."""
+        shelly = self.root / ".shelly"
+        skipped = [shelly / "local", shelly / "offload", *self.writable,
+                   *([self.store_path] if self.store_path else [])]
+        return [*self.control_paths(), str(shelly)], [str(p) for p in skipped]
 
     async def check_control(self, tool: str, raw: str, *paths: str | Path, contains: bool = False) -> None:
         """Allow a change to ``raw`` (at ``paths``, its lexical and resolved forms) or raise when it

@@ -219,6 +219,14 @@ class WorkspaceBase(ABC):
     async def agents_spec(self) -> str | None:
         return await self._get("meta", "agents")
 
+    async def set_workflow_file(self, path: str) -> None:
+        """Name the workflow file the session was started from: a worker running its agents makes
+        it a control file of its process too (its ``setup:`` runs at the next ``workflow run``)."""
+        await self._put("meta", "workflow_file", path)
+
+    async def workflow_file(self) -> str | None:
+        return await self._get("meta", "workflow_file")
+
     async def set_agent_prompt(self, agent: str, text: str) -> None:
         """Words for ``agent`` alone, added to the project section of its wakes (``prompt.append``)."""
         await self._put("meta", f"prompt:{agent}", text)

@@ -25,23 +25,24 @@ SPEC = json.dumps({"helper": {"system_prompt": "You help."}})
 
 
 class MetaClient:
-    """The engine's async Redis client as far as the agents read goes: ``hget`` of the meta hash,
-    answered only once the test lets it (so a read that blocked the loop could never end)."""
+    """The engine's async Redis client as far as the agents read goes: ``hmget`` of the meta hash
+    (the agents and the workflow file), answered only once the test lets it (so a read that
+    blocked the loop could never end)."""
 
     def __init__(self, agents: str | None, *, error: Exception | None = None) -> None:
         self.agents = agents
         self.error = error
-        self.reads: list[tuple[str, str]] = []
+        self.reads: list[tuple[str, tuple[str, ...]]] = []
         self.asked = asyncio.Event()
         self.answer = asyncio.Event()
 
-    async def hget(self, key: str, field: str) -> str | None:
-        self.reads.append((key, field))
+    async def hmget(self, key: str, fields: list[str]) -> list[str | None]:
+        self.reads.append((key, tuple(fields)))
         self.asked.set()
         await self.answer.wait()
         if self.error is not None:
             raise self.error
-        return self.agents
+        return [self.agents if field == "agents" else None for field in fields]
 
     async def aclose(self) -> None:
         return None
@@ -89,7 +90,7 @@ async def test_a_workers_registry_reads_the_workflow_agents_without_blocking_its
     async with worker_context(tmp_path, client, monkeypatch) as ctx:
         registry = await registry_once_answered(ctx, client, "s1")
         assert registry.get("helper") is not None and registry.get("a") is not None
-        assert client.reads == [(ctx.engine.stores.keys.workspace("s1", "meta"), "agents")]
+        assert client.reads == [(ctx.engine.stores.keys.workspace("s1", "meta"), ("agents", "workflow_file"))]
 
 
 async def test_a_session_without_workflow_agents_gets_the_configs_agents(
