@@ -57,6 +57,8 @@ TASKS_SENT = Counter("shelly_tasks_sent_total",
                      "outcome (taken, refused).",
                      ["path", "outcome"])
 RUNS_REAPED = Counter("shelly_runs_reaped_total", "Runs past their deadline this worker's reaper re-enqueued.")
+LEDGERS_RESTORED = Counter("shelly_ledgers_restored_total",
+                            "Consumers' ledgers of dead workers its reaper restored (their tasks sent again).")
 LOOP_LAG = Gauge("shelly_event_loop_lag_seconds",
                  f"How late the worker's event loop ran a callback due {LOOP_LAG_INTERVAL:g}s after the last.")
 

@@ -244,6 +244,17 @@ class Keys:
         """Hash: due-index shard → ``worker|expiry ms``, the scanner elected for each shard."""
         return f"{self.prefix}due:scanners"
 
+    def ledgers(self) -> str:
+        """Sorted set: consumers' ledger name → its heartbeat lease's expiry (ms). A worker's
+        ledger (:meth:`ledger`) lists the run tasks it received and has not finished; the reaper
+        restores the ledgers whose lease lapsed (``worker/ledger.py``). Tagged: one slot with them."""
+        return f"{self.prefix}{{ledgers}}"
+
+    def ledger(self, name: str) -> str:
+        """Hash: ``run_id root`` → how many of that run's task messages the worker ``name``
+        received and has not finished (same slot as :meth:`ledgers`)."""
+        return f"{self.prefix}{{ledgers}}:{_name('ledger', name)}"
+
     def generations(self) -> str:
         """Sorted set of config fingerprints served by live workers, scored by when last seen."""
         return f"{self.prefix}generations"

@@ -21,6 +21,9 @@ idle pool thus costs a few commands per worker per scan, whatever the number of 
 * a run still ``queued`` after ``requeue_after`` — its task message was lost (the process that
   registered the run died before sending it), or is merely late behind a backlog: the duplicate
   is then dropped by its claim;
+* a run whose task a dead worker had received but not finished (prefetched, popped and not yet
+  claimed): the reaper of shard 0 restores the lapsed consumers' ledgers (:mod:`.ledger`) — in
+  about ``lease + reap_interval``, not the broker's backstop;
 * a run whose task the broker refused (cut, restarting): the sender made it due at once
   (:meth:`.Journal.due_now`), so it is sent again on the next scan, not after ``requeue_after``.
   A tree's check stops sending at the first refusal, and the scan with it: the runs it did not
@@ -59,6 +62,7 @@ from shelly_dist.runtime.celery.children.join import enqueue_resume
 from shelly_dist.runtime.celery.children.questions import expire_due, pending_counts
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.names import RESUME_AGENT, RUN_AGENT, Enqueue
+from shelly_dist.runtime.celery.worker.ledger import take_lapsed
 from shelly_dist.state.connection import redis_errors
 
 logger = logging.getLogger(__name__)
@@ -148,11 +152,31 @@ class Reaper:
         if errors:
             raise errors[0]
         if 0 in held:
+            sent += await self._restore_ledgers()
             await round_timeout.expire_due(
                 journal.client, journal.keys, retention=settings.retention, requeue_after=settings.requeue_after,
                 resume=lambda run_id: enqueue_resume(journal, self.enqueue, run_id))
             for kind, n in (await pending_counts(journal.client, journal.keys)).items():
                 metrics.DECISIONS_PENDING.labels(kind).set(n)  # one scanner reports the pool's
+        return sent
+
+    async def _restore_ledgers(self) -> int:
+        """Send again the run tasks dead workers had received and not finished (the consumers'
+        ledger, :mod:`.ledger`): each run is made due now, then decided by ``REAP`` as any due run
+        — a run still queued is sent again, one that ended or that a live worker holds is not.
+        Made due first, all of them: a refused send leaves the rest to the next scans."""
+        journal = self.journal
+        with redis_errors("reaper"):
+            lapsed = await take_lapsed(journal.client, journal.keys, int(time.time() * 1000))
+        sent = 0
+        for name, runs in lapsed.items():
+            logger.warning("reaper: worker ledger %s lapsed (its worker died) with %d run task(s) received and "
+                           "not finished; sending them again", name, len(runs))
+            metrics.LEDGERS_RESTORED.inc()
+            for run_id, root in runs:
+                await journal.due_now(root, run_id)
+            for run_id, root in runs:
+                sent += await self._reap(root, run_id)
         return sent
 
     async def _register(self, now: float) -> None:

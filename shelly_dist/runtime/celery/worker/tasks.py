@@ -14,11 +14,12 @@ import asyncio
 import importlib
 import logging
 import os
+import socket
 import time
 from typing import Any, NoReturn
 
 from celery import Celery, Task
-from celery.signals import worker_shutdown
+from celery.signals import task_postrun, task_received, task_revoked, worker_shutdown
 
 from shelly_dist.errors import ConfigError, MCPError, StoreError
 from shelly_dist.runtime.celery.broker import create_app, run_task_sender
@@ -28,6 +29,7 @@ from shelly_dist.runtime.celery.fast_send import shadow_name
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.names import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.worker import control  # noqa: F401  registers the shelly_info inspect command
+from shelly_dist.runtime.celery.worker.ledger import Ledger
 from shelly_dist.runtime.celery.worker.process import WorkerProcess, WorkerSpec
 from shelly_dist.runtime.celery.worker.resync import BrokerResync
 from shelly_dist.runtime.wake import TEAM_WAKE
@@ -200,10 +202,59 @@ def create_worker_app() -> Celery:
     app = create_app(spec.settings)
     _register_tasks(app)
     app.shelly_spec = spec  # type: ignore[attr-defined]
+    global _ledger
+    from shelly_dist.state.keys import Keys
+
+    # made before the pool forks (prefork): every child counts into the main process's ledger
+    _ledger = Ledger(spec.settings, Keys(spec.settings.key_prefix), socket.gethostname())
     app.steps["consumer"].add(BrokerResync)  # a reconnect re-checks the tasks sent before it
     return app
+
+
+_ledger: Ledger | None = None
+"""This worker's consumers' ledger (:mod:`.ledger`), made with its app."""
+
+LEDGERED = (RUN_AGENT, RESUME_AGENT)
+
+
+def _run_of(args: Any) -> tuple[str, str] | None:
+    """``(run_id, root)`` of a run task's arguments."""
+    if isinstance(args, (list, tuple)) and len(args) >= 2 and isinstance(args[0], str):
+        return args[0], str(args[1] or args[0])
+    return None
+
+
+def _task_name(request: Any) -> str:
+    """The task's registered name (a request's own ``name`` is the message's shadow name, which
+    carries the agent for Flower)."""
+    return str(getattr(getattr(request, "task", None), "name", "") or "")
+
+
+@task_received.connect
+def _ledger_received(request: Any = None, **_: object) -> None:
+    """A run task reached this worker (prefetched, reserved or about to run): in the ledger, so
+    that if the worker dies before it ends, the reapers send it again (``ledger.py``)."""
+    run = _run_of(getattr(request, "args", None)) if _task_name(request) in LEDGERED else None
+    if _ledger is not None and run is not None:
+        _ledger.received(*run)
+
+
+@task_postrun.connect
+def _ledger_finished(task: Any = None, args: Any = None, **_: object) -> None:
+    run = _run_of(args) if getattr(task, "name", "") in LEDGERED else None
+    if _ledger is not None and run is not None:
+        _ledger.finished(*run)
+
+
+@task_revoked.connect
+def _ledger_revoked(request: Any = None, **_: object) -> None:
+    run = _run_of(getattr(request, "args", None)) if _task_name(request) in LEDGERED else None
+    if _ledger is not None and run is not None:
+        _ledger.finished(*run)
 
 
 @worker_shutdown.connect
 def _close_worker_process(**_: object) -> None:
     WorkerProcess.shutdown()
+    if _ledger is not None:
+        _ledger.close()
