@@ -25,6 +25,7 @@ import argparse
 import json
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -251,14 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-faults", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="shelly-soak-") as tmp:
-        try:
-            report = soak(Path(tmp), args.minutes, kill_every=args.kill_every, redis_every=args.redis_every,
-                          cut_every=args.cut_every, model_faults=args.model_faults, items=args.items, seed=args.seed)
-        except AssertionError as exc:
-            print(f"soak: FAILED: {exc}", file=sys.stderr)
-            return 1
+    tmp = Path(tempfile.mkdtemp(prefix="shelly-soak-"))  # kept on a failure: the logs, outputs and AOF
+    try:
+        report = soak(tmp, args.minutes, kill_every=args.kill_every, redis_every=args.redis_every,
+                      cut_every=args.cut_every, model_faults=args.model_faults, items=args.items, seed=args.seed)
+    except AssertionError as exc:
+        print(f"soak: FAILED (kept {tmp}): {exc}", file=sys.stderr)
+        return 1
     print(report.summary())
+    shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 
