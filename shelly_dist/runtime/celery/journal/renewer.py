@@ -50,7 +50,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
 from shelly_dist.observability import metrics
-from shelly_dist.runtime.celery.journal.due import queue_hint
+from shelly_dist.runtime.celery.journal.due import queue_hint, shard_of
 from shelly_dist.runtime.celery.journal.record import RunRecord
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -210,31 +210,39 @@ class Renewer:
                 self._received[delivery] = Receipt(held.root, held.run_id, held.since, held.count - 1)
 
     def _mark(self, receipts: Sequence[Receipt]) -> None:
-        """``RECEIVED`` for ``receipts`` in one pipeline, and the due index hinted for each run
-        whose deadline it pulled in (a reaper then looks at that tree in time)."""
+        """``RECEIVED`` for ``receipts``: on a single Redis in one pipeline, each call hinting the
+        due index inside the script where it pulled a deadline in (one command per receipt); on a
+        cluster one call per receipt (a script touches its tree's slot), the hints after them."""
         if self._client is None:
             self._client = self._connect()
             self._script = registered(self._client).journal.renew
-        script = registered(self._client).journal.received
+        scripts = registered(self._client)
         now_ms = int(time.time() * 1000)
+        at = now_ms + self.settings.lease_ms
 
-        def call(r: Receipt, client: Any) -> Any:
+        def keys_args(r: Receipt) -> tuple[list[str], list[Any]]:
             keys = [self.keys.tree_deadlines(r.root), self.keys.run_lease(r.run_id), self.keys.run(r.run_id),
                     self.keys.run_received(r.run_id)]
-            return script(keys=keys, args=[r.run_id, now_ms, self.settings.lease_ms, self.worker or "worker"],
-                          client=client)
+            return keys, [r.run_id, now_ms, self.settings.lease_ms, self.worker or "worker"]
 
-        if self.clustered:  # a script touches one slot (the run's tree): one call per receipt
-            moved = [call(r, self._client) for r in receipts]
-        else:
+        if not self.clustered:
+            hinted = scripts.hinted(scripts.journal.received)
             pipe = self._client.pipeline(transaction=False)
             for r in receipts:
-                call(r, pipe)
-            moved = pipe.execute()
-        hints = [(r.root, int(at)) for r, at in zip(receipts, moved, strict=True) if int(at or 0)]
-        if hints:
+                keys, args = keys_args(r)
+                shard = shard_of(r.root)
+                hinted(keys=[*keys, self.keys.due_shard(shard), self.keys.due_versions(shard)],
+                       args=[*args, r.root, at, self.settings.retention], client=pipe)
+            pipe.execute()
+            return
+        moved = []
+        for r in receipts:
+            keys, args = keys_args(r)
+            moved.append(scripts.journal.received(keys=keys, args=args))
+        roots = {r.root for r, m in zip(receipts, moved, strict=True) if int(m or 0)}
+        if roots:
             pipe = self._client.pipeline(transaction=False)
-            for root, at in hints:
+            for root in roots:
                 queue_hint(pipe, self.keys, self.settings.retention, root, at)
             pipe.execute()
 

@@ -352,7 +352,10 @@ if status == 'waiting' then  -- a suspended model call's due time is no message'
   if wake and at and tonumber(wake) == tonumber(at) then return 0 end
 end
 redis.call('SET', received, worker, 'PX', ttl)
-if redis.call('ZADD', deadlines, 'XX', 'LT', 'CH', now_ms + ttl, run_id) == 1 then return now_ms + ttl end
+if redis.call('ZADD', deadlines, 'XX', 'LT', 'CH', now_ms + ttl, run_id) == 1 then
+  due_hint()
+  return now_ms + ttl
+end
 return 0
 """
 """A worker received run ``run_id``'s task message (``runtime/celery/journal/renewer.py``): a run
