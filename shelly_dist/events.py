@@ -56,6 +56,9 @@ REPLY_TRUNCATED = "reply_truncated"
 """``warning`` code: the output limit (``max_tokens``) cut a reply; its tool calls were not run."""
 WAKE_STARTED = "wake_started"
 WAKE_FINISHED = "wake_finished"
+WAKES_PAUSED = "wakes_paused"
+"""A session's wakes stopped: over its wake budget or a loop between agents; ``data.reason``
+says which (``runtime/wake.py``). A message from the user resumes them."""
 CHANNEL_POST = "channel_post"
 INBOX_ACK = "inbox_ack"
 

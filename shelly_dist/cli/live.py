@@ -249,6 +249,9 @@ class Board:
             if outcome == "done":
                 return f"✔ {row.name} wake done"
             return f"✗ {row.name} wake {outcome}: {data.get('error')}"
+        if event.kind == events.WAKES_PAUSED:
+            row.status, row.action = "paused", "wakes paused"
+            return f"⏸ {data.get('message')}"
         if event.kind == events.INBOX_ACK:
             row.action = f"acked up to #{data.get('cursor')}"
             return f"✓ {row.name} acked up to #{data.get('cursor')}"

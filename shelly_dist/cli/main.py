@@ -4,7 +4,9 @@ Commands are imported when run (:class:`~shelly_dist.cli.lazy.LazyGroup`), so ``
 small commands start in a fraction of a second. ``main`` first re-executes itself on a clean
 environment block when the command may start programs, so that none a tool starts can read the
 process's secrets in ``/proc/<ppid>/environ`` (:mod:`shelly_dist.cleanenv`), then loads ``.env``
-from the working directory (real environment variables win), then hands over to click. Logging is
+from the working directory, or the file ``--env-file`` names (real environment variables win; an
+implicit ``.env`` may not choose the config, state, proxies or CA files: :mod:`.dotenv`), then
+hands over to click. Logging is
 configured here and only here: a rich handler on stderr, WARNING by default, ``-v`` for INFO,
 ``-vv`` for DEBUG. Commands stay thin (parse, open the engine, ``asyncio.run``, render) and map
 failures to exit codes through :mod:`shelly_dist.cli.errors`.
@@ -19,7 +21,7 @@ import click
 
 from shelly_dist import __version__
 from shelly_dist.cleanenv import reexec_without_secrets
-from shelly_dist.cli.dotenv import load_dotenv
+from shelly_dist.cli.dotenv import load_dotenv, skipped_warning
 from shelly_dist.cli.errors import fail
 from shelly_dist.cli.lazy import LazyCommand, LazyGroup
 
@@ -193,8 +195,9 @@ def configure_logging(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(message)s", handlers=[handler], force=True)
 
 
-CHAT_OPTIONS = ("--agent", "--session", "--config", "--shelly-dir")
-"""The group's own options that take a value: the chat's, when no command is given."""
+CHAT_OPTIONS = ("--agent", "--session", "--config", "--shelly-dir", "--env-file")
+"""The group's own options that take a value: the chat's, when no command is given, and
+``--env-file``."""
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, invoke_without_command=True,
@@ -205,9 +208,12 @@ CHAT_OPTIONS = ("--agent", "--session", "--config", "--shelly-dir")
 @click.option("--session", "session_id", default=None, help="The chat: continue a saved session by id.")
 @click.option("--config", "config_path", default=None, help="The chat: config file.")
 @click.option("--shelly-dir", default=".shelly", help="The chat: the .shelly directory.")
+@click.option("--env-file", default=None, metavar="PATH",
+              help="Read variables from PATH instead of ./.env, all of them (an implicit .env may not set "
+                   "SHELLY_CONFIG, SHELLY_STATE_DIR, proxies or CA files).")
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, agent: str | None, session_id: str | None, config_path: str | None,
-        shelly_dir: str) -> None:
+        shelly_dir: str, env_file: str | None) -> None:
     """shelly: teams of LLM agents, embedded or on a Celery worker pool.
 
     With no command, on a terminal: the chat with the entry agent (/help inside lists its commands).
@@ -249,6 +255,41 @@ def command_of(argv: list[str]) -> str | None:
     return "chat"
 
 
+def env_file_of(argv: list[str]) -> str | None:
+    """The path ``--env-file`` names among the group's options (before the command), if any."""
+    words = iter(argv)
+    for word in words:
+        if word == "--env-file":
+            return next(words, None)
+        if word.startswith("--env-file="):
+            return word.partition("=")[2]
+        if word in CHAT_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
+            return None
+    return None
+
+
+def load_env(argv: list[str]) -> None:
+    """Load ``--env-file`` (every variable) or ``./.env`` (not the refused ones: a warning names
+    them); either file becomes a control file of the process, which no tool may change."""
+    import os
+
+    from shelly_dist.tools import control_files
+
+    named = env_file_of(argv)
+    if named is not None and not os.path.isfile(named):
+        from shelly_dist.errors import UsageError
+
+        fail(UsageError(f"--env-file: no such file: {named}"))
+    path = named or ".env"
+    control_files.register(os.path.abspath(path), "the environment file shelly loads at start")
+    skipped: list[str] = []
+    load_dotenv(path, explicit=named is not None, skipped=skipped)
+    if skipped:
+        sys.stderr.write(skipped_warning(path, skipped) + "\n")
+
+
 def needs_clean_environment(argv: list[str]) -> bool:
     """Whether ``argv`` runs a command that may start programs, which must not find the secrets in
     this process's initial environment block (``/proc/<ppid>/environ``): tools, MCP servers, a
@@ -263,7 +304,7 @@ def main() -> None:
     say) is mapped to its one line and exit code here, never a traceback."""
     if needs_clean_environment(sys.argv[1:]):
         reexec_without_secrets()
-    load_dotenv(".env")
+    load_env(sys.argv[1:])
     try:
         cli(prog_name="shelly")
     except Exception as exc:

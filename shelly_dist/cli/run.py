@@ -312,7 +312,9 @@ def run_and_print(
             return exc.result, exc.cause
         except RunFailed as exc:
             if not as_json:
-                raise exc.cause from None
+                # Re-raised with its own cause kept (``from None`` would erase it, and the
+                # first-hour explanation reads the Redis or broker error in that chain).
+                raise exc.cause from exc.cause.__cause__
             return exc.result, exc.cause
 
     result, unsaved = run_async(answer_even_unsaved(

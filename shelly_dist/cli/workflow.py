@@ -55,7 +55,8 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
         due = engine.stores.due_index()
         # Embedded, this process ticks the schedules; on a pool every worker does.
         scheduler = Scheduler(due, engine.stores.workspace) if engine.runtime.name == "local" else None
-        session, ws = await start_workflow(engine.stores.workspace, workflow, params=params, tag=tag, due=due)
+        session, ws = await start_workflow(engine.stores.workspace, workflow, params=params, tag=tag, due=due,
+                                           exec_env=config.permissions.exec_env)
         console.print(f"session {session} (workflow {workflow.name})", markup=False, highlight=False)
         if scheduler is not None:
             scheduler.start()
@@ -74,10 +75,14 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
             await unschedule(workflow, session, due)
         output = await final_output(ws)
         dead = await ws.dead_letters()
+        paused = await ws.wakes_paused()
     for letter in dead:
         console.print(f"dead letter: {letter.agent} messages {letter.after + 1}..{letter.up_to} after "
                       f"{letter.attempts} attempts: {letter.error}", markup=False, highlight=False)
-    return output, EXIT_DEAD_LETTERS if dead else 0
+    if paused:
+        console.print(f"workflow paused: {paused} (raise wake_budget in {file}, or send a message as the user "
+                      f"to session {session} to resume)", markup=False, highlight=False, soft_wrap=True)
+    return output, EXIT_DEAD_LETTERS if dead or paused else 0
 
 
 def _run_options(f: Any) -> Any:

@@ -8,6 +8,9 @@ Why each one (DESIGN §9 and §12: every server here has all three):
   an ``HttpOnly`` ``SameSite=Strict`` cookie set by ``POST /api/login`` (``EventSource`` cannot
   send headers). The comparison is constant-time. The page and its scripts hold no data and are
   served to anyone, so a browser can show the token form; so is ``/api/health`` (probes).
+The ``Host``/``Origin`` check and the body bound are :mod:`shelly_dist.tools.mcp.hostcheck`'s,
+shared with ``shelly a2a serve``.
+
 - **``Host``.** A server on loopback without a token is reachable from a web page through DNS
   rebinding (``evil.example`` re-resolved to ``127.0.0.1``): the browser then sends
   ``Host: evil.example``, which is refused here (421) unless it names this server.
@@ -21,13 +24,15 @@ Why each one (DESIGN §9 and §12: every server here has all three):
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiohttp import hdrs, web
-from yarl import URL
 
 from shelly_dist.tools.mcp.bearer import is_loopback
+from shelly_dist.tools.mcp.hostcheck import LOOPBACK_NAMES, allowed_hosts, host_name, refusal
+
+__all__ = ["COOKIE", "LOOPBACK_NAMES", "MAX_BODY", "Gate", "allowed_hosts", "host_name", "needs_token"]
 
 TOKEN_ENV = "SHELLY_SERVE_TOKEN"
 COOKIE = "shelly_console"
@@ -37,30 +42,7 @@ MAX_BODY = 256 * 1024
 PUBLIC_API = frozenset({"/api/health", "/api/login"})
 """The API paths answered without the token (a probe; the login that sets the cookie)."""
 
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
-WILDCARDS = frozenset({"", "0.0.0.0", "::"})
-
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def host_name(authority: str) -> str:
-    """The host of a ``Host`` header value or an origin's authority, lowercased, without port or
-    brackets (``[::1]:8700`` → ``::1``); ``""`` when it cannot be parsed."""
-    try:
-        return (URL(f"http://{authority.strip()}").host or "").lower().strip("[]")
-    except ValueError:
-        return ""
-
-
-def allowed_hosts(bind: str, extra: Iterable[str] = ()) -> frozenset[str] | None:
-    """The ``Host`` names a server bound to ``bind`` answers: loopback names and ``extra`` always,
-    the bound address when it is one; ``None`` (any host) for a wildcard bind without ``extra``,
-    where the token is the guard (the server cannot know the names it is reached by)."""
-    names = {n.lower().strip("[]") for n in extra if n}
-    bound = bind.strip("[]").lower()
-    if bound in WILDCARDS:
-        return frozenset(LOOPBACK_NAMES | names) if names else None
-    return frozenset(LOOPBACK_NAMES | names | {bound})
 
 
 def needs_token(bind: str) -> bool:
@@ -91,17 +73,11 @@ class Gate:
 
     def refusal(self, request: web.Request) -> web.Response | None:
         """The answer that stops ``request`` here, or ``None`` to let it through."""
-        host = request.headers.get(hdrs.HOST, "")
-        if self.hosts is not None and host_name(host) not in self.hosts:
-            return _error(421, f"serve: Host {host!r} is not this server's (start it with --allow-host NAME "
-                               "to answer that name)")
-        origin = request.headers.get(hdrs.ORIGIN)
-        if origin is not None and not _same_origin(origin, host):
-            return _error(403, f"serve: requests from origin {origin!r} are refused (the console answers "
-                               "its own pages only)")
-        if request.content_length is not None and request.content_length > self.max_body:
-            return _error(413, f"serve: request body of {request.content_length} bytes is over the "
-                               f"{self.max_body}-byte limit")
+        refused = refusal(who="serve", host=request.headers.get(hdrs.HOST, ""),
+                          origin=request.headers.get(hdrs.ORIGIN), content_length=request.content_length,
+                          hosts=self.hosts, max_body=self.max_body)
+        if refused is not None:
+            return _error(refused.status, refused.text)
         guarded = request.path.startswith("/api/") and request.path not in PUBLIC_API
         if (guarded or request.path.startswith("/mcp")) and not self.matches(self.presented(request)):
             response = _error(401, "serve: unauthorized: send Authorization: Bearer <token> "
@@ -114,19 +90,6 @@ class Gate:
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         refused = self.refusal(request)
         return refused if refused is not None else await handler(request)
-
-
-def _same_origin(origin: str, host: str) -> bool:
-    """Whether the browser origin ``origin`` (``scheme://host[:port]``) is the page's own: its
-    authority equals the request's ``Host`` (``null`` and unparsable origins never are)."""
-    try:
-        url = URL(origin)
-    except ValueError:
-        return False
-    if url.scheme not in ("http", "https") or not url.host:
-        return False
-    authority = url.raw_authority.lower()
-    return bool(host) and authority == host.strip().lower()
 
 
 def _error(status: int, text: str) -> web.Response:

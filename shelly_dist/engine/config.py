@@ -32,6 +32,7 @@ from shelly_dist.engine.config_keys import prune
 from shelly_dist.engine.config_models import Config
 from shelly_dist.engine.config_rules import Problem, leniencies, problems
 from shelly_dist.errors import ConfigError
+from shelly_dist.tools import control_files
 
 ENV_CONFIG = "SHELLY_CONFIG"
 PASS_CONFIG = "or pass --config"
@@ -185,6 +186,8 @@ def config_from_data(data: Any, env: Mapping[str, str] | None = None, *, source:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
         _raise([*_pydantic_problems(exc), *unknown], source)
+    if source:  # whichever file it was (--config, $SHELLY_CONFIG, ./shelly.yaml): no tool may change it
+        control_files.register(source, "the config file in use")
     found = extensions.import_modules(cfg, extensions.project_dir(source))  # before any name is checked
     if found:
         _raise(found, source)

@@ -481,8 +481,9 @@ class Config(Section):
     a2a_agents: list[A2AAgentConfig] = Field(default_factory=list)
     """Remote A2A agents, delegation targets like the local ones (ours)."""
     python: list[str] = Field(default_factory=list)
-    """Modules (dotted names) every process imports before building agents; the project directory
-    (the parent of ``.shelly/``) is on ``sys.path`` (ours: :mod:`shelly_dist.engine.extensions`)."""
+    """Modules (dotted names) every process imports before building agents; their top-level names
+    are found in the project directory (the parent of ``.shelly/``), nothing else of it is
+    importable (ours: :mod:`shelly_dist.engine.extensions`)."""
     teams: list[TeamConfig] = Field(default_factory=list)
     """Teams of agents (ours; docs/teams.md), usable wherever an agent name is."""
     _warnings: list[str] = PrivateAttr(default_factory=list)

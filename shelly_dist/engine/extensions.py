@@ -4,8 +4,14 @@
 load their config through :func:`~shelly_dist.engine.config.config_from_data`, which calls
 :func:`import_modules` before it checks any name, so the tools, hooks, guardrails and provider
 kinds the modules register (:mod:`shelly_dist.extensions`) are known to the checks and to every
-agent built afterwards. The project directory (the parent of ``.shelly/``) goes first on
-``sys.path``, so ``python: [team.tools]`` finds ``team/tools.py`` beside ``.shelly/``.
+agent built afterwards. ``python: [team.tools]`` finds ``team/tools.py`` beside ``.shelly/`` (the
+project directory, the parent of ``.shelly/``), but the project directory is *not* put on
+``sys.path``: only the top-level names ``python:`` lists (``team``) are looked up there, by an
+import finder (:class:`ProjectModules`), so a ``stringprep.py`` or ``json.py`` an agent wrote
+into the project never shadows the standard library or an installed package (it ran inside a
+live run at its first DNS lookup; DESIGN §3 rule 16). A package's own submodules are found
+through its ``__path__`` as usual. The modules and their packages become control files of the
+process (:mod:`shelly_dist.tools.control_files`): no tool may change them.
 
 Bad input fails at load time, in every process, as one ``config: <path>: <problem>`` line (exit
 2): a module that cannot be imported (with its own error), a toolbox, hook, guardrail or provider
@@ -19,13 +25,18 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.abc
+import importlib.machinery
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from importlib.machinery import ModuleSpec
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from shelly_dist.engine.config_models import BUILTIN_TOOLBOXES, AgentConfig, Config
 from shelly_dist.extensions import REGISTRY
+from shelly_dist.tools import control_files
 
 Problem = tuple[str, str]
 
@@ -39,14 +50,52 @@ def project_dir(source: str | None) -> Path:
     return folder.parent if folder.name == ".shelly" else folder
 
 
+class ProjectModules(importlib.abc.MetaPathFinder):
+    """Finds the top-level names of ``python:`` in their project directory, and nothing else
+    there: the project's other modules stay out of the import system (no ``sys.path`` entry)."""
+
+    def __init__(self) -> None:
+        self.roots: dict[str, str] = {}
+        """Top-level module name → the project directory it is imported from."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        root = self.roots.get(fullname)
+        if root is None or path is not None:  # a submodule: its package's __path__ finds it
+            return None
+        return importlib.machinery.PathFinder.find_spec(fullname, [root])
+
+
+FINDER = ProjectModules()
+"""The process's one finder, first on ``sys.meta_path`` once a config names a module."""
+
+
+def _install(names: Iterable[str], project: Path) -> None:
+    for name in names:
+        FINDER.roots[name.split(".")[0]] = str(project)
+    if FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, FINDER)
+
+
+def _guard(names: Iterable[str], project: Path) -> None:
+    """Make the modules and their packages control files: the project's top-level package or
+    module of each name (whether it exists yet or not) and wherever the module was found."""
+    what = "a module of python:, imported by every shelly process"
+    for name in names:
+        top = project / name.split(".")[0]
+        control_files.register_all((top, top.with_suffix(".py")), what)
+        control_files.register_all(_files(name), what)
+        package = sys.modules.get(name.split(".")[0])
+        control_files.register_all(getattr(package, "__path__", None) or (), what)
+
+
 def import_modules(cfg: Config, project: Path) -> list[Problem]:
-    """Import every module of ``cfg.python`` (``project`` first on ``sys.path``); one problem per
-    module that fails, with the module's own error."""
+    """Import every module of ``cfg.python`` (their top-level names from ``project``, nothing else
+    of it: see :class:`ProjectModules`); one problem per module that fails, with the module's own
+    error. Each module (imported or not) becomes a control file of the process."""
     if not cfg.python:
         return []
-    root = str(project)
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    _install(cfg.python, project)
     importlib.invalidate_caches()
     out: list[Problem] = []
     for i, name in enumerate(cfg.python):
@@ -54,6 +103,7 @@ def import_modules(cfg: Config, project: Path) -> list[Problem]:
             importlib.import_module(name)
         except Exception as exc:  # the user's module may raise anything while it runs
             out.append((f"python[{i}]", f'cannot import "{name}": {type(exc).__name__}: {exc}'))
+    _guard(cfg.python, project)
     return out
 
 

@@ -129,6 +129,7 @@ class Toolboxes:
         return Path(self.config.git.work_dir or os.getcwd()).resolve()
 
     def _perms(self):  # type: ignore[no-untyped-def]  # Permissions, imported lazily
+        from shelly_dist.tools import control_files
         from shelly_dist.tools.permissions import Permissions
 
         if self._permissions is None:
@@ -145,6 +146,7 @@ class Toolboxes:
                 exec_env=p.exec_env,
                 approver=self.approver,  # type: ignore[arg-type]
                 protected=(self.shelly_dir.root, self.shelly_dir.local),
+                controls=control_files.project_files(self.shelly_dir.project_root),
                 writable=((self.shelly_dir.root / "context.md", self.shelly_dir.root / "knowledge")
                           if self.config.knowledge_writes else ()),
             )

@@ -15,7 +15,9 @@ An agent is a config agent (``ref``, with ``prompt.append`` added to its wake pr
 ``toolboxes``, ``max_steps``, ``wakeup``, ``wakeup_prompt``); every agent gets the ``team``
 toolbox. ``${{ var }}`` (a setup output), ``${{ env.X }}``, ``${{ params.x }}``,
 ``${{ workflow.name }}`` and ``${{ workflow.tag }}`` are interpolated in the kickoff and in prompts;
-an unknown variable stays as written.
+an unknown variable stays as written. In setup commands they are never interpolated: each becomes a
+reference to an environment variable holding the value (:func:`shell_references`), and the
+commands run with the exec tools' clean environment.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,6 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shelly_dist.engine.config_models import AgentConfig, Config
 from shelly_dist.errors import ConfigError, UsageError
+from shelly_dist.tools import control_files
+from shelly_dist.tools.builtin._process import program_env
+from shelly_dist.workspace.models import WakeBudget
 from shelly_dist.workspace.schedule import Schedule, parse_wakeup
 
 VARIABLE = re.compile(r"\$\{\{\s*([A-Za-z_][\w.-]*)\s*\}\}")
@@ -82,10 +87,15 @@ class Workflow(_Strict):
     params: list[Param] = Field(default_factory=list)
     setup: list[SetupStep] = Field(default_factory=list)
     kickoff: str = ""
+    wake_budget: WakeBudget = Field(default_factory=WakeBudget)
+    """Wakes the session may start (in all, per minute) and the ping-pong loop bound; over it the
+    workflow pauses (``runtime/wake.py``)."""
 
 
 def load_workflow(path: str | Path) -> Workflow:
-    """Read and validate a workflow file; errors name the file and the field."""
+    """Read and validate a workflow file; errors name the file and the field. The file becomes a
+    control file of the process (its ``setup:`` runs commands): no tool may change it."""
+    control_files.register(path, "the workflow file in use")
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
@@ -156,20 +166,85 @@ def base_variables(workflow: Workflow, params: Mapping[str, str], env: Mapping[s
     return variables
 
 
-def run_setup(workflow: Workflow, variables: dict[str, str], cwd: Path) -> dict[str, str]:
+_ENV_PREFIXES = (("params.", "SHELLY_PARAM_"), ("env.", "SHELLY_ENV_"), ("workflow.", "SHELLY_WORKFLOW_"))
+
+
+def setup_env_name(name: str) -> str:
+    """The environment variable a setup command reads ``${{ name }}`` from: ``SHELLY_STEP_<AS>``
+    for a setup output, ``SHELLY_PARAM_<X>``, ``SHELLY_ENV_<X>``, ``SHELLY_WORKFLOW_NAME`` and
+    ``SHELLY_WORKFLOW_TAG`` for the others."""
+    for prefix, env_prefix in _ENV_PREFIXES:
+        if name.startswith(prefix):
+            return env_prefix + re.sub(r"\W", "_", name[len(prefix):]).upper()
+    return "SHELLY_STEP_" + re.sub(r"\W", "_", name).upper()
+
+
+def shell_references(command: str, variables: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """``command`` with each known ``${{ name }}`` turned into a reference to an environment
+    variable, and those variables' values.
+
+    Why: a value (a setup output, which an agent may have written — a commit message, a branch
+    name) pasted into shell text becomes shell syntax, and no quoting advice survives a value that
+    closes the quote. A parameter expansion's result is never parsed again, so the value reaches
+    the command as data whatever it holds. The reference fits the quoting where the placeholder
+    stands: ``"${V}"`` outside quotes (one word, as the value would have been), ``${V}`` inside
+    double quotes, ``'"${V}"'`` inside single quotes (closed, expanded, reopened)."""
+    out: list[str] = []
+    env: dict[str, str] = {}
+    taken: dict[str, str] = {}  # env name -> variable name, so two names never share one variable
+    quote = ""
+    i = 0
+    while i < len(command):
+        match = VARIABLE.match(command, i)
+        if match and match.group(1) in variables:
+            name = match.group(1)
+            var = setup_env_name(name)
+            n = 2
+            while taken.get(var, name) != name:
+                var = f"{setup_env_name(name)}_{n}"
+                n += 1
+            taken[var] = name
+            env[var] = variables[name]
+            ref = "${" + var + "}"
+            out.append(ref if quote == '"' else f"'\"{ref}\"'" if quote == "'" else f'"{ref}"')
+            i = match.end()
+            continue
+        char = command[i]
+        if char == "\\" and quote != "'":
+            out.append(command[i:i + 2])
+            i += 2
+            continue
+        if not quote and char in "'\"":
+            quote = char
+        elif quote == char:
+            quote = ""
+        out.append(char)
+        i += 1
+    return "".join(out), env
+
+
+def run_setup(
+    workflow: Workflow, variables: dict[str, str], cwd: Path, passthrough: Iterable[str] = (),
+) -> dict[str, str]:
     """Run the setup commands in order (each sees the outputs before it); stdout trimmed becomes
-    its ``as`` variable. A failing command aborts, naming it."""
+    its ``as`` variable. A failing command aborts, naming it.
+
+    Each command gets the variables it names as environment variables (:func:`shell_references`),
+    never as shell text, and runs with the environment the exec tools give a program
+    (:func:`~shelly_dist.tools.builtin._process.program_env`: PATH, HOME, LANG and
+    ``permissions.exec_env``), so neither an agent-written output nor a provider key in this
+    process's environment reaches the shell as anything but data it was handed."""
     out = dict(variables)
     for step in workflow.setup:
-        command = interpolate(step.shell, out)
+        command, values = shell_references(step.shell, out)
         try:
             done = subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True,
-                                  timeout=SETUP_TIMEOUT, check=False)
+                                  env={**program_env(passthrough), **values}, timeout=SETUP_TIMEOUT, check=False)
         except subprocess.TimeoutExpired as exc:
-            raise UsageError(f"workflow: setup command {command!r} timed out after {SETUP_TIMEOUT:g}s") from exc
+            raise UsageError(f"workflow: setup command {step.shell!r} timed out after {SETUP_TIMEOUT:g}s") from exc
         if done.returncode != 0:
             detail = (done.stderr or done.stdout).strip().splitlines()
-            raise UsageError(f"workflow: setup command {command!r} failed with exit code {done.returncode}"
+            raise UsageError(f"workflow: setup command {step.shell!r} failed with exit code {done.returncode}"
                              + (f": {detail[-1]}" if detail else ""))
         if step.as_:
             out[step.as_] = done.stdout.strip()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from shelly_dist.cancellation import pause
@@ -38,17 +38,19 @@ POLL = 0.2
 async def start_workflow(
     workspace_of: Callable[[str], WorkspaceBase], workflow: Workflow, *, params: Mapping[str, str], tag: str = "",
     env: Mapping[str, str] | None = None, cwd: Path | None = None, session: str | None = None,
-    due: DueIndex | None = None,
+    due: DueIndex | None = None, exec_env: Sequence[str] = (),
 ) -> tuple[str, WorkspaceBase]:
     """Set the team up in a new session and post the kickoff (as ``user``, so it wakes whom it
     mentions); returns the session id and its workspace. ``workspace_of`` is the engine's
-    ``stores.workspace``."""
+    ``stores.workspace``; ``exec_env`` the config's ``permissions.exec_env`` (what setup commands
+    may see of this process's environment besides PATH, HOME and LANG)."""
     values = resolve_params(workflow, params)
     variables = base_variables(workflow, values, os.environ if env is None else env, tag)
-    variables = await asyncio.to_thread(run_setup, workflow, variables, cwd or Path.cwd())
+    variables = await asyncio.to_thread(run_setup, workflow, variables, cwd or Path.cwd(), exec_env)
     session = session or new_session_id()
     ws = workspace_of(session)
     await ws.join(list(workflow.agents))
+    await ws.set_wake_budget(workflow.wake_budget)
     await ws.set_agents_spec(agents_spec(workflow))  # what a worker builds the inline agents from
     await ws.set_project(f"Workflow: {workflow.name}" + (f" (tag {tag})" if tag else ""))
     for name, spec in workflow.agents.items():
@@ -73,9 +75,12 @@ async def unschedule(workflow: Workflow, session: str, due: DueIndex) -> None:
 
 
 async def wait_idle(ws: WorkspaceBase, *, debounce: float = DEBOUNCE, poll: float = POLL) -> None:
-    """Return once the team has stayed idle for ``debounce`` seconds."""
+    """Return once the team has stayed idle for ``debounce`` seconds, or its wakes paused (over
+    the wake budget: the inbox that waits would keep it from ever being idle)."""
     since: float | None = None
     while True:
+        if await ws.wakes_paused():
+            return
         if await ws.idle():
             since = since or time.monotonic()
             if time.monotonic() - since >= debounce:

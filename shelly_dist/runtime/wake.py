@@ -4,6 +4,9 @@ The same two halves serve both runtimes (embedded: ``runtime/local/wakes.py``; t
 ``runtime/celery/children/wakes.py``), which differ only in how the run in between executes:
 
 * :func:`begin_wake` takes the agent's wake lease (one wake per agent at a time, across the pool),
+  charges the session's **wake budget** (``WakeBudget``: wakes in all, per minute, and a ping-pong
+  loop between two agents; over it the session's wakes pause with a ``wakes_paused`` event and a
+  system post, until the user speaks),
   takes the **high-water mark** (the channel's last id, now), and builds the prompt from the inbox
   up to that mark — messages arriving during the run wait for the next wake;
 * :func:`end_wake`, after the run: on success posts the reply to the channel (its @mentions wake
@@ -28,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from shelly_dist import events
 from shelly_dist.workspace.base import WorkspaceBase
-from shelly_dist.workspace.models import ChannelMessage, DeadLetter
+from shelly_dist.workspace.models import SYSTEM, USER, ChannelMessage, DeadLetter
 from shelly_dist.workspace.prompt import wake_prompt
 
 logger = logging.getLogger(__name__)
@@ -137,6 +140,13 @@ async def begin_wake(
         if not inbox:
             await ws.release_wake(agent, token)
             return None
+        if attempt == 1 and replay is None:  # a retry or a replay redoes a wake already counted
+            user_said = max((e.message.id for e in inbox if e.message.sender == USER), default=0)
+            scheduled = any(e.message.sender == SYSTEM for e in inbox)  # a schedule's post
+            if reason := await ws.charge_wake(agent, now=time.time(), user_said=user_said, scheduled=scheduled):
+                await ws.release_wake(agent, token)
+                await _paused(ws, agent, reason)
+                return None
         prompt = await wake_prompt(ws, agent, inbox, project=await ws.project(), attempt=attempt,
                                    attempts=settings.attempts, error=error)
         await ws.status_set(agent, "running", f"wake for {len(inbox)} message(s)")
@@ -147,6 +157,16 @@ async def begin_wake(
         raise
     return Wake(agent=agent, token=token, up_to=up_to, after=start, attempt=attempt, prompt=prompt,
                 replay=replay is not None)
+
+
+async def _paused(ws: WorkspaceBase, agent: str, reason: str) -> None:
+    """Say once, on the channel and as an event, that the session's wakes are paused and why."""
+    text = (f"wakes paused: {reason}; {agent}'s wake and any after it are not started. Send a message as "
+            "the user to resume (the counts start afresh), or raise the workflow's wake_budget.")
+    if await ws.mark_pause_told():
+        await ws.send(SYSTEM, text, kind="system")
+        ws.observe(events.WAKES_PAUSED, agent, {"reason": reason, "message": text})
+    logger.warning("team: %s", text)
 
 
 async def end_wake(

@@ -130,6 +130,10 @@ class Keys:
         as protobuf JSON."""
         return f"{self.session(session)}:a2a"
 
+    def a2a_task_owner(self, session: str) -> str:
+        """The caller that owns the A2A task of this session (``""``: served without tokens)."""
+        return f"{self.session(session)}:a2a-owner"
+
     def a2a_tasks(self) -> str:
         """Sorted set of the A2A tasks' ids, scored by their last update (``tasks/list``)."""
         return f"{self.prefix}a2a-tasks"
@@ -190,6 +194,12 @@ class Keys:
     def run_lease(self, run_id: str) -> str:
         """Who is advancing the run right now (SET NX PX): one task at a time per run."""
         return f"{self.run(run_id)}:lease"
+
+    def run_received(self, run_id: str) -> str:
+        """Which worker holds a task message of the run it has received but not yet claimed (SET
+        PX, the lease's length, renewed with the worker's leases): a message a dead worker had
+        received is sent again once this lapses, not after the broker's visibility timeout."""
+        return f"{self.run(run_id)}:received"
 
     def tree_runs(self, root_id: str) -> str:
         """Set of every run id in the tree under a root run (for cancel and ``shelly runs``)."""

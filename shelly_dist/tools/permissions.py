@@ -24,6 +24,10 @@ Whatever is granted, tools never change the control plane (DESIGN §3 rule 16):
 directory when inside), to every ``protected`` path (the state directory, the permission store
 wherever they live) and to anything inside a directory named ``.git``, so an agent cannot grant
 itself a command or plant an MCP server, a hook or ``core.fsmonitor`` for the next run to execute.
+The other control files (``.env``, the config wherever it came from, the modules of ``python:``,
+the workflow file, prompt files: :mod:`~shelly_dist.tools.control_files`) are refused headless
+too, and on a terminal need the person's "yes" to a question naming the file a control file
+(:meth:`Permissions.check_control`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from shelly_dist.errors import ConfigError, ToolError
+from shelly_dist.tools import control_files
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +160,7 @@ class Permissions:
         persisted: dict[str, list[str]] | None = None,
         protected: Iterable[str | Path] = (),
         writable: Iterable[str | Path] = (),
+        controls: Iterable[str | Path | tuple[str | Path, str]] = (),
     ) -> None:
         self.root = Path(_norm(root))
         self.exec_env: tuple[str, ...] = tuple(dict.fromkeys(exec_env))
@@ -167,6 +173,14 @@ class Permissions:
         )
         """Paths no tool may change or contain in a change (see :meth:`check_real`), in their lexical
         and symlink-resolved forms."""
+        self.control_files: dict[str, str] = {
+            form: what
+            for path, what in [*control_files.project_files(self.root), *(_described(p) for p in controls)]
+            for form in _protected_forms([path], self.root)
+        }
+        """The project's control files besides :attr:`protected` (``.env``, ``shelly.yaml``, the
+        prompt files, ``controls``) → what each is; with those :mod:`~shelly_dist.tools.control_files`
+        registers for the process, a tool may change one only on a person's explicit yes."""
         self.writable: tuple[str, ...] = _protected_forms(list(writable), self.root)
         """Carve-outs inside :attr:`protected` that tools may change after all (``shelly index``'s
         ``.shelly/context.md`` and ``.shelly/knowledge/``); never a ``.git`` directory or the store."""
@@ -195,11 +209,13 @@ class Permissions:
         approver: Approver | None = None,
         protected: Iterable[str | Path] = (),
         writable: Iterable[str | Path] = (),
+        controls: Iterable[str | Path | tuple[str | Path, str]] = (),
     ) -> Permissions:
         """Read ``store_path`` (blocking; call at start-up) and merge it with the config lists."""
         return cls(
             protected=protected,
             writable=writable,
+            controls=controls,
             root=root,
             fs_directories=fs_directories,
             trusted_commands=trusted_commands,
@@ -267,9 +283,40 @@ class Permissions:
             for form in dict.fromkeys((path, real)):
                 if reason := self.protection(form, contains=tree):
                     raise ToolError(f"{tool}: refused: {raw} {reason}", tool=tool)
+            await self.check_control(tool, raw, path, real, contains=tree)
         for target in dict.fromkeys((path, real)):
             await self._check_dir(tool, await asyncio.to_thread(_gated_dir, target), path)
         return real
+
+    def control_file(self, path: str | Path, *, contains: bool = False) -> str:
+        """Why ``path`` is a control file ("" when it is not): it is, or is inside, one of the
+        project's control files or one this process registered (:mod:`~shelly_dist.tools.control_files`),
+        or (``contains``) it holds one. Compared case-insensitively, as :meth:`protection`."""
+        p = _norm(path).casefold()
+        for guarded, what in [*self.control_files.items(), *control_files.registered().items()]:
+            g = guarded.casefold()
+            if p == g:
+                return f"is a control file ({what})"
+            if path_within(p, g):
+                return f"is inside {guarded}, a control file ({what})"
+            if contains and path_within(g, p):
+                return f"contains {guarded}, a control file ({what})"
+        return ""
+
+    async def check_control(self, tool: str, raw: str, *paths: str | Path, contains: bool = False) -> None:
+        """Allow a change to ``raw`` (at ``paths``, its lexical and resolved forms) or raise when it
+        is a control file (:meth:`control_file`): refused when nobody can answer; on a terminal,
+        only the person's explicit "yes" to a question naming it a control file lets it through
+        (never a "trust this session", which is not about this file)."""
+        reason = next((r for p in dict.fromkeys(paths) if (r := self.control_file(p, contains=contains))), "")
+        if not reason:
+            return
+        why = f"{raw} {reason}: shelly reads it to decide what to run or whom to trust"
+        if not self.approver.interactive:
+            raise ToolError(f"{tool}: refused: {why}, so tools may not change it (off limits headless)", tool=tool)
+        answer = (await self.approver.ask(f"{why}. Let {tool} change it?", ("yes", "no"))).strip().lower()
+        if answer != "yes":
+            raise ToolError(f"{tool}: refused: {why}; the user did not allow the change", tool=tool)
 
     def protection(self, path: str | Path, *, contains: bool = False) -> str:
         """Why no tool may change ``path`` ("" when it may): it is, or is inside, a protected
@@ -282,11 +329,12 @@ class Permissions:
         store = self.store_path is not None and path_within(p, _norm(self.store_path).casefold())
         if not store and any(path_within(p, w.casefold()) for w in self.writable):
             return ""
+        off_limits = "a control file (the configuration and permission store are off limits to tools)"
         for guarded in self.protected:
             if path_within(p, guarded.casefold()):
-                return f"is inside {guarded} (the configuration and permission store are off limits to tools)"
+                return f"is inside {guarded}, {off_limits}"
             if contains and path_within(guarded.casefold(), p):
-                return f"contains {guarded} (the configuration and permission store are off limits to tools)"
+                return f"contains {guarded}, {off_limits}"
         return ""
 
     async def _check_dir(self, tool: str, directory: str, shown: Path) -> None:
@@ -402,6 +450,11 @@ def _protected_forms(paths: Iterable[str | Path], root: Path) -> tuple[str, ...]
             if form not in forms:
                 forms.append(form)
     return tuple(forms)
+
+
+def _described(entry: str | Path | tuple[str | Path, str]) -> tuple[str | Path, str]:
+    """A ``controls`` entry as (path, what it is)."""
+    return entry if isinstance(entry, tuple) else (entry, "a file shelly reads at start")
 
 
 def _gated_dir(target: Path) -> str:

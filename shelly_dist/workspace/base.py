@@ -31,6 +31,8 @@ from shelly_dist.workspace.models import (
     DeadLetter,
     InboxEntry,
     Kind,
+    WakeBudget,
+    WakeLedger,
     for_inbox,
     mentions_in,
     priority_of,
@@ -153,6 +155,54 @@ class WorkspaceBase(ABC):
 
     async def stop_requested(self) -> bool:
         return await self._get("meta", "stop") is not None
+
+    # -- the wake budget (runtime/wake.py charges it; one mechanism for both runtimes) ---------
+
+    async def set_wake_budget(self, budget: WakeBudget) -> None:
+        """The session's wake budget (a workflow's ``wake_budget:``); the defaults without one."""
+        await self._put("meta", "wake-budget", budget.model_dump_json())
+
+    async def wake_budget(self) -> WakeBudget:
+        text = await self._get("meta", "wake-budget")
+        return WakeBudget.model_validate_json(text) if text else WakeBudget()
+
+    async def wake_ledger(self) -> WakeLedger:
+        text = await self._get("meta", "wake-ledger")
+        return WakeLedger.model_validate_json(text) if text else WakeLedger()
+
+    async def charge_wake(self, agent: str, *, now: float, user_said: int, scheduled: bool = False) -> str:
+        """Count a wake of ``agent`` against the budget, atomically across the pool; returns why it
+        must not start ("" when it may). Once paused every wake is refused until the user speaks
+        after the pause (``user_said``: the id of the latest message from the user in the wake's
+        inbox, 0 for none), which resumes with fresh counts; a user message, or a schedule's
+        (``scheduled``), also ends the chain loop detection reads."""
+        budget = await self.wake_budget()
+        last_id = await self.last_id()
+        verdict = ""
+
+        def rule(old: str | None) -> str:
+            nonlocal verdict
+            ledger = WakeLedger.model_validate_json(old) if old else WakeLedger()
+            if ledger.paused and user_said > ledger.paused_at:
+                ledger = WakeLedger()
+            elif (user_said or scheduled) and not ledger.paused:
+                ledger.chain = []
+            if ledger.paused:
+                verdict = ledger.paused
+                return ledger.model_dump_json()
+            verdict = ledger.charge(agent, budget, now, last_id)
+            return ledger.model_dump_json()
+
+        await self._mutate("meta", "wake-ledger", rule)
+        return verdict
+
+    async def mark_pause_told(self) -> bool:
+        """True once per pause (the first caller tells the channel and the events)."""
+        return await self._put("meta", f"pause-told:{(await self.wake_ledger()).paused_at}", "1", only_new=True)
+
+    async def wakes_paused(self) -> str:
+        """Why the session's wakes are paused ("" when they are not)."""
+        return (await self.wake_ledger()).paused
 
     async def set_schedule(self, agent: str, schedule: Schedule) -> None:
         await self._put("meta", f"schedule:{agent}", schedule.model_dump_json())

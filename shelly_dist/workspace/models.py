@@ -6,6 +6,7 @@ high-water mark taken at wake time" are integer comparisons, and a cursor is one
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Literal
 
@@ -22,6 +23,8 @@ MENTION = re.compile(r"@([A-Za-z][A-Za-z0-9_-]*)")
 URGENT = re.compile(r"urgent|asap|blocked|critical", re.IGNORECASE)
 
 USER = "user"
+SYSTEM = "system"
+"""The sender of what Shelly itself posts on a channel (kind ``system``: it wakes nobody)."""
 """The member name of a person writing from outside (``shelly send``, the MCP server)."""
 
 
@@ -96,3 +99,65 @@ class DeadLetter(BaseModel):
     error: str
     attempts: int
     failed_at: float
+
+
+class WakeBudget(BaseModel):
+    """How many wakes a session may start (a workflow's ``wake_budget:``; these defaults
+    otherwise).
+
+    Why: each wake is a new root run, so an agent's ``limits:`` bound one wake, never the chain;
+    two agents that @mention each other would wake each other forever (issue 38: 928 wakes each
+    in 30 s). Over any bound the session's wakes pause, with a ``wakes_paused`` event and a system
+    post saying why; a message from the user resumes them (and starts the counts afresh)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    total: int = Field(200, ge=1)
+    """Wakes in the whole session."""
+    per_minute: int = Field(60, ge=1)
+    """Wakes in any 60 seconds."""
+    loop_rounds: int = Field(20, ge=0)
+    """Rounds of two agents waking only each other (A, B, A, B…: 2 × this many wakes) with no
+    message from the user in between before it counts as a loop; 0: no loop detection."""
+
+
+class WakeLedger(BaseModel):
+    """What a session's wakes have spent (kept in its workspace, changed atomically per wake)."""
+
+    total: int = 0
+    recent: list[float] = Field(default_factory=list)
+    """Start times of the wakes of the last 60 seconds."""
+    chain: list[str] = Field(default_factory=list)
+    """The agents woken since the user last spoke, latest last (only the tail loop detection reads)."""
+    paused: str = ""
+    """Why the wakes are paused ("" while they run)."""
+    paused_at: int = 0
+    """The channel's last id when they paused: a user message after it resumes them."""
+
+    def charge(self, agent: str, budget: WakeBudget, now: float, last_id: int) -> str:
+        """Count a wake of ``agent``, or say why it must not start (the ledger then paused)."""
+        self.recent = [t for t in self.recent if t > now - 60.0]
+        reason = ""
+        if self.total >= budget.total:
+            reason = f"the session's wake budget is spent ({budget.total} wakes in all)"
+        elif len(self.recent) >= budget.per_minute:
+            reason = f"over {budget.per_minute} wakes in one minute"
+        elif budget.loop_rounds and _ping_pong([*self.chain, agent], budget.loop_rounds):
+            pair = " and ".join(sorted(set(self.chain[-2:])))
+            reason = (f"a loop: {pair} woke only each other {budget.loop_rounds} rounds running, "
+                      "with nothing from the user")
+        if reason:
+            self.paused, self.paused_at = reason, last_id
+            return reason
+        self.total += 1
+        self.recent.append(now)
+        self.chain = [*self.chain, agent][-(2 * budget.loop_rounds + 1):] if budget.loop_rounds else []
+        return ""
+
+
+def _ping_pong(chain: list[str], rounds: int) -> bool:
+    """Whether the last ``2 * rounds + 1`` wakes alternate between the same two agents."""
+    tail = chain[-(2 * rounds + 1):]
+    if len(tail) < 2 * rounds + 1 or len(set(tail)) != 2:
+        return False
+    return all(a != b for a, b in itertools.pairwise(tail))

@@ -117,3 +117,51 @@ async def test_a_tree_of_forty_agents_reads_at_a_glance(cluster: Cluster, procs:
         await page.press("#only-open", " ")  # a checkbox toggled from the keyboard
         visible = await page.evaluate(f"{ROWS}.filter((li) => !li.hidden).map((li) => li.dataset.status)")
         assert sorted(visible) == ["done", "failed", "failed"]  # the lead (a failure under it) and the two
+
+
+async def _gated_session(cluster: Cluster, procs: Processes) -> tuple[str, str]:
+    """A session on the pool whose deployer waits for a person on its gated ``deploy`` call."""
+    from .test_approvals import project
+
+    project(cluster)
+    cluster.start_worker("w1")
+    url = start_console(procs)
+    session = call(f"{url}api/sessions", "POST", {"task": "ship it"})[1]["session"]
+    wait_until(lambda: call(f"{url}api/decisions?session={session}")[1]["decisions"], 120,
+               f"the gated call waiting\n{cluster.worker_log()}")
+    return url, session
+
+
+async def test_approve_in_the_page_runs_the_gated_call_once_and_the_session_ends(
+        cluster: Cluster, procs: Processes) -> None:
+    from .test_approvals import deploys
+
+    url, session = await _gated_session(cluster, procs)
+    async with browser_page() as page:
+        await page.goto(f"{url}sessions/{session}")
+        await page.wait_for("document.querySelector('[data-kind=approval] code.tool')?.textContent === 'deploy' && "
+                            "document.querySelector('[data-kind=approval] .arguments').textContent.includes('prod')",
+                            "the deploy call waiting, with its arguments")
+        assert deploys(cluster) == []  # nothing ran before the person said so
+        await page.press("[data-kind=approval] button.approve")  # from the keyboard: focus, Enter
+        await page.wait_for("document.querySelector('#session-status').dataset.status === 'done'", "the session done")
+        await page.wait_for("document.querySelectorAll('[data-kind=approval]').length === 0", "the decision gone")
+        assert "deployed to prod" in await page.evaluate("document.querySelector('#reply').textContent")
+        assert page.errors == []
+    assert [line.split()[0] for line in deploys(cluster)] == ["prod"]
+
+
+async def test_reject_in_the_page_gives_the_model_the_reason_and_the_tool_never_runs(
+        cluster: Cluster, procs: Processes) -> None:
+    from .test_approvals import deploys
+
+    url, session = await _gated_session(cluster, procs)
+    async with browser_page() as page:
+        await page.goto(f"{url}sessions/{session}")
+        await page.wait_for("!!document.querySelector('[data-kind=approval] input')", "the reject reason box")
+        await page.evaluate("document.querySelector('[data-kind=approval] input').value = 'freeze week'")
+        await page.press("[data-kind=approval] button.danger")
+        await page.wait_for("document.querySelector('#session-status').dataset.status === 'done'", "the session done")
+        assert "freeze week" in await page.evaluate("document.querySelector('#reply').textContent")
+        assert page.errors == []
+    assert deploys(cluster) == []

@@ -384,3 +384,19 @@ async def test_the_mcp_team_tools_let_an_outside_client_post_as_user_and_wake_an
     finally:
         if start.poll() is None:
             start.kill()
+
+
+def test_agents_mentioning_each_other_on_the_pool_stop_at_the_wake_budget_with_the_event(cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", a=["@b ping"] * 100, b=["@a pong"] * 100)],
+                         [{"name": "a", "provider": "team"}, {"name": "b", "provider": "team"}])
+    cluster.start_workers("wa")
+    path = cluster.root / "pingpong.yaml"
+    path.write_text(yaml.safe_dump({"name": "pingpong", "kickoff": "@a start",
+                                    "wake_budget": {"total": 10, "loop_rounds": 0},
+                                    "agents": {"a": {"ref": "a"}, "b": {"ref": "b"}}}))
+    done = cluster.shelly("workflow", "run", str(path), timeout=180)
+    assert done.returncode == 1, f"{done.stderr}\n{cluster.worker_log()}"
+    assert "workflow paused: the session's wake budget is spent (10 wakes in all)" in done.stderr
+    assert len(wake_records(cluster)) == 10
+    paused = [e for e in cluster.events(done.stderr.split()[1]) if e["kind"] == "wakes_paused"]
+    assert len(paused) == 1 and "wake budget is spent" in paused[0]["data"]["reason"]

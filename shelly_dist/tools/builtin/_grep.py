@@ -11,7 +11,10 @@ gives the caller :func:`files`, so both sides walk alike.
 Files are read line by line, never whole; ``context`` lines come from a sliding window. The
 result (a JSON list of ``{path, line, content, context?}``) stops growing once its encoded size
 passes ``cap``, and every line in it is cut at :data:`MAX_LINE` characters, so its size is bounded
-whatever the files hold. Only regular files are opened, without blocking (a FIFO is skipped).
+whatever the files hold. Only regular files are read; every open is non-blocking (a FIFO is
+skipped). The walk goes by descriptors and checks each file where it was opened
+(:func:`files`), so a symlink swapped in after any check cannot make it read outside the
+directory.
 
 The REQUEST argument is a JSON object: directory, max_results, cap, and either pattern and
 context (``search_content``) or glob (``search_files``, whose regex can backtrack as badly:
@@ -44,30 +47,93 @@ def _within(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
-def files(directory: Path) -> Iterator[tuple[Path, str]]:
-    """(path, relative path) of every file below ``directory`` that stays inside it; symlinked
-    directories are not followed and a symlink pointing outside is skipped."""
-    real_dir = os.path.realpath(directory)
-    for current, dirs, names in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-        for name in sorted(names):
-            path = Path(current, name)
-            if path.is_symlink() and not _within(os.path.realpath(path), real_dir):
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW
+_FILE = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_root(directory: str) -> int:
+    """A descriptor of ``directory`` (absolute, symlink-free: the caller's checked real path),
+    reached from ``/`` one component at a time with ``O_NOFOLLOW``: the fs tools' walk
+    (``_safefs.open_dir``), restated here for the same reason as :func:`_within`. A symlink put in
+    place of a component after the check makes it fail (ELOOP) instead of leading elsewhere."""
+    fd = os.open("/", _DIR)
+    try:
+        for name in Path(directory).parts[1:]:
+            child = os.open(name, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _real(fd: int) -> str | None:
+    """Where the open ``fd`` really is (``/proc/self/fd``), or None when that cannot be told."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None
+
+
+def files(directory: Path) -> Iterator[tuple[int, str]]:
+    """(open descriptor, relative path) of every regular file below ``directory`` that is inside it.
+
+    Open, then verify — never a path looked up again after a check: the walk holds each
+    directory's descriptor and opens what it lists relative to it (``dir_fd``), a subdirectory with
+    ``O_NOFOLLOW`` (a symlinked directory is not followed, nor one swapped in after the listing); a
+    file is opened first and then checked by where the open descriptor really is
+    (``/proc/self/fd``), so a symlink swapped in at any moment leads to a descriptor outside
+    ``directory``, which is closed unread. Without ``/proc`` a symlink is not followed at all.
+    The caller closes each descriptor it is given. At most one descriptor per level is open."""
+    real_dir = str(directory)
+    proc = os.path.isdir("/proc/self/fd")
+    yield from _walk(_open_root(real_dir), "", real_dir, proc)
+
+
+def _walk(dir_fd: int, prefix: str, real_dir: str, proc: bool) -> Iterator[tuple[int, str]]:
+    """:func:`files` below the open ``dir_fd`` (closed here)."""
+    try:
+        try:
+            with os.scandir(dir_fd) as it:
+                listed = [(e.is_dir(follow_symlinks=False), e.name) for e in it]
+        except OSError:
+            return
+        # A directory's files come before its subdirectories', each in name order (as os.walk).
+        for is_dir, name in sorted(listed):
+            if is_dir:
+                if name in SKIPPED_DIRS:
+                    continue
+                try:
+                    child = os.open(name, _DIR, dir_fd=dir_fd)
+                except OSError:  # swapped for a symlink or a file since the listing
+                    continue
+                yield from _walk(child, prefix + name + "/", real_dir, proc)
                 continue
-            yield path, path.relative_to(directory).as_posix()
+            try:
+                # A device is never opened (opening one can act on it); FIFOs are skipped too.
+                if not stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=proc).st_mode):
+                    continue
+                fd = os.open(name, _FILE if proc else _FILE | os.O_NOFOLLOW, dir_fd=dir_fd)
+            except OSError:
+                continue
+            where = _real(fd) if proc else real_dir
+            if where is None or not _within(where, real_dir) or not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                continue
+            yield fd, prefix + name
+    finally:
+        os.close(dir_fd)
 
 
 def _cut(line: str) -> str:
     return line if len(line) <= MAX_LINE else line[:MAX_LINE] + "…"
 
 
-def _open_text(path: Path) -> TextIO | None:
-    """The file as text lines, or None for a non-regular file (FIFO, device, socket) or a binary
-    one (a NUL byte in its first 8 KB). A device is never opened (opening one can act on it); the
-    open is non-blocking, and checked again, in case a FIFO is swapped in after the first look."""
-    if not stat.S_ISREG(os.stat(path).st_mode):
-        return None
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+def _open_text(fd: int) -> TextIO | None:
+    """The open file as text lines, or None for a non-regular file (FIFO, device, socket: opened
+    non-blocking, never read) or a binary one (a NUL byte in its first 8 KB). Takes ``fd`` over:
+    it is closed when None is returned, else with the text."""
     try:
         if stat.S_ISREG(os.fstat(fd).st_mode) and b"\0" not in os.pread(fd, 8192, 0):
             text = open(fd, encoding="utf-8", errors="replace")  # the caller closes it
@@ -141,7 +207,8 @@ def find_files(glob: str, directory: str, max_results: int, cap: int) -> list[st
     regex = glob_regex(glob)
     by_name = "/" not in glob
     found: list[str] = []
-    for _, rel in files(Path(directory)):
+    for fd, rel in files(Path(directory)):
+        os.close(fd)
         if regex.match(rel) or (by_name and regex.match(rel.rsplit("/", 1)[-1])):
             found.append(rel)
             cap -= len(json.dumps(rel)) + 2
@@ -153,9 +220,9 @@ def find_files(glob: str, directory: str, max_results: int, cap: int) -> list[st
 def search(pattern: str, directory: str, max_results: int, context: int, cap: int) -> list[dict[str, object]]:
     regex = re.compile(pattern)
     found = _Collector(max_results, context, cap)
-    for path, rel in files(Path(directory)):
+    for fd, rel in files(Path(directory)):
         try:
-            text = _open_text(path)
+            text = _open_text(fd)
         except OSError:
             continue
         if text is None:

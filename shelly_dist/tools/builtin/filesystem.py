@@ -254,10 +254,13 @@ class _Filesystem:
         moving = tool == "fs_move"
         source = await self.perms.check_real(tool, inp.source, change=moving, tree=moving, follow=False)
         destination = await self.perms.check_real(tool, inp.destination, change=True)
-        if await self.io(tool, _lands_inside, source, destination, moving):
+        landed = await self.io(tool, _lands_inside, source, destination, moving)
+        if landed:
             destination = destination / source.name
         if reason := self.perms.protection(destination):
             raise ToolError(f"{tool}: refused: {inp.destination} {reason}", tool=tool)
+        if landed:
+            await self.perms.check_control(tool, f"{inp.destination}/{source.name}", destination)
         async with self.locked(source, destination):
             await self.perms.confirm_change(tool, destination, f"{tool} {source} -> {destination}")
             await self.io(tool, fn, source, destination)

@@ -1,8 +1,10 @@
 """The ``search`` toolbox: ``search_content`` (regex over file contents) and ``search_files`` (glob).
 
-Both gate on directory approval like the filesystem tools (group ``fs``). The walk never follows
-a symlinked directory and skips any file whose resolved path leaves the searched directory, so a
-symlink cannot smuggle an unapproved file into the results. Binary files (a NUL byte in the first
+Both gate on directory approval like the filesystem tools (group ``fs``) and walk as they do:
+from the checked real path, by descriptors, opening each file before checking where it really is
+(:func:`~shelly_dist.tools.builtin._grep.files`). A symlinked directory is never followed and a
+file that turns out to be outside the searched directory is closed unread, so a symlink — even
+one swapped in after a check — cannot smuggle an unapproved file into the results. Binary files (a NUL byte in the first
 8 KB) and non-regular files (FIFOs, devices) are skipped.
 
 A search cannot stall the worker: it runs in a process of its own
@@ -73,7 +75,7 @@ async def _run_search(tool: str, directory: Path, request: dict[str, object], ti
 
 
 async def _directory(perms: Permissions, tool: str, raw: str) -> Path:
-    path = await perms.check_path(tool, raw)
+    path = await perms.check_real(tool, raw, change=False)  # the walk starts from the real path
     if not await run_blocking(tool, path.is_dir):
         raise ToolError(f"{tool}: not a directory: {path}", tool=tool)
     return path

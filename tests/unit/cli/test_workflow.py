@@ -58,3 +58,32 @@ def test_a_missing_required_param_is_a_usage_error(invoke, workdir: Path) -> Non
                                     "params": [{"name": "target", "required": True}], "kickoff": "@solo go"}))
     result = invoke("workflow", "run", str(path))
     assert result.exit_code == 2 and "parameter 'target' is required" in result.stderr
+
+
+PING_PONG = {"a": ["@b ping"] * 100, "b": ["@a pong"] * 100}
+
+
+def write_ping_pong(workdir: Path, budget: dict[str, int]) -> Path:
+    """Two agents whose every reply @mentions the other: each wake wakes the other, forever."""
+    write_config(workdir, PING_PONG, agents=[{"name": "a"}, {"name": "b"}])
+    path = workdir / "pingpong.yaml"
+    path.write_text(yaml.safe_dump({"name": "pingpong", "kickoff": "@a start", "wake_budget": budget,
+                                    "agents": {"a": {"ref": "a"}, "b": {"ref": "b"}}}))
+    return path
+
+
+def test_agents_mentioning_each_other_stop_at_the_wake_budget_with_a_clear_message(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    result = invoke("workflow", "run", str(write_ping_pong(workdir, {"total": 10, "loop_rounds": 0})))
+    assert result.exit_code == 1
+    assert result.stderr.count(" woken for ") == 10
+    assert "⏸ wakes paused: the session's wake budget is spent (10 wakes in all)" in result.stderr
+    assert "workflow paused: the session's wake budget is spent (10 wakes in all) (raise wake_budget in" \
+        in result.stderr
+
+
+def test_a_ping_pong_between_two_agents_is_detected_as_a_loop(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
+    result = invoke("workflow", "run", str(write_ping_pong(workdir, {"loop_rounds": 3})))
+    assert result.exit_code == 1
+    assert result.stderr.count(" woken for ") == 6
+    assert "wakes paused: a loop: a and b woke only each other 3 rounds running, with nothing from the user" \
+        in result.stderr

@@ -1,8 +1,10 @@
-"""Loading ``python:`` modules (issue 21): imported at config load with the project directory on
-``sys.path``, every name they register checked (exit 2 with one line), their source fingerprinted."""
+"""Loading ``python:`` modules (issue 21): imported at config load from the project directory
+(which is not put on ``sys.path``), every name they register checked (exit 2 with one line),
+their source fingerprinted."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -66,7 +68,7 @@ def test_a_module_beside_shelly_dir_is_imported_and_its_names_are_valid(tmp_path
     path, mod = project(tmp_path, TOOLS, [{"name": "solo", "toolboxes": ["MOD-a"], "hooks": ["MOD-hook"],
                                           "guardrails": {"input": ["MOD-in"], "output": ["MOD-out"]}}])
     load_config(path)
-    assert mod in sys.modules and str(tmp_path) in sys.path
+    assert mod in sys.modules and str(tmp_path) not in sys.path
 
 
 def test_a_module_that_fails_to_import_is_one_line_naming_it_and_its_error(tmp_path: Path) -> None:
@@ -214,3 +216,40 @@ async def test_shelly_mcp_serve_serves_a_python_toolbox_an_agent_uses(tmp_path: 
     async with await Engine.open(path, shelly_dir=tmp_path / ".shelly") as engine:
         boxes = served_toolboxes(engine, [], "s1")
     assert [(b.name, b.names()) for b in boxes] == [(f"{mod}-a", ["ping"])]
+
+
+def test_a_project_module_named_like_the_standard_library_is_never_imported(tmp_path: Path) -> None:
+    """An agent-written ``stringprep.py`` (the stdlib module ``encodings.idna`` imports at the first
+    DNS lookup) ran with the secrets when the project directory was first on ``sys.path``, as would
+    any standard module imported after the config loads (``tabnanny`` here; ``json`` is imported
+    earlier by every process, so its planted twin is checked as well but was never reached). Now
+    only ``python:``'s own top-level names are looked up there. Run as the ``shelly`` console
+    script runs (``-P``: its ``sys.path[0]`` is its bin directory, not the working directory), with
+    a fake secret planted."""
+    (tmp_path / "team").mkdir()
+    (tmp_path / "team" / "__init__.py").write_text("")
+    (tmp_path / "team" / "tools.py").write_text(textwrap.dedent("""
+        import tabnanny
+        import encodings.idna
+        import json
+
+        from shelly_dist import tool
+
+
+        @tool(toolbox="orders")
+        def lookup(order_id: str) -> str:
+            '''Look an order up.'''
+            return "shipped"
+    """))
+    for name in ("stringprep", "tabnanny", "json"):
+        (tmp_path / f"{name}.py").write_text(
+            f"import os\nopen({name!r} + '.leaked', 'w').write(os.environ.get('ANTHROPIC_API_KEY', ''))\n")
+    (tmp_path / ".shelly").mkdir()
+    (tmp_path / ".shelly" / "config.yaml").write_text(yaml.safe_dump(
+        {"providers": [SCRIPTED], "agents": [{"name": "solo", "toolboxes": ["orders"]}], "python": ["team.tools"]}))
+    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-FAKE-shadow-0123456789"}
+    out = subprocess.run([sys.executable, "-P", "-m", "shelly_dist.cli.main", "agents", "--check"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "python tool: solo: lookup (team.tools.lookup)" in out.stdout
+    assert sorted(p.name for p in tmp_path.glob("*.leaked")) == []

@@ -93,3 +93,34 @@ def test_a_typed_param_is_checked() -> None:
     assert resolve_params(wf, {"n": "3", "b": "yes"}) == {"n": "3", "b": "true"}
     with pytest.raises(UsageError, match="parameter 'n' must be a number, not 'three'"):
         resolve_params(wf, {"n": "three"})
+
+
+@pytest.mark.parametrize("message", ["$(touch pwned)", '"; touch pwned; "', "'; touch pwned; '", "`touch pwned`"])
+@pytest.mark.parametrize("use", ['echo ${{ msg }}', 'echo "${{ msg }}"', "echo '${{ msg }}'", 'echo "x ${{ msg }} y"'])
+def test_an_agent_written_setup_output_never_runs_as_a_command(tmp_path: Path, message: str, use: str) -> None:
+    # The first step stands for what an agent wrote (a commit message); the second uses it as
+    # docs/workflows.md shows, quoted or not.
+    (tmp_path / "msg").write_text(message)
+    steps = [{"shell": "cat msg", "as": "msg"}, {"shell": use, "as": "echoed"}]
+    wf = Workflow.model_validate({"name": "wf", "agents": {"coder": {"ref": "coder"}}, "setup": steps})
+    out = run_setup(wf, {}, tmp_path)
+    assert not (tmp_path / "pwned").exists()
+    assert message in out["echoed"]
+
+
+def test_setup_commands_do_not_see_the_secrets_of_this_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-fake-secret")
+    monkeypatch.setenv("SHELLY_REDIS_URL", "redis://:hunter2@localhost:6379/0")
+    monkeypatch.setenv("LISTED", "ok")
+    wf = Workflow.model_validate({"name": "wf", "agents": {"coder": {"ref": "coder"}},
+                                  "setup": [{"shell": "env", "as": "env"}]})
+    seen = run_setup(wf, {}, tmp_path, passthrough=["LISTED"])["env"]
+    assert "sk-fake-secret" not in seen and "hunter2" not in seen
+    assert "LISTED=ok" in seen and "PATH=" in seen
+
+
+def test_params_and_workflow_variables_reach_setup_commands_as_values(tmp_path: Path) -> None:
+    variables = base_variables(workflow(), {"target": "a b;c"}, {"HOME": "/h"}, "t1")
+    step = {"shell": "printf '%s|' ${{ params.target }} '${{ workflow.tag }}'", "as": "x"}
+    wf = Workflow.model_validate({"name": "wf", "agents": {"coder": {"ref": "coder"}}, "setup": [step]})
+    assert run_setup(wf, variables, tmp_path)["x"] == "a b;c|t1|"

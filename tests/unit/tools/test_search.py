@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -127,3 +130,62 @@ async def test_catastrophic_glob_times_out_without_stalling_the_loop(perms: Perm
     outcome, stall = await longest_loop_stall(call(tb, "search_files", pattern="*a*a*a*a*a*a*a*b", directory="."))
     assert isinstance(outcome, ToolError) and str(outcome).startswith("search_files: timed out after 1s")
     assert stall < 0.5
+
+
+FLIPPER = """
+import os, sys
+from pathlib import Path
+project, outside = Path(sys.argv[1]), Path(sys.argv[2])
+flips = 0
+while not (project.parent / "stop").exists():
+    (project / "flip.next").symlink_to(outside / "secret.txt")
+    os.replace(project / "flip.next", project / "flip.txt")  # each swap atomic
+    os.rename(project / "d", project / "d.away")
+    (project / "d").symlink_to(outside)
+    (project / "flip.next").write_text("INSIDE\\n")
+    os.replace(project / "flip.next", project / "flip.txt")
+    (project / "d").unlink()
+    os.rename(project / "d.away", project / "d")
+    flips += 1
+print(flips)
+"""
+
+
+@pytest.fixture
+def racing(project: Path, tmp_path: Path) -> Iterator[Callable[[], int]]:
+    """A process flipping ``flip.txt`` between a file and a symlink to a secret outside, and ``d``
+    between a directory and a symlink to a directory outside (a process, so it flips as fast as it
+    can, in parallel with the searches); yields a function that stops it and tells how many
+    flips it made."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("TOPSECRET\n")
+    (outside / "only-outside.txt").write_text("TOPSECRET\n")
+    (project / "d").mkdir()
+    (project / "d" / "inside.txt").write_text("INSIDE\n")
+    (project / "flip.txt").write_text("INSIDE\n")
+    flipper = subprocess.Popen([sys.executable, "-c", FLIPPER, str(project), str(outside)],
+                               stdout=subprocess.PIPE, text=True)
+
+    def stop() -> int:
+        (project.parent / "stop").touch()
+        out, _ = flipper.communicate(timeout=60)
+        return int(out)
+
+    try:
+        yield stop
+    finally:
+        (project.parent / "stop").touch()
+        flipper.wait(60)
+
+
+async def test_a_symlink_swapped_in_during_content_searches_is_never_read(
+    perms: Permissions, project: Path, racing: Callable[[], int]
+) -> None:
+    tb = search_toolbox(perms, root=project)
+    outside_reads = 0
+    for _ in range(100):
+        found = json.loads(await call(tb, "search_content", pattern="SECRET|INSIDE", directory="."))
+        outside_reads += sum("TOPSECRET" in r["content"] for r in found)
+    assert racing() > 10  # the flipper really ran during the searches
+    assert outside_reads == 0

@@ -1,6 +1,7 @@
 // One session: its status and reply, Cancel, the live run tree, a run's conversation, the activity.
 import { debounce, follow, get, post } from "./api.js";
 import { showChat } from "./chat.js";
+import { DECISION_EVENTS, DecisionList } from "./decisions.js";
 import { ENDED, cost, duration, h, status, tokens, when } from "./format.js";
 import { RunTree } from "./tree.js";
 
@@ -21,6 +22,7 @@ export async function sessionPage(app, id) {
   const chat = h("section", { id: "chat", class: "card chat", "aria-label": "Conversation", tabindex: -1 },
     h("p", { class: "muted" }, "Choose a run in the tree to read its conversation."));
   const activity = h("ol", { id: "activity", class: "activity", reversed: true });
+  const decisions = new DecisionList(id);
   const tree = new RunTree(async (runId) => {
     try { await showChat(chat, runId); chat.focus(); } catch (err) { chat.replaceChildren(h("p", { class: "error" }, err.message)); }
   });
@@ -48,6 +50,7 @@ export async function sessionPage(app, id) {
     }
   };
   await refresh();
+  await decisions.refresh().catch((err) => { live.textContent = err.message; });
 
   cancel.addEventListener("click", async () => {
     cancel.disabled = true;
@@ -59,12 +62,14 @@ export async function sessionPage(app, id) {
     h("p", {}, h("a", { href: "/" }, "← all sessions")),
     h("h1", {}, "Session ", h("code", {}, id)),
     h("section", { class: "card" }, summary, h("div", { class: "actions" }, cancel, " ", live)),
+    decisions.root,
     h("div", { class: "split" },
       h("section", { class: "card", "aria-label": "Run tree" }, h("h2", {}, "Agents"), counts, filter, tree.root),
       chat),
     h("section", { class: "card", "aria-label": "Activity" }, h("h2", {}, "Activity"), activity));
 
   const reload = debounce(() => refresh().catch((err) => { live.textContent = err.message; }), 300);
+  const reloadDecisions = debounce(() => decisions.refresh().catch((err) => { live.textContent = err.message; }), 200);
   follow(`${base}/events`, (event) => {
     tree.note(event);
     const who = event.agent || "session";
@@ -73,5 +78,6 @@ export async function sessionPage(app, id) {
       who, " ", h("span", { class: "kind" }, event.kind.replaceAll("_", " ")), what ? ` ${what}` : ""));
     while (activity.children.length > ACTIVITY_KEPT) activity.lastChild.remove();
     if (STRUCTURAL.has(event.kind)) reload();
+    if (DECISION_EVENTS.has(event.kind)) reloadDecisions();
   }, (state) => { live.textContent = state === "live" ? "● live" : state; });
 }

@@ -48,6 +48,17 @@ def shard_of(root: str) -> int:
     return zlib.crc32(tree_tag(root).encode()) % SHARDS
 
 
+def queue_hint(pipe: Any, keys: Keys, retention: int, root: str, at_ms: int) -> None:
+    """Queue the hint that tree ``root`` may have something due at ``at_ms`` into ``pipe`` (a
+    pipeline or transaction, asynchronous or not: the renewer's thread hints with its own client)."""
+    shard = shard_of(root)
+    index, versions = keys.due_shard(shard), keys.due_versions(shard)
+    pipe.zadd(index, {root: at_ms}, lt=True)
+    pipe.hincrby(versions, root, 1)
+    pipe.expire(index, retention)
+    pipe.expire(versions, retention)
+
+
 class DueIndex:
     """The hints for one Redis and key prefix (writers' side and scanners' side)."""
 
@@ -67,12 +78,7 @@ class DueIndex:
     def queue_hint(self, pipe: Any, root: str, at_ms: int) -> None:
         """Queue the hint that tree ``root`` may have something due at ``at_ms`` (in a pipeline
         or transaction of the caller's)."""
-        shard = shard_of(root)
-        index, versions = self.keys.due_shard(shard), self.keys.due_versions(shard)
-        pipe.zadd(index, {root: at_ms}, lt=True)
-        pipe.hincrby(versions, root, 1)
-        pipe.expire(index, self.retention)
-        pipe.expire(versions, self.retention)
+        queue_hint(pipe, self.keys, self.retention, root, at_ms)
 
     async def hint(self, root: str, at_ms: int) -> None:
         """Hint tree ``root`` at ``at_ms`` now (returns once the hint is written). On a cluster the

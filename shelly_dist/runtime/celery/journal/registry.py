@@ -43,6 +43,7 @@ class JournalScripts:
         self.finish = _register(client, scripts.FINISH)
         self.reap = _register(client, scripts.REAP)
         self.sent = _register(client, scripts.SENT)
+        self.received = _register(client, scripts.RECEIVED)
         self.pull = _register(client, scripts.PULL)
         self.spawn_start = _register(client, scripts.SPAWN_START)
         self.spawn_announce = _register(client, scripts.SPAWN_ANNOUNCE)

@@ -23,6 +23,15 @@ anyway (its ``asyncio.timeout`` fires as soon as the loop runs again), so its ru
 carried on elsewhere. A hung loop is also what the liveness probe restarts the worker for
 (``shelly worker``'s heartbeat file). A process killed (``kill -9``) or stopped (``SIGSTOP``)
 stops this thread with it, so recovery after a crash still takes about ``lease + reap_interval``.
+
+And receipts: a task message the process has received but whose run it has not claimed yet
+(prefetched behind busy threads, held for a retry's countdown, or between the consumer and the
+claim) is marked received the moment it arrives (:meth:`Renewer.receive`, ``scripts.RECEIVED``)
+and re-marked every tick until its task ends. Its run's deadline is then about a lease away while
+the process lives, so when it dies a reaper sends the run again within about ``lease +
+reap_interval`` — not the broker after its visibility timeout (eleven minutes by default), which
+is when Redis' transport would restore the dead consumer's unacknowledged message. That late
+copy, and RabbitMQ's immediate one, are dropped by the run's claim.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
 from shelly_dist.observability import metrics
+from shelly_dist.runtime.celery.journal.due import queue_hint
 from shelly_dist.runtime.celery.journal.record import RunRecord
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -78,6 +88,19 @@ def renew_request(
     return names, args
 
 
+@dataclass(frozen=True)
+class Receipt:
+    """A task message this process received for run ``run_id`` of tree ``root``."""
+
+    root: str
+    run_id: str
+    since: float = 0.0
+    """When it arrived (``time.monotonic()``)."""
+    count: int = 1
+    """Deliveries of the task held at once: a retry's new message (same task id) may arrive
+    before the retried one's end is reported."""
+
+
 @dataclass(eq=False)
 class _Held:
     """A lease being kept, the step it keeps, and the loop that step runs on."""
@@ -111,6 +134,10 @@ class Renewer:
         self._client: redis.Redis | None = None
         self._script: Any = None
         self._held: dict[str, _Held] = {}
+        self._received: dict[str, Receipt] = {}
+        """The messages received and not yet done with, by delivery (see the module docstring)."""
+        self.worker = ""
+        """The name receipts are recorded under (the worker's hostname)."""
         self._ticks: dict[asyncio.AbstractEventLoop, float] = {}
         """When (``time.monotonic()``) each loop last ran the watchdog's no-op."""
         self._hung: set[asyncio.AbstractEventLoop] = set()
@@ -149,9 +176,67 @@ class Renewer:
         with self._lock:
             self._held[lease.token] = _Held(lease, step, loop)
             self._ticks[loop] = time.monotonic()
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="shelly-renewer", daemon=True)
-                self._thread.start()
+            self._start()
+
+    def _start(self) -> None:
+        """Start the thread (under ``_lock``) unless it runs."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="shelly-renewer", daemon=True)
+            self._thread.start()
+
+    # -- called from the worker's consumer and task threads -----------------------------------
+
+    def receive(self, delivery: str, root: str, run_id: str) -> None:
+        """The worker received run ``run_id``'s task message (``delivery`` names it until
+        :meth:`done`): mark it received now (one round trip on the caller's thread, so a process
+        killed right after still leaves the mark) and at every tick until then. Redis away is
+        logged: the next tick marks it."""
+        with self._lock:
+            held = self._received.get(delivery)
+            receipt = Receipt(root or run_id, run_id, time.monotonic(), held.count + 1 if held else 1)
+            self._received[delivery] = receipt
+            self._start()
+        try:
+            self._mark([receipt])
+        except (RedisError, RedisClusterException, OSError) as exc:
+            logger.info("run %s: could not mark its task received (%s); the next tick will", run_id, exc)
+
+    def done(self, delivery: str) -> None:
+        """The task of ``delivery`` ended (or went back to the broker): stop marking it. A mark
+        left lapses within a lease; a run claimed meanwhile is kept by its lease."""
+        with self._lock:
+            held = self._received.pop(delivery, None)
+            if held is not None and held.count > 1:
+                self._received[delivery] = Receipt(held.root, held.run_id, held.since, held.count - 1)
+
+    def _mark(self, receipts: Sequence[Receipt]) -> None:
+        """``RECEIVED`` for ``receipts`` in one pipeline, and the due index hinted for each run
+        whose deadline it pulled in (a reaper then looks at that tree in time)."""
+        if self._client is None:
+            self._client = self._connect()
+            self._script = registered(self._client).journal.renew
+        script = registered(self._client).journal.received
+        now_ms = int(time.time() * 1000)
+
+        def call(r: Receipt, client: Any) -> Any:
+            keys = [self.keys.tree_deadlines(r.root), self.keys.run_lease(r.run_id), self.keys.run(r.run_id),
+                    self.keys.run_received(r.run_id)]
+            return script(keys=keys, args=[r.run_id, now_ms, self.settings.lease_ms, self.worker or "worker"],
+                          client=client)
+
+        if self.clustered:  # a script touches one slot (the run's tree): one call per receipt
+            moved = [call(r, self._client) for r in receipts]
+        else:
+            pipe = self._client.pipeline(transaction=False)
+            for r in receipts:
+                call(r, pipe)
+            moved = pipe.execute()
+        hints = [(r.root, int(at)) for r, at in zip(receipts, moved, strict=True) if int(at or 0)]
+        if hints:
+            pipe = self._client.pipeline(transaction=False)
+            for root, at in hints:
+                queue_hint(pipe, self.keys, self.settings.retention, root, at)
+            pipe.execute()
 
     def release(self, lease: Renewable) -> None:
         """Stop keeping ``lease`` (its step ended); a loss noticed meanwhile is ignored."""
@@ -191,6 +276,19 @@ class Renewer:
         live = [h for h in held if h.loop in answering]
         for group in self._groups(live):
             self._renew(group)
+        with self._lock:
+            # A receipt never ended (a task Celery dropped without running it) stops being kept
+            # after the visibility timeout, when the broker would have sent its message again.
+            cut = time.monotonic() - self.settings.visibility_timeout
+            for delivery in [d for d, r in self._received.items() if r.since < cut]:
+                del self._received[delivery]
+            receipts = list(self._received.values())
+        if receipts:
+            try:
+                self._mark(receipts)
+            except (RedisError, RedisClusterException, OSError) as exc:
+                logger.info("lease renewer: marking %d received task(s) failed (%s); retrying next tick",
+                            len(receipts), exc)
 
     def _is_hung(self, loop: asyncio.AbstractEventLoop, now: float) -> bool:
         silent = now - self._ticks.get(loop, now)

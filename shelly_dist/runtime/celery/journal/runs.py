@@ -318,7 +318,8 @@ class Journal:
 
     async def reap(self, root: str, run_id: str) -> list[str]:
         """Decide for one run past its deadline (see ``scripts.REAP``); returns the script's answer."""
-        keys = [self.keys.tree_deadlines(root), self.keys.run(run_id), self.keys.run_lease(run_id)]
+        keys = [self.keys.tree_deadlines(root), self.keys.run(run_id), self.keys.run_lease(run_id),
+                self.keys.run_received(run_id)]
         args = [run_id, _ms(time.time()), _ms(self.settings.requeue_after)]
         out = await self.store.run_script(self.store.scripts.reap, keys, args)
         return [str(x) for x in out]

@@ -57,7 +57,12 @@ can therefore write nothing, however late its writes arrive.
   wrote it; the lease key makes this a no-op), and one that ended is not put back (``XX``). A run
   whose deadline is its suspended model call's due time (``wake_at``: it ran and suspended again
   before its sender recorded the send) keeps it.
-* ``REAP`` decides, for one run whose deadline passed, whether to re-enqueue it. It moves the
+* ``RECEIVED`` records that a worker received a run's task and has not claimed it yet (the
+  message is prefetched, held for its retry's countdown, or on its way to a thread): the run's
+  deadline is pulled in to a lease from now, renewed while the worker lives; so a message a
+  worker killed with ``kill -9`` had received is sent again about a lease after the death.
+* ``REAP`` decides, for one run whose deadline passed, whether to re-enqueue it (not while a
+  lease or a live worker's receipt of its message stands). It moves the
   deadline forward in the same step, so of several reapers racing only one re-enqueues; each
   re-send of the same run doubles the wait before the next (up to 64 × ``requeue_after``), so a
   long backlog of queued runs is not flooded with duplicates. A claim resets the count.
@@ -346,12 +351,35 @@ return #late
 after a broker connection broke, a task the broker took may be gone, and the run would wait for
 ``SENT``'s backstop. Only ever earlier; what is due then is decided by ``REAP`` as always."""
 
+RECEIVED = """
+local deadlines, lease, record, received = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local run_id, now_ms, ttl, worker = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+if redis.call('EXISTS', lease) == 1 then return 0 end
+local status = redis.call('HGET', record, 'status')
+if status == 'waiting' and tonumber(redis.call('HGET', record, 'pending') or '0') > 0 then return 0 end
+if status ~= 'queued' and status ~= 'running' and status ~= 'waiting' then return 0 end
+if status == 'waiting' then  -- a suspended model call's due time is no message's to move (as SENT)
+  local wake, at = redis.call('HGET', record, 'wake_at'), redis.call('ZSCORE', deadlines, run_id)
+  if wake and at and tonumber(wake) == tonumber(at) then return 0 end
+end
+redis.call('SET', received, worker, 'PX', ttl)
+if redis.call('ZADD', deadlines, 'XX', 'LT', 'CH', now_ms + ttl, run_id) == 1 then return now_ms + ttl end
+return 0
+"""
+"""A worker received run ``run_id``'s task message (``runtime/celery/journal/renewer.py``): a run
+nobody holds that waits for a task (``SENT``'s conditions) is marked received by ``worker`` for
+one lease (renewed with the worker's leases while the message is in the process) and its deadline
+pulled in to that lease's end (only earlier, only an indexed run), so a reaper sends it again
+about a lease after the worker died, instead of the broker after its visibility timeout. Answers
+the new deadline (ms) when it moved it, else 0."""
+
 REAP = _ENDED + """
-local deadlines, record, lease = KEYS[1], KEYS[2], KEYS[3]
+local deadlines, record, lease, received = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local run_id, now_ms, requeue_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local score = redis.call('ZSCORE', deadlines, run_id)
 if not score or tonumber(score) > now_ms then return {'skip'} end
 local pttl = redis.call('PTTL', lease)
+if pttl <= 0 then pttl = redis.call('PTTL', received) end  -- a live worker holds its message
 if pttl > 0 then
   redis.call('ZADD', deadlines, now_ms + pttl, run_id)
   return {'alive'}

@@ -94,6 +94,7 @@ class WorkerProcess:
         self._client = connect(settings.redis_url, client_name=f"shelly-worker:{self.hostname}",
                                max_connections=REDIS_MAX_CONNECTIONS)
         journal = Journal(self._client, settings)
+        journal.renewer.worker = self.hostname  # receipts of task messages name this worker
         await asyncio.to_thread(journal.renewer.connect)  # resolve and connect now, not mid-step
         self._cancel = CancelWatch(self._client, journal.keys)
         await self._cancel.start()

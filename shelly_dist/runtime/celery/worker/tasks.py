@@ -18,7 +18,7 @@ import time
 from typing import Any, NoReturn
 
 from celery import Celery, Task
-from celery.signals import worker_shutdown
+from celery.signals import task_postrun, task_received, task_revoked, worker_shutdown
 
 from shelly_dist.agent.children import Ending
 from shelly_dist.errors import ConfigError, MCPError, StoreError
@@ -208,3 +208,37 @@ def create_worker_app() -> Celery:
 @worker_shutdown.connect
 def _close_worker_process(**_: object) -> None:
     WorkerProcess.shutdown()
+
+
+def _renewer() -> Any:
+    """This process's lease renewer, once its :class:`WorkerProcess` is open (else ``None``)."""
+    process = WorkerProcess._instance
+    return process.executor.journal.renewer if process is not None else None
+
+
+@task_received.connect
+def _mark_received(request: Any = None, **_: object) -> None:
+    """A run's task message reached this worker: mark it received until its task ends, so a
+    ``kill -9`` before the claim costs about a lease, not the broker's visibility timeout
+    (:meth:`.Renewer.receive`)."""
+    renewer = _renewer()
+    # ``type`` is the task's registered name (``name`` is the shadow Flower shows: ``…[agent]``)
+    if renewer is None or request is None or request.type not in (RUN_AGENT, RESUME_AGENT):
+        return
+    args = list(request.args or ())
+    if len(args) >= 2:
+        renewer.receive(request.id, str(args[1] or args[0]), str(args[0]))
+
+
+@task_postrun.connect
+def _task_ended(task_id: str = "", task: Any = None, **_: object) -> None:
+    renewer = _renewer()
+    if renewer is not None and getattr(task, "name", "") in (RUN_AGENT, RESUME_AGENT):
+        renewer.done(task_id)
+
+
+@task_revoked.connect
+def _task_revoked(request: Any = None, **_: object) -> None:
+    renewer = _renewer()
+    if renewer is not None and request is not None:
+        renewer.done(request.id)
