@@ -186,3 +186,10 @@ def test_the_runtime_package_has_no_import_circle():
     """Three circles this replaced: app ↔ control ↔ wakes, executor ↔ spawns (for one task name),
     lease ↔ renewer ↔ store."""
     assert circles(import_graph("shelly_dist.runtime")) == []
+
+
+def test_the_engine_does_not_import_the_worker_side():
+    """The runtime's settings live beside the config models (``engine/config_runtime.py``): the
+    engine opening a pool runtime no longer imports ``engine/worker.py``, which imports the engine
+    to build it on a worker (the engine ↔ session ↔ team ↔ worker circle)."""
+    assert [c for c in circles(import_graph("shelly_dist.engine")) if "shelly_dist.engine.worker" in c] == []

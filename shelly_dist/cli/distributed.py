@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def load_settings(config_path: str | None, shelly_dir: str) -> RuntimeSettings:
     """The ``distributed:`` settings; a ``ConfigError`` (exit 2) when no broker is configured."""
-    from shelly_dist.engine.worker import runtime_settings
+    from shelly_dist.engine.config_runtime import runtime_settings
 
     return runtime_settings(load_config(find_config(config_path, shelly_dir)))
 

@@ -31,7 +31,7 @@ def _check_config(config_path: str | None, shelly_dir: str) -> None:
     """Load the config as Flower's process will and check it names a broker, so a missing config
     or broker is one ``shelly:`` line here, not a traceback from inside Celery after the exec."""
     from shelly_dist.engine.config import find_config, load_config
-    from shelly_dist.engine.worker import runtime_settings
+    from shelly_dist.engine.config_runtime import runtime_settings
 
     try:
         runtime_settings(load_config(find_config(config_path, shelly_dir)))

@@ -5,7 +5,7 @@ them aiohttp, the providers, every tool, MCP, A2A and Celery: over a second of C
 happens. :class:`LazyGroup` knows each command by a :class:`LazyCommand` — where it lives, its
 one-line help for the listing, and whether it may start programs (which decides the clean-env
 re-exec in :mod:`shelly_dist.cli.main`) — and imports the module only when click resolves that
-command. ``tests/unit/cli/test_startup.py`` checks each listed help line against the command's own.
+command. ``tests/unit/cli/test_lazy_commands.py`` checks each listed help line against the command's own.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ async def open_backend(config_path: str | None, shelly_dir: str, *, engine_too: 
     pool = bool(config.distributed.broker_url)
     if pool and not engine_too:
         from shelly_dist.console.pool import PoolBackend
-        from shelly_dist.engine.worker import runtime_settings
+        from shelly_dist.engine.config_runtime import runtime_settings
         from shelly_dist.runtime.celery import open_runtime
 
         backend = PoolBackend(config, open_runtime(runtime_settings(config), fingerprint(config)))

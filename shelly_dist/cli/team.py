@@ -33,7 +33,7 @@ def send_command(message: str, to: str | None, session_id: str, config_path: str
         async with shared_stores(config_path, shelly_dir, "send") as stores:
             cfg = load_config(find_config(config_path, shelly_dir))
             if cfg.distributed.broker_url:
-                from shelly_dist.engine.worker import runtime_settings
+                from shelly_dist.engine.config_runtime import runtime_settings
                 from shelly_dist.runtime.celery.children.wakes import PoolWakes
 
                 stores.on_post = PoolWakes(runtime_settings(cfg), due=stores.due_index()).on_post

@@ -160,7 +160,7 @@ def replay_cmd(agent: str | None, session_id: str, config_path: str | None, shel
     """Run the dead-lettered messages (of AGENT, or of every agent) again, on the pool."""
 
     async def main() -> list[dict[str, Any]]:
-        from shelly_dist.engine.worker import runtime_settings
+        from shelly_dist.engine.config_runtime import runtime_settings
         from shelly_dist.runtime.celery.children.wakes import PoolWakes
 
         cfg = load_config(find_config(config_path, shelly_dir))

@@ -84,7 +84,7 @@ async def diagnose(config_path: str | None, shelly_dir: str | Path, *, seconds: 
             checks += await redis_checks(d.effective_redis_url(), seconds)
         return Diagnosis(checks)
     try:
-        from shelly_dist.engine.worker import runtime_settings
+        from shelly_dist.engine.config_runtime import runtime_settings
 
         settings = runtime_settings(config)
     except ConfigError as exc:

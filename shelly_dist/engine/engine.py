@@ -69,7 +69,7 @@ async def _open_distributed_runtime(engine: Engine) -> Runtime:
     Provider cooldowns and the API keys' accounts (the provider governor) move to Redis too, so
     every worker and the coordinator share them.
     """
-    from shelly_dist.engine.worker import runtime_settings
+    from shelly_dist.engine.config_runtime import runtime_settings
     from shelly_dist.runtime.celery import open_runtime
     from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
     from shelly_dist.state.governor import RedisGovernorStore

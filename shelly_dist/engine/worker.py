@@ -1,4 +1,5 @@
-"""The engine side of a Celery worker: settings from the config, and agents per session.
+"""The engine side of a Celery worker: agents per session (the runtime's settings from the config are
+:func:`.config_runtime.runtime_settings`, re-exported here).
 
 ``shelly worker`` (and ``celery -A shelly_dist.runtime.celery_app``) resolve
 :func:`worker_spec` by name (``$SHELLY_WORKER_BOOTSTRAP``), so the runtime layer is handed the
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from shelly_dist.agent import Registry
 from shelly_dist.engine.config import find_config, fingerprint, load_config
 from shelly_dist.engine.config_models import Config
+from shelly_dist.engine.config_runtime import runtime_settings
 from shelly_dist.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
@@ -55,45 +57,6 @@ def session_cache_limits(env: dict[str, str] | None = None) -> tuple[int, float]
     if size < 1 or ttl <= 0:
         raise ConfigError(f"worker: {ENV_SESSIONS} must be at least 1 and {ENV_SESSION_TTL} positive")
     return size, ttl
-
-
-def runtime_settings(config: Config) -> RuntimeSettings:
-    """The distributed runtime's settings from the ``distributed:`` section (env overrides applied)."""
-    from shelly_dist.runtime.celery import RuntimeSettings
-    from shelly_dist.state.connection import cluster_url
-
-    d = config.distributed
-    if not d.broker_url:
-        raise ConfigError(
-            "config: distributed.broker_url: a broker is required to run workers "
-            "(set it in the config or SHELLY_BROKER_URL)",
-            field="distributed.broker_url",
-        )
-    if cluster_url(d.broker_url) is not None:
-        raise ConfigError(
-            "config: distributed.broker_url: a Redis Cluster cannot be the Celery broker (kombu has no "
-            "cluster transport); use a single Redis or RabbitMQ there and the cluster in distributed.redis_url",
-            field="distributed.broker_url",
-        )
-    redis_url = d.effective_redis_url()
-    if not redis_url:
-        raise ConfigError(
-            "config: distributed.redis_url: required when the broker is not Redis "
-            "(state, journals and events always live in Redis)",
-            field="distributed.redis_url",
-        )
-    return RuntimeSettings(
-        broker_url=d.broker_url,
-        redis_url=redis_url,
-        queue=d.queue,
-        step_time_limit=d.step_time_limit,
-        visibility_timeout=d.effective_visibility_timeout(),
-        retention=int(d.retention),
-        key_prefix=d.key_prefix,
-        max_attempts=d.max_deliveries or 3,
-        lease=d.lease,
-        task_events=d.task_events,
-    )
 
 
 class EngineContext:

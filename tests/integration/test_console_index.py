@@ -9,7 +9,7 @@ import pytest
 
 from shelly_dist.console.pool import PoolBackend
 from shelly_dist.engine.config import fingerprint
-from shelly_dist.engine.worker import runtime_settings
+from shelly_dist.engine.config_runtime import runtime_settings
 from shelly_dist.errors import UsageError
 from shelly_dist.runtime.celery import open_runtime
 from tests.unit.console.conftest import team_config

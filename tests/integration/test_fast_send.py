@@ -21,7 +21,9 @@ import redis
 from celery import Celery
 from prometheus_client.parser import text_string_to_metric_families
 
-from shelly_dist.runtime.celery.broker import create_app, send_run_task
+from shelly_dist.runtime.celery import broker as broker_module
+from shelly_dist.runtime.celery import fast_send
+from shelly_dist.runtime.celery.broker import create_app, run_task_sender, send_run_task
 from shelly_dist.runtime.celery.fast_send import RedisSend
 from shelly_dist.runtime.celery.names import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -148,6 +150,28 @@ def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
 
 def sent(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], path: str, outcome: str) -> float:
     return samples.get(("shelly_tasks_sent_total", frozenset({"path": path, "outcome": outcome}.items())), 0.0)
+
+
+async def test_an_unchecked_celery_version_falls_back_to_celerys_send_and_still_delivers(
+        broker: redis.Redis, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    monkeypatch.setattr(fast_send, "installed_versions", lambda: ("9.9.0", "9.9.0"))
+    monkeypatch.setattr(broker_module, "_version_warned", set())
+    queue = f"fs-{broker.tag}"  # type: ignore[attr-defined]
+    app = app_on(broker, queue)
+    with caplog.at_level(logging.DEBUG, logger="shelly_dist.runtime.celery"):
+        send = run_task_sender(app, queue)
+    try:
+        assert await send(RUN_AGENT, ["run-1", "root-1"], {"agent": "a"})
+    finally:
+        await send.aclose()
+        app.close()
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("shelly_dist")] == [
+        "broker: tasks go through Celery's send_task: Celery 9.9.0 / kombu 9.9.0 are not a version "
+        "the direct send was checked against (5.7.0/5.7.0)"]
+    (raw,) = broker.lrange(queue, 0, -1)
+    message = normalized(raw)
+    assert message["headers"]["task"] == RUN_AGENT
+    assert message["body"][0] == ["run-1", "root-1"]
 
 
 def test_a_worker_runs_a_delegation_whose_tasks_it_pushed_directly(cluster: Cluster):

@@ -18,7 +18,13 @@ from kombu.exceptions import OperationalError
 
 from shelly_dist.observability import metrics
 from shelly_dist.runtime.celery import redis_broker
-from shelly_dist.runtime.celery.fast_send import RedisSend, TaskSend, direct_send_refusal, shadow_name
+from shelly_dist.runtime.celery.fast_send import (
+    RedisSend,
+    TaskSend,
+    direct_send_refusal,
+    shadow_name,
+    version_refusal,
+)
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -103,5 +109,19 @@ def run_task_sender(app: Celery, queue: str, *, client_name: str = "shelly-send"
     if why is None:
         logger.debug("broker: tasks to queue %s are pushed to Redis directly", queue)
         return RedisSend(app, queue, client_name=client_name)
-    logger.debug("broker: tasks to queue %s go through Celery's send_task (%s)", queue, why)
+    if why == version_refusal():
+        _warn_version_once(why)
+    else:
+        logger.debug("broker: tasks to queue %s go through Celery's send_task (%s)", queue, why)
     return KombuSend(app, queue)
+
+
+_version_warned: set[str] = set()
+
+
+def _warn_version_once(why: str) -> None:
+    """Say once per process that the direct send refused an unchecked Celery/kombu: the user sees
+    why sends are slower than the benchmarks say, without a line per coordinator or reaper."""
+    if why not in _version_warned:
+        _version_warned.add(why)
+        logger.warning("broker: tasks go through Celery's send_task: %s", why)

@@ -27,10 +27,12 @@ base.py`` ``basic_publish`` and ``kombu/transport/redis.py`` ``_put``):
 :func:`direct_send_refusal` names any setting this copy does not follow (another serializer,
 compression, routes, a priority, ``task_send_sent_event``, publish signal receivers, transport
 options other than ``visibility_timeout`` and ``global_keyprefix``, ...): such an app keeps
-``app.send_task``. ``tests/unit/runtime/test_fast_send.py`` pins the Celery and kombu versions the
-format was read from, and
-``tests/integration/test_fast_send.py`` compares both sends field by field on a real Redis, so an
-upgrade that changes the message fails there, not in production.
+``app.send_task``. So does any install whose Celery or kombu is not a version the copy was checked
+against (:data:`CHECKED_VERSIONS`): users install their own Celery, and a message format read from
+another version must not reach their workers, so the copy refuses itself at run time (one log line,
+:func:`version_refusal`) rather than trusting a test only our CI runs.
+``tests/integration/test_fast_send.py`` compares both sends field by field on a real Redis: an
+upgrade re-reads the sources above, runs it, and only then adds the new pair here.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import celery
+import kombu
 import redis.asyncio as aioredis
 from celery import Celery, signals
 from celery.utils.nodenames import anon_nodename
@@ -61,6 +65,11 @@ REDIS_SCHEMES = ("redis://", "rediss://")
 KNOWN_TRANSPORT_OPTIONS = frozenset({"visibility_timeout", "global_keyprefix"})
 """Redis transport options that leave the pushed message and its key as this module makes them
 (``visibility_timeout`` only matters to consumers)."""
+
+CHECKED_VERSIONS: frozenset[tuple[str, str]] = frozenset({("5.7.0", "5.7.0")})
+"""The (Celery, kombu) versions whose sources the envelope was read from and compared against on a
+real Redis (``tests/integration/test_fast_send.py``); any other install sends through
+``app.send_task``."""
 
 CELERY_DEFAULTS: dict[str, Any] = {
     "task_protocol": 2,
@@ -107,9 +116,28 @@ class TaskSend(Protocol):
     async def aclose(self) -> None: ...
 
 
+def installed_versions() -> tuple[str, str]:
+    """The installed (Celery, kombu) versions, read when asked (a test may replace them)."""
+    return celery.__version__, kombu.__version__
+
+
+def version_refusal() -> str | None:
+    """Why the installed Celery/kombu may not be sent to directly: not a pair in
+    :data:`CHECKED_VERSIONS`; ``None`` when they are."""
+    versions = installed_versions()
+    if versions in CHECKED_VERSIONS:
+        return None
+    checked = ", ".join(f"{c}/{k}" for c, k in sorted(CHECKED_VERSIONS))
+    return (f"Celery {versions[0]} / kombu {versions[1]} are not a version the direct send was checked "
+            f"against ({checked})")
+
+
 def direct_send_refusal(app: Celery, queue: str) -> str | None:
     """Why tasks of ``app`` to ``queue`` must go through ``app.send_task``; ``None`` when
     :class:`RedisSend` writes exactly what it would."""
+    why = version_refusal()
+    if why is not None:
+        return why
     conf = app.conf
     url = conf.broker_url or ""
     if not url.startswith(REDIS_SCHEMES) or ";" in url:

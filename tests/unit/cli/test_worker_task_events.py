@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from shelly_dist.cli.worker import celery_argv, worker_command
 from shelly_dist.engine.config import parse_config
-from shelly_dist.engine.worker import runtime_settings
+from shelly_dist.engine.config_runtime import runtime_settings
 from shelly_dist.runtime.celery.broker import create_app
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 

@@ -9,7 +9,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from shelly_dist.console import Gate, build_app
 from shelly_dist.console.pool import PoolBackend
 from shelly_dist.engine.config import fingerprint
-from shelly_dist.engine.worker import runtime_settings
+from shelly_dist.engine.config_runtime import runtime_settings
 from shelly_dist.runtime.celery import open_runtime
 from tests.conftest import free_port
 from tests.unit.console.conftest import team_config

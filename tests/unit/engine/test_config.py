@@ -433,7 +433,7 @@ def test_find_config_explicit_missing_file_fails(tmp_path: Path) -> None:
 
 
 def test_distributed_lease_reaches_the_runtime_settings_and_defaults_to_ten_seconds() -> None:
-    from shelly_dist.engine.worker import runtime_settings
+    from shelly_dist.engine.config_runtime import runtime_settings
 
     data = base()
     data["distributed"] = {"broker_url": "redis://127.0.0.1:6379/0"}
@@ -448,7 +448,7 @@ def test_an_unknown_key_in_a_shelly_dist_section_stays_an_error_with_a_suggestio
 
 
 def test_a_redis_cluster_as_broker_is_a_config_error_naming_the_field() -> None:
-    from shelly_dist.engine.worker import runtime_settings
+    from shelly_dist.engine.config_runtime import runtime_settings
 
     data = base()
     data["distributed"] = {"broker_url": "redis+cluster://127.0.0.1:7101", "redis_url": "redis+cluster://127.0.0.1:7101"}
@@ -457,7 +457,7 @@ def test_a_redis_cluster_as_broker_is_a_config_error_naming_the_field() -> None:
 
 
 def test_a_redis_cluster_for_state_reaches_the_runtime_settings() -> None:
-    from shelly_dist.engine.worker import runtime_settings
+    from shelly_dist.engine.config_runtime import runtime_settings
 
     data = base()
     data["distributed"] = {"broker_url": "redis://127.0.0.1:6379/5", "redis_url": "redis+cluster://127.0.0.1:7101"}

@@ -16,7 +16,8 @@ import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from shelly_dist.engine import Engine, config_from_data
-from shelly_dist.engine.worker import EngineContext, runtime_settings
+from shelly_dist.engine.config_runtime import runtime_settings
+from shelly_dist.engine.worker import EngineContext
 from shelly_dist.errors import StoreError
 from shelly_dist.runtime import LocalRuntime
 

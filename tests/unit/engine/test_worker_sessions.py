@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from shelly_dist.engine import Engine, config_from_data
-from shelly_dist.engine.worker import SESSION_CACHE_SIZE, EngineContext, runtime_settings, session_cache_limits
+from shelly_dist.engine.config_runtime import runtime_settings
+from shelly_dist.engine.worker import SESSION_CACHE_SIZE, EngineContext, session_cache_limits
 from shelly_dist.errors import ConfigError
 from shelly_dist.runtime import LocalRuntime
 

@@ -16,8 +16,10 @@ import pytest
 from celery.signals import before_task_publish
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from shelly_dist.runtime.celery import broker as broker_module
+from shelly_dist.runtime.celery import fast_send
 from shelly_dist.runtime.celery.broker import KombuSend, create_app, run_task_sender
-from shelly_dist.runtime.celery.fast_send import RedisSend, direct_send_refusal
+from shelly_dist.runtime.celery.fast_send import CHECKED_VERSIONS, RedisSend, direct_send_refusal, version_refusal
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
 REDIS = "redis://127.0.0.1:6379/3"
@@ -29,11 +31,24 @@ def app_for(broker: str = REDIS, **conf: Any) -> celery.Celery:
     return app
 
 
-def test_the_format_was_read_from_the_installed_celery_and_kombu():
-    """The message is a copy of what Celery 5.7 and kombu 5.7 write: an upgrade must re-read
-    ``celery/app/amqp.py`` and ``kombu/transport/redis.py``, run tests/integration/test_fast_send.py
-    and only then move these pins."""
-    assert (celery.__version__, kombu.__version__) == ("5.7.0", "5.7.0")
+def test_the_installed_celery_and_kombu_are_a_checked_pair():
+    """Our own install sends directly (the benchmarks measure that path): an upgrade here re-reads
+    ``celery/app/amqp.py`` and ``kombu/transport/redis.py``, runs tests/integration/test_fast_send.py
+    and adds the pair to ``CHECKED_VERSIONS``; a user's other install falls back at run time."""
+    assert (celery.__version__, kombu.__version__) in CHECKED_VERSIONS
+    assert version_refusal() is None
+
+
+def test_an_unchecked_celery_or_kombu_keeps_celerys_send_and_says_so_once(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    monkeypatch.setattr(fast_send, "installed_versions", lambda: ("9.9.0", kombu.__version__))
+    monkeypatch.setattr(broker_module, "_version_warned", set())
+    with caplog.at_level(logging.DEBUG, logger="shelly_dist.runtime.celery"):
+        senders = [run_task_sender(app_for(), "q"), run_task_sender(app_for(), "q")]
+    assert all(isinstance(s, KombuSend) for s in senders)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["broker: tasks go through Celery's send_task: Celery 9.9.0 / kombu "
+                     f"{kombu.__version__} are not a version the direct send was checked against (5.7.0/5.7.0)"]
 
 
 def test_an_app_as_create_app_makes_it_sends_directly_to_a_redis_broker():

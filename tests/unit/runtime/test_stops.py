@@ -113,3 +113,20 @@ async def test_cancelling_the_tree_flags_its_root_ends_the_idle_runs_and_wakes_t
     assert statuses == {"p": "canceled", tree.a: "running", tree.f: "failed", tree.a1: "canceled",
                         tree.a2: "done", tree.a11: "canceled"}  # the running one ends at its wake-up
     assert tree.woken == ["p"]
+
+
+async def test_a_run_claimed_between_the_trees_read_and_its_cancel_is_left_running(
+        tree: Tree, monkeypatch: pytest.MonkeyPatch):
+    """The cancel's marking re-reads each status in its script: a queued run a worker claims just
+    before the marking reaches Redis keeps ``running`` (it ends canceled at its own wake-up)."""
+    real = cancel.run_script
+
+    async def claimed_first(script: Any, keys: list[str], args: list[Any], **kw: Any) -> Any:
+        if tree.keys.run(tree.a11) in keys:
+            await tree.client.hset(tree.keys.run(tree.a11), "status", "running")
+        return await real(script, keys, args, **kw)
+
+    monkeypatch.setattr(cancel, "run_script", claimed_first)
+    await cancel.cancel_tree(tree.client, tree.keys, "p")
+    assert await tree.client.hget(tree.keys.run(tree.a11), "status") == "running"
+    assert await tree.client.hget(tree.keys.run(tree.a1), "status") == "canceled"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 
 import redis.asyncio as aioredis
@@ -20,7 +21,7 @@ import redis.asyncio as aioredis
 from shelly_dist.cancellation import pause
 from shelly_dist.runtime.celery.children.batch_desk import drop_runs
 from shelly_dist.runtime.celery.children.stops import wake
-from shelly_dist.runtime.celery.journal import TERMINAL
+from shelly_dist.runtime.celery.journal import TERMINAL, RunRecord
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
 from shelly_dist.state.connection import redis_errors
@@ -40,6 +41,17 @@ async def _mark_if_exists(client: aioredis.Redis, keys: list[str], fields: dict[
     return [int(i) - 1 for i in hit]
 
 
+async def _cancel_runs(client: aioredis.Redis, keys: Keys, runs: list[str], which: str,
+                       fields: dict[str, str]) -> list[str]:
+    """End as canceled the ``runs`` (of one tree) whose status, re-read inside the script, still
+    allows it (``idle`` or ``orphan``: ``control_scripts.CANCEL``); the ids ended."""
+    if not runs:
+        return []
+    hit = await run_script(registered(client).control.cancel, [keys.run(rid) for rid in runs],
+                           [which, json.dumps(fields)], origin="cancel")
+    return [runs[int(i) - 1] for i in hit]
+
+
 async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str]:
     """Flag ``root``'s tree as canceled, end every run no task is advancing, wake the workers.
 
@@ -49,13 +61,7 @@ async def cancel_tree(client: aioredis.Redis, keys: Keys, root: str) -> list[str
         if not await _mark_if_exists(client, [keys.run(root)], {"canceled": "1"}):
             return []
         runs = sorted(await client.smembers(keys.tree_runs(root)))
-        async with client.pipeline(transaction=False) as pipe:
-            for rid in runs:
-                pipe.hget(keys.run(rid), "status")
-            statuses = await pipe.execute()
-        idle = [rid for rid, status in zip(runs, statuses, strict=True)
-                if status is not None and status not in TERMINAL and status != "running"]
-        await _mark_if_exists(client, [keys.run(rid) for rid in idle], {"status": "canceled", "error": "canceled"})
+        idle = await _cancel_runs(client, keys, runs, "idle", RunRecord.canceled_fields("canceled"))
         await drop_runs(client, keys, idle, retention=DEFAULT_RETENTION)  # out of their provider batches
         # Announced one by one: a cluster client pipelines keyed commands only.
         for rid in idle:
@@ -91,10 +97,8 @@ async def end_orphaned_root(client: aioredis.Redis, keys: Keys, root: str, grace
             if time.monotonic() >= deadline:
                 break
             await pause(0.2)
-        now = str(time.time())
-        ended = bool(await _mark_if_exists(client, [keys.run(root)], {
-            "status": "canceled", "error": "canceled (its coordinator did not end it: it was killed)",
-            "updated": now, "ended": now}))
+        ended = bool(await _cancel_runs(client, keys, [root], "orphan", RunRecord.canceled_fields(
+            "canceled (its coordinator did not end it: it was killed)", at=time.time())))
         if ended:
             await publish_tree(client, keys.run_changed(root), "canceled")
     if ended:

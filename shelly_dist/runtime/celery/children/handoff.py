@@ -17,7 +17,7 @@ from typing import Any
 
 from shelly_dist.agent import ChildRequest
 from shelly_dist.agent.children import peer_run_id
-from shelly_dist.runtime.celery.journal import Lease
+from shelly_dist.runtime.celery.journal import Lease, RunRecord, RunStatus
 
 
 async def hand_off(
@@ -29,12 +29,10 @@ async def hand_off(
     keys, settings = store.keys, store.settings
     peer_id = peer_run_id(r.id, peer)
     now = time.time()
-    fields = {
-        "id": peer_id, "agent": peer.spawned(), "depth": str(peer.depth), "parent": r.parent,
-        "parent_key": r.parent_key, "root": r.root, "session": r.session, "mode": "worker", "status": "queued",
-        "request": peer.model_dump_json(), "fingerprint": r.fingerprint, "created": str(now), "updated": str(now),
-        "pending": "0", "attempts": "0", "msg_count": "0", "task": peer.task[:2000],
-    }
+    fields = RunRecord.new(
+        peer_id, agent=peer.spawned(), depth=peer.depth, parent=r.parent, parent_key=r.parent_key, root=r.root,
+        session=r.session, request=peer, fingerprint=r.fingerprint, task=peer.task, now=now,
+    ).fields()
     requeue_at = int((now + settings.requeue_after) * 1000)
     args: list[Any] = [lease.token, json.dumps(fields), str(now), settings.retention, r.id, peer_id,
                        requeue_at, events, json.dumps(result)]
@@ -50,4 +48,4 @@ async def hand_off(
     )
     if int(wrote):  # on a cluster the session's stream is in another slot (state/keys.py)
         await store.append_events(r.session, events)
-    return peer_id, str(status) == "queued"
+    return peer_id, str(status) == RunStatus.QUEUED

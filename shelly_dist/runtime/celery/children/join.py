@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from shelly_dist.agent import DelegateEntry
+from shelly_dist.agent.children import Ending
 from shelly_dist.runtime.celery.journal import Journal, Lease
 from shelly_dist.runtime.celery.names import RESUME_AGENT, Enqueue
 
@@ -21,7 +22,7 @@ async def finish_and_join(
     journal: Journal,
     enqueue: Enqueue,
     lease: Lease,
-    status: str,
+    ending: Ending,
     entry: DelegateEntry,
     *,
     events: str = "",
@@ -31,7 +32,7 @@ async def finish_and_join(
     enqueues the parent's resume (coordinators are woken by the join's publish instead). If this
     process dies between the two, the reaper sends the resume (the finish put the parent in the
     tree's deadline index)."""
-    left, mode = await lease.finish(status, entry.journal_json(), events=events, **fields)
+    left, mode = await lease.finish(ending, entry.journal_json(), events=events, **fields)
     if left == 0 and mode == "worker":
         await enqueue_resume(journal, enqueue, lease.record.parent)
 

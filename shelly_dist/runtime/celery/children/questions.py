@@ -55,7 +55,7 @@ from shelly_dist.agent import Run
 from shelly_dist.chats import ToolResult
 from shelly_dist.errors import UsageError
 from shelly_dist.observability import metrics
-from shelly_dist.runtime.celery.journal import Lease
+from shelly_dist.runtime.celery.journal import TERMINAL, Lease
 from shelly_dist.runtime.celery.journal.due import DueIndex
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
@@ -344,7 +344,7 @@ async def open_decisions(client: aioredis.Redis, keys: Keys, *, session: str | N
             answers = await pipe.execute()
     statuses = answers[:len(live)]
     out = [_listing(qid, q) for (qid, q), status in zip(live, statuses, strict=True)
-           if status is not None and status not in ("done", "failed", "canceled")]
+           if status is not None and status not in TERMINAL]
     return sorted(out, key=lambda q: (q["asked"], q["session"], q["id"]))
 
 

@@ -35,7 +35,7 @@ from shelly_dist.agent.spawn import DEDUP_WINDOW, SpawnAck, Spawned, limit_error
 from shelly_dist.agent.stops import TASK_CANCELED
 from shelly_dist.errors import RunCancelled
 from shelly_dist.runtime.celery.children.stops import stop_runs
-from shelly_dist.runtime.celery.journal import Journal, Lease, RunRecord
+from shelly_dist.runtime.celery.journal import Journal, Lease, RunRecord, RunStatus
 from shelly_dist.runtime.celery.names import RUN_AGENT, task_kwargs
 from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import redis_errors
@@ -86,13 +86,10 @@ class PoolSpawner:
         spawned.state = "queued"
         if limit := parent.agent.options.spawn_timeout:
             request.spawn_timeout, request.spawn_deadline = limit, now + limit
-        fields = {
-            "id": cid, "agent": request.agent, "depth": str(request.depth), "parent": pid, "parent_key": "",
-            "spawned": "1", "root": record.root, "session": record.session, "mode": "worker",
-            "status": "queued", "request": request.model_dump_json(), "fingerprint": self.fingerprint,
-            "created": str(now), "updated": str(now), "pending": "0", "attempts": "0", "msg_count": "0",
-            "task": request.task[:2000],
-        }
+        fields = RunRecord.new(
+            cid, agent=request.agent, depth=request.depth, parent=pid, spawned=True, root=record.root,
+            session=record.session, request=request, fingerprint=self.fingerprint, task=request.task, now=now,
+        ).fields()
         digest = hashlib.sha256(dedup.encode()).hexdigest()[:16]
         keys = [_spawns(journal, pid), f"{journal.keys.run(pid)}:spawn:{digest}", journal.keys.run(cid),
                 journal.keys.tree_runs(record.root), journal.keys.tree_deadlines(record.root)]
@@ -124,7 +121,7 @@ class PoolSpawner:
                         pipe.hget(self.journal.keys.run(s.run_id), "status")
                     statuses = await pipe.execute()
             for s, status in zip(going, statuses, strict=True):
-                s.state = "queued" if status in (None, "queued") else "running"
+                s.state = "queued" if status in (None, RunStatus.QUEUED) else "running"
         return runs
 
     async def cancel(self, parent_id: str, run_id: str) -> bool:

@@ -27,6 +27,7 @@ from shelly_dist.agent import Run
 from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.steering import SteerMessage
 from shelly_dist.runtime.celery.children.cancel import STEER_HINT
+from shelly_dist.runtime.celery.journal.record import LIVE
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
 from shelly_dist.runtime.local.steering import LiveRun
@@ -35,7 +36,6 @@ from shelly_dist.state.keys import Keys
 
 __all__ = ["RedisInbox", "live_runs", "post"]
 
-LIVE = ("queued", "running", "waiting")
 
 
 class RedisInbox:

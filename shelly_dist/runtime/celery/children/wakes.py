@@ -29,7 +29,7 @@ from celery import Celery
 
 from shelly_dist.chats import Message, Role
 from shelly_dist.runtime.celery.broker import create_app, send_run_task
-from shelly_dist.runtime.celery.journal import Journal, RunRecord
+from shelly_dist.runtime.celery.journal import Journal, RunRecord, RunStatus
 from shelly_dist.runtime.celery.names import RUN_AGENT, Enqueue
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.wake import TEAM_WAKE, Wake, WakeSettings, begin_wake, end_wake
@@ -123,7 +123,7 @@ async def finish_pool_wake(
     async def retry(agent: str, attempt: int, delay: float, why: str) -> None:
         await wakes.wake(record.session, agent, attempt, delay, why)
 
-    ok = status == "done"
+    ok = status == RunStatus.DONE
     outcome = await end_wake(ws, wake, reply=reply if ok else None, error=None if ok else (error or status),
                              retry=retry, settings=settings)
     await ws.forget_wake(record.id)

@@ -19,6 +19,7 @@ from typing import Any
 
 from shelly_dist import identity
 from shelly_dist.agent import Agent, ChildRequest, DelegateEntry, Run
+from shelly_dist.agent.children import Ending
 from shelly_dist.agent.records import LiveDelegation
 from shelly_dist.agent.steering import SteerMessage
 from shelly_dist.chats import Message, Role
@@ -182,7 +183,7 @@ class CeleryRuntime:
         self.answerer.attach(lease, agent.options.on_event, stream.flush)
         run = Run.start(agent, messages, run_id=run_id, delegator=awaiter, checkpoint=flush, before_model=before_model)
         run.inbox = RedisInbox(self.client, self.journal.keys, lambda: steer[0])
-        status, error = "failed", ""
+        status, error = Ending.FAILED, ""
         try:
             with acting_as(session=session):
                 reply = await agent.execute(run)
@@ -190,11 +191,11 @@ class CeleryRuntime:
                     await awaiter.spawner.settle()  # detached children end before the tree does
                 # Children it stopped (closed or timed-out interactive ones) too, as embedded.
                 await until_tree_ended(self.client, self.journal.keys, run_id, awaiter.watch)
-            status = "done"
+            status = Ending.DONE
             return RunOutcome(run_id=run_id, reply=reply, usage=run.state.usage, completion=run.state.completion,
                               tree_usage=run.state.tree_usage)
         except (asyncio.CancelledError, RunCancelled):
-            status, error = "canceled", "canceled"
+            status, error = Ending.CANCELED, "canceled"
             await asyncio.shield(cancel_tree(self.client, self.journal.keys, run_id))
             raise
         except Exception as exc:
@@ -206,9 +207,9 @@ class CeleryRuntime:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._close_root(lease, status, error, run, stream))
             if tail is not None:
-                await tail.close(drain=status != "canceled")
+                await tail.close(drain=status != Ending.CANCELED)
 
-    async def _close_root(self, lease: Lease, status: str, error: str, run: Run, stream: StreamSink) -> None:
+    async def _close_root(self, lease: Lease, status: Ending, error: str, run: Run, stream: StreamSink) -> None:
         await stream.flush()
         entry = DelegateEntry(agent=lease.record.agent, error=error or None)
         await lease.finish(status, entry.to_json(), usage=run.state.usage.model_dump_json(),

@@ -13,7 +13,7 @@ modules that use them say why each exists.
 
 from __future__ import annotations
 
-from shelly_dist.runtime.celery.journal.scripts import _EVENTS, _FENCE, _NEW_RUN, JOINED
+from shelly_dist.runtime.celery.journal.scripts import _ENDED, _EVENTS, _FENCE, _NEW_RUN, JOINED
 
 # -- stopping runs (cancel.py, policy.py): one mechanism, see policy.stop_runs ---------------------
 
@@ -31,12 +31,38 @@ return set
 expired record would re-create it as a stub without a TTL (the record's writers set the TTL; a
 cancel must not be one). All keys are of one tree (one slot)."""
 
-STOP = """
+CANCEL = _ENDED + """
+local which, fields = ARGV[1], cjson.decode(ARGV[2])
+local flat = {}
+for f, v in pairs(fields) do flat[#flat + 1] = f; flat[#flat + 1] = v end
+local marked = {}
+for i = 1, #KEYS do
+  local f = redis.call('HMGET', KEYS[i], 'status', 'mode')
+  local status = f[1]
+  if status and not ended(status) then
+    local take
+    if which == 'orphan' then take = f[2] == 'coordinator'
+    else take = status ~= 'running' end
+    if take then
+      redis.call('HSET', KEYS[i], unpack(flat))
+      table.insert(marked, i)
+    end
+  end
+end
+return marked
+"""
+"""End runs of one tree as canceled, each only if its status, read in the same step, still allows
+it: ``idle`` — not ended and not ``running`` (no task advances it: queued, or waiting on children);
+``orphan`` — a coordinator's root not ended yet (its coordinator was killed). ``ARGV[2]`` is the
+fields to write, one ``cjson`` table. Answers the 1-based positions ended. A status read first and
+written after would end a run that a worker claimed, or that finished, in between."""
+
+STOP = _ENDED + """
 local reason = ARGV[1]
 local stopped = {}
 for i = 1, #KEYS do
   local status = redis.call('HGET', KEYS[i], 'status')
-  if status and status ~= 'done' and status ~= 'failed' and status ~= 'canceled'
+  if status and not ended(status)
       and redis.call('HSETNX', KEYS[i], 'stop', reason) == 1 then
     table.insert(stopped, i)
   end
@@ -47,12 +73,12 @@ return stopped
 
 # -- handoff (handoff.py) --------------------------------------------------------------------------
 
-HANDOFF = _FENCE + _EVENTS + _NEW_RUN + """
+HANDOFF = _ENDED + _FENCE + _EVENTS + _NEW_RUN + """
 local record, lease, peer, tree, deadlines, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, fields, now, retention, run_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local peer_id, requeue_at, events, result = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local was = redis.call('HGET', record, 'status')
-if was == 'done' or was == 'failed' or was == 'canceled' then
+if ended(was) then
   return {redis.call('HGET', peer, 'status') or '', 0}
 end
 if not holds(record, lease, token) then return lost(record) end
@@ -92,7 +118,7 @@ return {qid, 1, 1}
 """Register one awaiting ``ask_user`` call of the leased run under id ``qid`` (fenced; idempotent
 per call: a call asked before keeps its id). Answers ``{id, new, still open}``."""
 
-ANSWER = JOINED + """
+ANSWER = _ENDED + JOINED + """
 local questions, record, children, deadlines, due = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local qid, answer, field, retention = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local resume_at, run_id = ARGV[5], ARGV[6]
@@ -101,7 +127,7 @@ redis.call('HDEL', questions, qid)
 redis.call('ZREM', due, qid)
 if redis.call('EXISTS', record) == 0 then return {'gone'} end
 local status = redis.call('HGET', record, 'status')
-if status == 'done' or status == 'failed' or status == 'canceled' then return {'gone'} end
+if ended(status) then return {'gone'} end
 if redis.call('HSETNX', children, field, answer) == 0 then return {'unknown'} end
 redis.call('EXPIRE', children, retention)
 local out = joined(record, deadlines, retention, resume_at, run_id, 'answer')
@@ -111,12 +137,12 @@ return {'ok', out[1], out[2]}
 
 # -- steering (steering.py) ------------------------------------------------------------------------
 
-STEER = """
+STEER = _ENDED + """
 local record, inbox = KEYS[1], KEYS[2]
 local message, retention = ARGV[1], ARGV[2]
 local status = redis.call('HGET', record, 'status')
 if not status then return {'missing', 0} end
-if status == 'done' or status == 'failed' or status == 'canceled' then return {'ended', 0} end
+if ended(status) then return {'ended', 0} end
 local n = redis.call('RPUSH', inbox, message)
 redis.call('EXPIRE', inbox, retention)
 redis.call('HSET', record, 'steer', n)
@@ -279,11 +305,11 @@ caller takes it at once), else 1. ``wake_at`` names the due time, so the ``SENT`
 that ran before its sender recorded the send (the run suspended again meanwhile) leaves the new due
 time where it is instead of pushing it to the broker's backstop."""
 
-MODEL_DELIVER = """
+MODEL_DELIVER = _ENDED + """
 local record, children, deadlines, lease = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local field, reply, retention, resume_at, run_id, wait_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local f = redis.call('HMGET', record, 'status', 'mode')
-if not f[1] or f[1] == 'done' or f[1] == 'failed' or f[1] == 'canceled' then return {'gone', ''} end
+if not f[1] or ended(f[1]) then return {'gone', ''} end
 if redis.call('HSETNX', children, field, reply) == 0 then return {'duplicate', f[2] or ''} end
 redis.call('EXPIRE', children, retention)
 redis.call('PUBLISH', record .. ':changed', 'model|' .. wait_id)
@@ -318,14 +344,14 @@ return joined(parent, deadlines, retention, resume_at, parent_id, 'child|' .. ke
 """Join the leased child's question into its parent's current round (fenced; once per question;
 nothing once the question is answered)."""
 
-ANSWER_CHILD = _FENCE + """
+ANSWER_CHILD = _ENDED + _FENCE + """
 local parent, lease, parent_children = KEYS[1], KEYS[2], KEYS[3]
 local child, children, deadlines = KEYS[4], KEYS[5], KEYS[6]
 local token, field, answer, retention, round, resume_at, child_id, stop, gone =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 if not holds(parent, lease, token) then return lost(parent) end
 local status = redis.call('HGET', child, 'status')
-if not status or status == 'done' or status == 'failed' or status == 'canceled' then
+if not status or ended(status) then
   if round ~= '' then
     redis.call('HSETNX', parent_children, round, redis.call('HGET', child, 'result') or gone)
     redis.call('EXPIRE', parent_children, retention)
@@ -351,7 +377,7 @@ return {'ok', left}
 to the parent's ``round`` and counted there (none when closing), its resume due. A child that
 has ended joins the round with its result at once."""
 
-ROUND_EXPIRE = JOINED + """
+ROUND_EXPIRE = _ENDED + JOINED + """
 local parent, children, child, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local key, entry, stop, retention, resume_at, parent_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if redis.call('EXISTS', parent) == 0 then return {-1, '', 0} end
@@ -359,7 +385,7 @@ if redis.call('HSETNX', children, key, entry) == 0 then return {-1, '', 0} end
 redis.call('EXPIRE', children, retention)
 local status = redis.call('HGET', child, 'status')
 local waiting = 0
-if status and status ~= 'done' and status ~= 'failed' and status ~= 'canceled' then
+if status and not ended(status) then
   redis.call('HSETNX', child, 'stop', stop)
   if status == 'waiting' then waiting = 1 end
 end

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from shelly_dist.agent import ChildRequest, RunState
-from shelly_dist.agent.children import child_run_id
+from shelly_dist.agent.children import Ending, child_run_id
 from shelly_dist.chats import Message
-from shelly_dist.runtime.celery.journal.record import RunRecord, child_key
+from shelly_dist.runtime.celery.journal.record import RunRecord, RunStatus, child_key
 from shelly_dist.runtime.celery.journal.renewer import renew_request
 from shelly_dist.runtime.celery.journal.store import LeaseLost, RunStore
 
@@ -74,7 +74,7 @@ class Lease:
     # -- writes (each fenced by ``token`` in its script) ----------------------------------------
 
     async def checkpoint(
-        self, offset: int, state: RunState, new: list[Message], status: str, events: str = "", *,
+        self, offset: int, state: RunState, new: list[Message], status: RunStatus, events: str = "", *,
         rewrite: bool = False,
     ) -> tuple[int, bool]:
         """Append ``new`` after ``offset`` journaled messages, store ``state`` and write the
@@ -99,11 +99,11 @@ class Lease:
         """Write the held checkpoint now (a run that ends some other way than :meth:`finish`)."""
         held, self.held = self.held, None
         if held is not None:
-            await self._write(held, "running", events)
+            await self._write(held, RunStatus.RUNNING, events)
 
-    async def _write(self, held: Held, status: str, events: str, rewrite: bool = False) -> tuple[int, bool]:
+    async def _write(self, held: Held, status: RunStatus, events: str, rewrite: bool = False) -> tuple[int, bool]:
         st, r = self.store, self.record
-        args: list[Any] = [self.token, held.offset, held.state, status,
+        args: list[Any] = [self.token, held.offset, held.state, str(status),
                            st.settings.retention, str(time.time()), events, "1" if rewrite else "0"]
         args += held.messages
         keys = [st.keys.run(r.id), st.keys.run_msgs(r.id), st.keys.run(r.root), st.keys.run_lease(r.id),
@@ -124,13 +124,11 @@ class Lease:
         for r in requests:
             cid = child_run_id(parent.id, r, iteration)
             ids.append(cid)
-            fields = {
-                "id": cid, "agent": r.agent, "depth": str(r.depth), "parent": parent.id,
-                "parent_key": child_key(r, iteration), "root": parent.root, "session": parent.session,
-                "mode": "worker", "status": "queued", "request": r.model_dump_json(),
-                "fingerprint": fingerprint, "created": str(now), "updated": str(now), "pending": "0",
-                "attempts": "0", "msg_count": "0", "task": r.task[:2000],
-            }
+            fields = RunRecord.new(
+                cid, agent=r.agent, depth=r.depth, parent=parent.id, parent_key=child_key(r, iteration),
+                root=parent.root, session=parent.session, request=r, fingerprint=fingerprint, task=r.task,
+                now=now,
+            ).fields()
             argv += [child_key(r, iteration), cid, json.dumps(fields)]
         keys = [st.keys.run(parent.id), st.keys.run_lease(parent.id), st.keys.run_expected(parent.id),
                 st.keys.tree_runs(parent.root), st.keys.tree_deadlines(parent.root)]
@@ -144,8 +142,10 @@ class Lease:
         keys = [st.keys.run(r.id), st.keys.run_lease(r.id), st.keys.tree_deadlines(r.root)]
         return int(await st.run_script(st.scripts.release, keys, [self.token, r.id]))
 
-    async def finish(self, status: str, result: dict[str, Any], *, events: str = "", **fields: str) -> tuple[int, str]:
-        """End the run (writing its last ``events``) and join its result into its parent; returns
+    async def finish(
+        self, ending: Ending, result: dict[str, Any], *, events: str = "", **fields: str
+    ) -> tuple[int, str]:
+        """End the run as ``ending`` (writing its last ``events``) and join its result into its parent; returns
         (children left, parent mode). ``left == 0``: this call completed the join and the caller
         enqueues the parent's resume. Finishing a run already terminal is a no-op (``-1``). A
         checkpoint :meth:`hold` kept is written first, in the same atomic step."""
@@ -155,8 +155,8 @@ class Lease:
                 st.keys.tree_deadlines(r.root), st.keys.run_msgs(r.id), *st.stream_keys(r.session)]
         now = time.time()
         held, self.held = self.held, None
-        args: list[Any] = [self.token, status, json.dumps(result), str(now), st.settings.retention,
-                           r.parent_key if r.parent else "", events, r.id, r.parent,
+        args: list[Any] = [self.token, str(RunStatus.ended(ending)), json.dumps(result), str(now),
+                           st.settings.retention, r.parent_key if r.parent else "", events, r.id, r.parent,
                            _ms(now + st.settings.requeue_after)]
         if held is None:
             args += ["", "", 0]

@@ -9,9 +9,10 @@ these attributes; nothing passes the raw ``dict[str, str]`` around (STYLE "What 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from shelly_dist.agent.children import Ending
 from shelly_dist.agent.records import RunState
@@ -41,8 +42,8 @@ class RunStatus(StrEnum):
 
     @classmethod
     def ended(cls, ending: Ending) -> RunStatus:
-        """The status of a run that ended so."""
-        return cls(ending.value)
+        """The status of a run that ended so (an ending's string too: ``Ending`` is one)."""
+        return cls(Ending(ending).value)
 
 
 LIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING})
@@ -111,6 +112,51 @@ class RunRecord:
     waiting_for: str = ""
     """What its suspended model call waits for (``openai batch batch_abc (37 requests)``, the
     provider key's budget); meaningful while it is ``waiting``."""
+    owner: str = ""
+    """The token of the process that owns a coordinator's root (only it writes the record)."""
+
+    TASK_LIMIT: ClassVar[int] = 2000
+    """Characters of a run's task kept in its record (Flower's preview, ``shelly runs``)."""
+
+    @classmethod
+    def new(cls, run_id: str, *, agent: str, root: str, session: str, task: str, fingerprint: str,
+            depth: int = 0, parent: str = "", parent_key: str = "", mode: str = "worker",
+            status: RunStatus = RunStatus.QUEUED, request: ChildRequest | None = None, input: str = "",
+            spawned: bool = False, owner: str = "", priority: str = "", share: str = "",
+            now: float | None = None) -> RunRecord:
+        """A run as it is first written — a root, a delegated, spawned or handed-off child: the one
+        place its creation fields are chosen (:meth:`fields` writes them)."""
+        now = time.time() if now is None else now
+        return cls(id=run_id, agent=agent, root=root, session=session, depth=depth, parent=parent,
+                   parent_key=parent_key, mode=mode, status=status, task=task[:cls.TASK_LIMIT],
+                   fingerprint=fingerprint, request=request.model_dump_json() if request is not None else "",
+                   input=input, created=now, updated=now, spawned=spawned, owner=owner, priority=priority,
+                   share=share)
+
+    @staticmethod
+    def canceled_fields(error: str, *, at: float | None = None) -> dict[str, str]:
+        """The fields a cancel writes on a run no task advances (``control_scripts.CANCEL``):
+        status ``canceled`` and why, and when it ended when ``at`` is given."""
+        out = {"status": str(RunStatus.CANCELED), "error": error}
+        if at is not None:
+            out["updated"] = out["ended"] = str(at)
+        return out
+
+    def fields(self) -> dict[str, str]:
+        """The hash fields a new record is written with: its identity, status, task and counters
+        always; its request, input, owner, providers' class and share and the spawned flag only when
+        set (a record without them reads them as empty, :meth:`parse`)."""
+        out = {
+            "id": self.id, "agent": self.agent, "depth": str(self.depth), "parent": self.parent,
+            "parent_key": self.parent_key, "root": self.root, "session": self.session, "mode": self.mode,
+            "status": str(self.status), "task": self.task, "fingerprint": self.fingerprint,
+            "created": str(self.created), "updated": str(self.updated), "pending": str(self.pending),
+            "attempts": str(self.attempts), "msg_count": str(self.msg_count),
+        }
+        optional = {"request": self.request, "input": self.input, "owner": self.owner,
+                    "priority": self.priority, "share": self.share, "spawned": "1" if self.spawned else ""}
+        out.update({k: v for k, v in optional.items() if v})
+        return out
 
     @property
     def ended(self) -> bool:
@@ -148,7 +194,7 @@ class RunRecord:
             handoff=raw.get("handoff", ""), created=float(raw.get("created") or 0),
             updated=float(raw.get("updated") or 0), canceled=raw.get("canceled") == "1",
             spawned=raw.get("spawned") == "1", priority=raw.get("priority", ""), share=raw.get("share", ""),
-            waiting_for=raw.get("waiting_for", ""),
+            waiting_for=raw.get("waiting_for", ""), owner=raw.get("owner", ""),
         )
 
     def task_kwargs(self) -> dict[str, Any]:

@@ -56,6 +56,7 @@ class ControlScripts:
     def __init__(self, client: Any) -> None:
         self.mark_if_exists = _register(client, control_scripts.MARK_IF_EXISTS)
         self.stop = _register(client, control_scripts.STOP)
+        self.cancel = _register(client, control_scripts.CANCEL)
         self.handoff = _register(client, control_scripts.HANDOFF)
         self.ask = _register(client, control_scripts.ASK)
         self.answer = _register(client, control_scripts.ANSWER)

@@ -25,7 +25,7 @@ from shelly_dist.agent.children import child_run_id
 from shelly_dist.chats import Message
 from shelly_dist.errors import StoreError
 from shelly_dist.runtime.celery.journal.lease import Lease
-from shelly_dist.runtime.celery.journal.record import TERMINAL, RunRecord, child_key
+from shelly_dist.runtime.celery.journal.record import TERMINAL, RunRecord, RunStatus, child_key
 from shelly_dist.runtime.celery.journal.store import RunStore
 from shelly_dist.runtime.celery.journal.turn_batch import TurnBatch
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -92,20 +92,13 @@ class Journal:
         someone else meanwhile): the id is an idempotency key. Returns whether this call created it.
         """
         now = time.time()
-        fields = {
-            "id": run_id, "agent": agent, "depth": "0", "parent": "", "parent_key": "", "root": run_id,
-            "session": session, "mode": mode, "status": "queued" if mode == "worker" else "running",
-            "task": task[:2000], "fingerprint": fingerprint, "created": str(now), "updated": str(now),
-            "pending": "0", "attempts": "0", "msg_count": "0",
-        }
-        if owner:
-            fields["owner"] = owner
-        if priority:  # at its providers: the governor's class and fair share, inherited by the tree
-            fields["priority"] = priority
-        if share:
-            fields["share"] = share
-        if messages:
-            fields["input"] = json.dumps([m.model_dump(mode="json") for m in messages])
+        fields = RunRecord.new(
+            run_id, agent=agent, root=run_id, session=session, mode=mode, task=task, fingerprint=fingerprint,
+            status=RunStatus.QUEUED if mode == "worker" else RunStatus.RUNNING, owner=owner,
+            # at its providers: the governor's class and fair share, inherited by the tree
+            priority=priority, share=share,
+            input=json.dumps([m.model_dump(mode="json") for m in messages]) if messages else "", now=now,
+        ).fields()
         with redis_errors("journal"):
             # Redis full (or read-only) while a run starts: wait for room as every journal write
             # does, instead of failing the command (each attempt writes all or nothing, or what a
@@ -200,8 +193,8 @@ class Journal:
         await self.create_root(run_id, agent=agent, session=session, mode="coordinator", task=task,
                                fingerprint=fingerprint, owner=token)
         # The record as just written (no read back: nobody else writes a coordinator's root).
-        record = RunRecord(id=run_id, agent=agent, root=run_id, session=session, mode="coordinator",
-                           status="running", task=task[:2000], fingerprint=fingerprint)
+        record = RunRecord.new(run_id, agent=agent, root=run_id, session=session, mode="coordinator",
+                               status=RunStatus.RUNNING, task=task, fingerprint=fingerprint, owner=token)
         return Lease(self.store, record, token)
 
     # -- claiming -----------------------------------------------------------------------------

@@ -70,6 +70,8 @@ can therefore write nothing, however late its writes arrive.
 
 from __future__ import annotations
 
+from shelly_dist.agent.children import Ending
+
 LEASE_LOST = "lease lost"
 """The prefix of a fencing refusal; :mod:`.journal` turns it into :class:`~.lease.LeaseLost`."""
 
@@ -83,6 +85,15 @@ local function lost(record)
   return redis.error_reply('""" + LEASE_LOST + """: ' .. record)
 end
 """
+
+_ENDED = """
+local function ended(status)
+  return """ + " or ".join(f"status == '{e.value}'" for e in Ending) + """
+end
+"""
+"""``ended(status)``: whether a record's status is one a run never leaves (:data:`.record.TERMINAL`,
+spelled from :class:`~shelly_dist.agent.children.Ending`), prepended to every script that asks,
+like the fence: the test is written once, not once per script."""
 
 _EVENTS = """
 local function add_events(stream, batch, retention)
@@ -179,7 +190,7 @@ return {count, redis.call('HGET', root, 'canceled') or '0', redis.call('HGET', r
         redis.call('HGET', record, 'steer') or '0'}
 """
 
-CLAIM = """
+CLAIM = _ENDED + """
 local record, lease, root, deadlines, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local token, ttl, max_attempts, worker, now, retention, fingerprint, now_ms, run_id, requeue_at =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9],
@@ -187,7 +198,7 @@ local token, ttl, max_attempts, worker, now, retention, fingerprint, now_ms, run
 local was = redis.call('HMGET', record, 'status', 'fingerprint', 'pending', 'state', 'instance_n', 'attempts')
 local status = was[1]
 if not status then return {'missing'} end  -- every record has a status
-if status == 'done' or status == 'failed' or status == 'canceled' then return {'terminal', status} end
+if ended(status) then return {'terminal', status} end
 local theirs = was[2] or ''
 if fingerprint ~= '' and theirs ~= '' and theirs ~= fingerprint then
   -- Left to its own generation: SENT's long deadline (a visibility timeout away) ends with this
@@ -276,14 +287,14 @@ once they have all been announced, not on every join: ``coordinator._PoolDelegat
 make its resume due when it was the last (the tail of ``FINISH``, of a round's timeout and of an
 answer: ``control_scripts.ROUND_EXPIRE``, ``control_scripts.ANSWER``)."""
 
-FINISH = _FENCE + _EVENTS + _CHUNKED + JOINED + """
+FINISH = _ENDED + _FENCE + _EVENTS + _CHUNKED + JOINED + """
 local record, lease, parent, children, deadlines, msgs = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local stream = KEYS[7]
 local token, status, result, now, retention, key, events, run_id, parent_id, resume_at =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local offset, state, m = ARGV[11], ARGV[12], tonumber(ARGV[13])
 local was = redis.call('HGET', record, 'status')
-if was == 'done' or was == 'failed' or was == 'canceled' then return {-1, 'terminal'} end
+if ended(was) then return {-1, 'terminal'} end
 if not holds(record, lease, token) then return lost(record) end
 local writes = {'status', status, 'result', result, 'updated', now, 'ended', now}
 if offset ~= '' then  -- the run's last checkpoint, held back to ride with its finish
@@ -365,7 +376,7 @@ pulled in to that lease's end (only earlier, only an indexed run), so a reaper s
 about a lease after the worker died, instead of the broker after its visibility timeout. Answers
 the new deadline (ms) when it moved it, else 0."""
 
-REAP = """
+REAP = _ENDED + """
 local deadlines, record, lease, received = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local run_id, now_ms, requeue_ms = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local score = redis.call('ZSCORE', deadlines, run_id)
@@ -377,7 +388,7 @@ if pttl > 0 then
   return {'alive'}
 end
 local status = redis.call('HGET', record, 'status')
-if not status or status == 'done' or status == 'failed' or status == 'canceled' then
+if not status or ended(status) then
   redis.call('ZREM', deadlines, run_id)
   return {'gone'}
 end

@@ -49,7 +49,7 @@ from shelly_dist.runtime.celery.children.handoff import hand_off
 from shelly_dist.runtime.celery.children.join import enqueue_resume, finish_and_join, resume_each
 from shelly_dist.runtime.celery.children.policy import PoolPolicy
 from shelly_dist.runtime.celery.children.steering import RedisInbox
-from shelly_dist.runtime.celery.journal import Journal, Lease, LeaseLost, RunRecord, child_key
+from shelly_dist.runtime.celery.journal import Journal, Lease, LeaseLost, RunRecord, RunStatus, child_key
 from shelly_dist.runtime.celery.journal.stream import StreamSink
 from shelly_dist.runtime.celery.names import RUN_AGENT, Enqueue, task_kwargs
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -251,7 +251,8 @@ class Executor:
                 lease.hold(offset, r.state, new)
                 return
             await sink.settle()
-            offset, canceled = await lease.checkpoint(offset, r.state, new, "running", sink.drain(), rewrite=rewrite)
+            offset, canceled = await lease.checkpoint(offset, r.state, new, RunStatus.RUNNING, sink.drain(),
+                                                      rewrite=rewrite)
             rewrites = r.agent.chat.rewrites
 
         async def before_model(r: Run) -> None:

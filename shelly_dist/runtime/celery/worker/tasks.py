@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 from celery import Celery, Task
 from celery.signals import task_postrun, task_received, task_revoked, worker_shutdown
 
+from shelly_dist.agent.children import Ending
 from shelly_dist.errors import ConfigError, MCPError, StoreError
 from shelly_dist.runtime.celery.broker import create_app, run_task_sender
 from shelly_dist.runtime.celery.children.join import finish_and_join
@@ -91,7 +92,7 @@ def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> No
             claim = await journal.claim(run_id, root, token, task.request.hostname or "worker")
             if claim.lease is not None:
                 entry = DelegateEntry(agent=claim.lease.record.agent, error=error)
-                await finish_and_join(journal, enqueue, claim.lease, "failed", entry, error=error)
+                await finish_and_join(journal, enqueue, claim.lease, Ending.FAILED, entry, error=error)
         finally:
             await client.aclose()
 
