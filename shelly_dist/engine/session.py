@@ -25,6 +25,7 @@ from shelly_dist.engine.sessions import SessionInfo
 from shelly_dist.errors import SessionNotSaved, StoreError, UsageError
 from shelly_dist.events import Event
 from shelly_dist.runtime import RunOutcome
+from shelly_dist.runtime.base import check_run_id
 
 if TYPE_CHECKING:
     from shelly_dist.engine.engine import Engine
@@ -80,6 +81,8 @@ class Session:
     async def send_messages(self, messages: list[Message], *, run_id: str | None = None) -> RunOutcome:
         """:meth:`send` with ready-made messages (images, documents, several parts); ``run_id``
         names the top-level run (default: a fresh id), so a caller can find it before it ends."""
+        if run_id is not None:
+            check_run_id(run_id, f"engine: session {self.id}")
         if self._active:
             raise UsageError(f"engine: session {self.id}: another send is already active")
         self._active = True

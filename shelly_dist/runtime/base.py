@@ -8,11 +8,13 @@ a :class:`RunOutcome` or an exception.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
 from shelly_dist.agent import Agent, CompletionResult
 from shelly_dist.chats import Message
+from shelly_dist.errors import UsageError
 from shelly_dist.models import Usage
 
 
@@ -47,3 +49,16 @@ class Runtime(Protocol):
     async def aclose(self) -> None:
         """Release connections; idempotent."""
         ...
+
+
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+"""What a caller-chosen run id may be: Redis keys are built from it (a ``:`` in ``a:b`` made its keys
+collide with another run's, braces would pick another hash slot), and it is a file name embedded."""
+
+
+def check_run_id(run_id: str, origin: str) -> str:
+    """``run_id`` when a caller may name a run so, else a ``UsageError`` naming ``origin`` and why."""
+    if not RUN_ID.fullmatch(run_id):
+        raise UsageError(f"{origin}: run id {run_id!r} may hold only letters, digits, '.', '_' and '-' "
+                         "(starting with a letter or digit, at most 128)")
+    return run_id

@@ -61,13 +61,19 @@ class Schedule(BaseModel):
         return cron_next(self.cron, now)
 
 
+MIN_WAKEUP = 1.0
+"""The shortest interval ``wakeup`` takes, in seconds (``0.001s`` was accepted and woke an agent a
+thousand times a second; issue 38)."""
+
+
 def parse_wakeup(spec: str, prompt: str = "") -> Schedule:
     """A ``wakeup`` value as a :class:`Schedule`; an invalid one is a ``ConfigError`` naming it."""
     prompt = prompt or DEFAULT_WAKEUP_PROMPT
     if m := _INTERVAL.match(spec):
         seconds = float(m.group(1)) * _UNIT[m.group(2)]
-        if seconds <= 0:
-            raise ConfigError(f"workflow: wakeup {spec!r} must be more than 0")
+        if seconds < MIN_WAKEUP:
+            raise ConfigError(f"workflow: wakeup {spec!r} is shorter than {MIN_WAKEUP:g}s: an agent woken that "
+                              "often spends the wake budget in seconds; use an interval of 1s or more")
         return Schedule(every=seconds, prompt=prompt)
     cron_fields(spec)
     return Schedule(cron=spec.strip(), prompt=prompt)

@@ -22,6 +22,12 @@ def test_an_invalid_wakeup_is_a_config_error_naming_it(spec: str) -> None:
         parse_wakeup(spec)
 
 
+@pytest.mark.parametrize("spec", ["0.001s", "0s", "0.5s"])
+def test_an_interval_wakeup_under_a_second_is_a_config_error_naming_the_minimum(spec: str) -> None:
+    with pytest.raises(ConfigError, match=r"shorter than 1s"):
+        parse_wakeup(spec)
+
+
 def test_a_weekday_cron_skips_the_weekend() -> None:
     friday_evening = datetime(2026, 11, 27, 18, 0).timestamp()
     assert datetime.fromtimestamp(cron_next("0 9 * * 1-5", friday_evening)) == datetime(2026, 11, 30, 9, 0)

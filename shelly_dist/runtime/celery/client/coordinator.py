@@ -26,7 +26,7 @@ from shelly_dist.chats import Message, Role
 from shelly_dist.errors import RunCancelled, RunError, UsageError
 from shelly_dist.events import Event, EventSink
 from shelly_dist.identity import acting_as
-from shelly_dist.runtime.base import RunOutcome
+from shelly_dist.runtime.base import RunOutcome, check_run_id
 from shelly_dist.runtime.celery.broker import create_app, ensure_broker, run_task_sender
 from shelly_dist.runtime.celery.children import interactive, model_waits
 from shelly_dist.runtime.celery.children.cancel import cancel_session, cancel_tree
@@ -228,6 +228,8 @@ class CeleryRuntime:
         A given ``run_id`` is an idempotency key: when a run is already recorded under it, nothing
         is created, and it is sent again only while still ``queued`` (the first send may have died
         with the process that made it; a duplicate delivery is harmless, one claim starts it)."""
+        if run_id is not None:
+            check_run_id(run_id, "submit")
         await self._check_broker()
         explicit = run_id is not None
         run_id = run_id or uuid.uuid4().hex[:12]
