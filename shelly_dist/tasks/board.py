@@ -188,6 +188,9 @@ class BoardBase(ABC):
             if description is not None:
                 changes["description"] = description
             if blocked_by is not None:
+                for dep in blocked_by:  # as Create: a missing dependency would block the task forever
+                    if dep not in tasks:
+                        raise StoreError(f'tasks: blocked_by task "{dep}" not found', task_id=dep)
                 cycle = _cycle(tasks, task_id, blocked_by)
                 if cycle is not None:
                     raise StoreError(f'tasks: task "{task_id}" cannot be blocked by "{cycle[1]}": that makes a '
