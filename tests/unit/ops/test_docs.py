@@ -48,7 +48,7 @@ COVERED: dict[str, str] = {
     r"curl -u \S+ \S+/api/workers": "test_flower_api_lists_the_worker_hostname",
     r"shelly doctor": "test_text_output_is_one_line_per_check_with_the_fix",
     r"shelly doctor --json": "test_a_worker_on_the_queue_with_the_same_config_passes",
-    r'curl -u \S+ "\S+/api/tasks\?taskname=shelly\.run_agent"': (
+    r"curl -u \S+ \S+/api/tasks": (
         "test_flower_api_lists_the_run_agent_tasks_with_agent_depth_session_and_preview"
     ),
     r"python -m shelly_dist\.runtime\.heartbeat --file \S+ --max-age \d+": (
