@@ -47,6 +47,12 @@ def test_slug_keeps_inner_punctuation() -> None:
     assert task_slug("re-run tests") == "re-run"
 
 
+def test_slug_drops_inner_characters_a_name_cannot_hold() -> None:
+    assert task_slug("Summarise the team's notes") == "summarise"
+    assert task_slug("team's notes") == "teams"
+    assert task_slug("path/to:file") == "pathtofile"
+
+
 def test_slug_measures_length_after_trimming_edges() -> None:
     assert task_slug("(a) ...ok... review") == "review"
 
