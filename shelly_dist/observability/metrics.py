@@ -175,7 +175,19 @@ def model_speed(provider: str, model: str, tokens_per_second: float) -> None:
     MODEL_SPEED.labels(provider, model).observe(tokens_per_second)
 
 
+TOOL_LABELS = 200
+"""Distinct tool names a process labels :data:`TOOL_CALLS` with; later ones count as ``other``. The
+name is the model's choice (a call to a tool that does not exist still ends as a tool call), so a
+hostile or confused model made 2,000 series in one run (issue 38)."""
+_tool_labels: set[str] = set()
+
+
 def tool_call(tool: str, *, is_error: bool) -> None:
+    if tool not in _tool_labels:
+        if len(_tool_labels) >= TOOL_LABELS or len(tool) > 128:
+            tool = "other"
+        else:
+            _tool_labels.add(tool)
     TOOL_CALLS.labels(tool, "error" if is_error else "ok").inc()
 
 

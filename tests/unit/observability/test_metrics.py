@@ -25,6 +25,20 @@ def test_counting_tools_counts_ended_tool_calls_by_outcome_and_passes_every_even
     assert REGISTRY.get_sample_value("shelly_tool_calls_total", {"tool": tool, "outcome": "error"}) == 1
 
 
+def test_tool_names_past_the_label_budget_count_as_other(monkeypatch):
+    """A model naming tools at random cannot grow the series without end (issue 38: 2,000 in a run)."""
+    monkeypatch.setattr(metrics, "_tool_labels", set())
+    monkeypatch.setattr(metrics, "TOOL_LABELS", 3)
+    names = [uuid.uuid4().hex for _ in range(10)]
+    before = REGISTRY.get_sample_value("shelly_tool_calls_total", {"tool": "other", "outcome": "error"}) or 0
+    for name in names:
+        metrics.tool_call(name, is_error=True)
+    labelled = [n for n in names
+                if REGISTRY.get_sample_value("shelly_tool_calls_total", {"tool": n, "outcome": "error"})]
+    assert labelled == names[:3]
+    assert REGISTRY.get_sample_value("shelly_tool_calls_total", {"tool": "other", "outcome": "error"}) == before + 7
+
+
 async def test_loop_lag_shows_a_blocked_loop():
     watcher = asyncio.create_task(metrics.watch_loop_lag(interval=0.1))
     await asyncio.sleep(0)  # the watcher is asleep on its first interval
