@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
@@ -12,6 +12,7 @@ from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import StoreError
 from shelly_dist.runtime.celery.journal import Journal, Lease, LeaseLost, child_key
+from shelly_dist.runtime.celery.journal.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.state.connection import connect
 
@@ -299,3 +300,52 @@ async def test_a_finish_journals_a_held_chat_longer_than_one_redis_call_takes(jo
     child.hold(0, state, chat)
     await child.finish("done", DelegateEntry(agent="w", result="m1499").to_json())
     assert [m.text_content() for m in await journal.messages(ids[0], 1500)] == [f"m{i}" for i in range(1500)]
+
+
+@pytest.fixture
+def renewer(journal: Journal) -> Iterator[Renewer]:
+    """The lease renewer of a worker ``w1`` of generation ``fp``, on the real Redis."""
+    renewer = Renewer(journal.settings, journal.keys)
+    renewer.worker, renewer.fingerprint = "w1", "fp"
+    yield renewer
+    renewer.close()
+
+
+async def test_a_claim_ends_the_receipt_so_the_run_is_reaped_at_its_next_deadline(journal: Journal,
+                                                                                    renewer: Renewer):
+    # a run that suspends (its model call's turn) or waits after its claim is due at a time of its
+    # own: the receipt its message left must not hold the reaper back for up to a lease
+    await journal.create_root("r", agent="lead", session="0123456789abcdef", mode="worker", task="go",
+                              fingerprint="fp")
+    await asyncio.to_thread(renewer.receive, "delivery-1", "r", "r")
+    assert await journal.client.exists(journal.keys.run_received("r"))
+    claim = await journal.claim("r", "r", "tok", "w1", fingerprint="fp")
+    assert claim.lease is not None
+    assert not await journal.client.exists(journal.keys.run_received("r"))
+    await journal.client.delete(journal.keys.run_lease("r"))  # the step ended, the run is due now
+    await journal.client.zadd(journal.keys.tree_deadlines("r"), {"r": time.time() * 1000 - 1})
+    assert (await journal.reap("r", "r"))[0] == "running"
+
+
+async def test_a_worker_of_another_generation_leaves_no_receipt_to_hold_the_resend(journal: Journal,
+                                                                                  renewer: Renewer):
+    # a rolling update: the new worker keeps getting the old run's message back (Celery's retry);
+    # its receipt would keep the reaper from sending it to a worker of the run's generation
+    await journal.create_root("r", agent="lead", session="0123456789abcdef", mode="worker", task="go",
+                              fingerprint="old")
+    await asyncio.to_thread(renewer.receive, "delivery-1", "r", "r")
+    assert not await journal.client.exists(journal.keys.run_received("r"))
+    renewer.fingerprint = "old"
+    await asyncio.to_thread(renewer.receive, "delivery-2", "r", "r")
+    assert await journal.client.exists(journal.keys.run_received("r"))
+
+
+async def test_a_claim_left_to_another_generation_ends_the_receipt(journal: Journal, renewer: Renewer):
+    await journal.create_root("r", agent="lead", session="0123456789abcdef", mode="worker", task="go",
+                              fingerprint="old")
+    renewer.fingerprint = ""  # a worker that cannot tell (its receipt is taken)
+    await asyncio.to_thread(renewer.receive, "delivery-1", "r", "r")
+    assert await journal.client.exists(journal.keys.run_received("r"))
+    claim = await journal.claim("r", "r", "tok", "w1", fingerprint="new")
+    assert claim.outcome == "foreign"
+    assert not await journal.client.exists(journal.keys.run_received("r"))

@@ -138,6 +138,8 @@ class Renewer:
         """The messages received and not yet done with, by delivery (see the module docstring)."""
         self.worker = ""
         """The name receipts are recorded under (the worker's hostname)."""
+        self.fingerprint = ""
+        """The worker's config generation: a run of another one is not marked (``scripts.RECEIVED``)."""
         self._ticks: dict[asyncio.AbstractEventLoop, float] = {}
         """When (``time.monotonic()``) each loop last ran the watchdog's no-op."""
         self._hung: set[asyncio.AbstractEventLoop] = set()
@@ -223,7 +225,7 @@ class Renewer:
         def keys_args(r: Receipt) -> tuple[list[str], list[Any]]:
             keys = [self.keys.tree_deadlines(r.root), self.keys.run_lease(r.run_id), self.keys.run(r.run_id),
                     self.keys.run_received(r.run_id)]
-            return keys, [r.run_id, now_ms, self.settings.lease_ms, self.worker or "worker"]
+            return keys, [r.run_id, now_ms, self.settings.lease_ms, self.worker or "worker", self.fingerprint]
 
         if not self.clustered:
             hinted = scripts.hinted(scripts.journal.received)

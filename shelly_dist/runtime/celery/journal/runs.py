@@ -210,7 +210,8 @@ class Journal:
         made due after ``requeue_after`` (in the same script), so a reaper re-sends it to any worker
         of the queue instead of waiting out its send's backstop (``scripts.SENT``)."""
         root = root or run_id
-        keys = [self.keys.run(run_id), self.keys.run_lease(run_id), self.keys.run(root), self.keys.tree_deadlines(root)]
+        keys = [self.keys.run(run_id), self.keys.run_lease(run_id), self.keys.run(root), self.keys.tree_deadlines(root),
+                self.keys.run_received(run_id)]
         numbered = bool(session and agent) and not self.clustered  # the counter is another slot: not on a cluster
         if numbered:
             keys.append(self.keys.instance_counter(session, agent))

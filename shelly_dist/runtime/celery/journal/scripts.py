@@ -191,7 +191,7 @@ return {count, redis.call('HGET', root, 'canceled') or '0', redis.call('HGET', r
 """
 
 CLAIM = _ENDED + """
-local record, lease, root, deadlines, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local record, lease, root, deadlines, received, counter = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, ttl, max_attempts, worker, now, retention, fingerprint, now_ms, run_id, requeue_at =
   ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8]), ARGV[9],
   ARGV[10]
@@ -205,9 +205,13 @@ if fingerprint ~= '' and theirs ~= '' and theirs ~= fingerprint then
   -- first attempt, so a reaper re-sends it to any worker of the queue after requeue_after
   -- (Celery's retry may bring it back to this worker every time).
   redis.call('ZADD', deadlines, 'XX', 'LT', requeue_at, run_id)
+  redis.call('DEL', received)  -- this worker will not run it: its receipt must not hold the re-send
   return {'foreign', theirs}
 end
 if not redis.call('SET', lease, token, 'NX', 'PX', ttl) then return {'busy'} end
+-- The lease supersedes the receipt: left standing, it would hold back the reaper's send of a run
+-- that suspends (its model call's due time) or is resumed, for up to a lease (REAP).
+redis.call('DEL', received)
 redis.call('ZADD', deadlines, now_ms + ttl, run_id)
 redis.call('EXPIRE', deadlines, retention)
 if redis.call('HGET', root, 'canceled') == '1' then return {'canceled'} end
@@ -353,9 +357,12 @@ after a broker connection broke, a task the broker took may be gone, and the run
 
 RECEIVED = """
 local deadlines, lease, record, received = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local run_id, now_ms, ttl, worker = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local run_id, now_ms, ttl, worker, fingerprint = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
 if redis.call('EXISTS', lease) == 1 then return 0 end
-local status = redis.call('HGET', record, 'status')
+local status, theirs = unpack(redis.call('HMGET', record, 'status', 'fingerprint'))
+-- a worker of another config generation will not run it (CLAIM leaves it 'foreign'): its receipt
+-- must not hold back the re-send to a worker of the run's own generation
+if fingerprint and fingerprint ~= '' and theirs and theirs ~= '' and theirs ~= fingerprint then return 0 end
 if status == 'waiting' and tonumber(redis.call('HGET', record, 'pending') or '0') > 0 then return 0 end
 if status ~= 'queued' and status ~= 'running' and status ~= 'waiting' then return 0 end
 if status == 'waiting' then  -- a suspended model call's due time is no message's to move (as SENT)

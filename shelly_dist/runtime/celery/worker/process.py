@@ -95,6 +95,7 @@ class WorkerProcess:
                                max_connections=REDIS_MAX_CONNECTIONS)
         journal = Journal(self._client, settings)
         journal.renewer.worker = self.hostname  # receipts of task messages name this worker
+        journal.renewer.fingerprint = ctx.fingerprint  # and are not taken for another generation's runs
         await asyncio.to_thread(journal.renewer.connect)  # resolve and connect now, not mid-step
         self._cancel = CancelWatch(self._client, journal.keys)
         await self._cancel.start()
