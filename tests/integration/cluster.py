@@ -24,8 +24,11 @@ import yaml
 from shelly_dist.state.connection import sync_client
 from shelly_dist.testing.model_server import ModelServer
 
-BROKER_DB = 5
-"""The Redis database the broker uses in tests (state and journals stay in db 0 with a prefix)."""
+BROKER_DB = 5 + int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % 10
+"""The Redis database the broker uses in tests (state and journals stay in db 0 with a prefix): one
+per xdist worker (5-14). kombu keeps one unacknowledged index per database, and every worker on it
+restores each message older than *its* visibility timeout: a cluster with the tests' 15 s one
+re-delivered the messages a neighbouring test's workers held on default settings (900 s)."""
 
 DEFAULT_TIMING = {"step_time_limit": 600, "visibility_timeout": 900}
 """The runtime's own defaults, for tests of a guarantee on default settings (``write_config``
