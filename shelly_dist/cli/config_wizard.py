@@ -38,9 +38,9 @@ def variable(answer: str) -> str:
     """``answer`` as an environment variable's name (``NAME`` or ``${NAME}``); ``click.BadParameter``
     for anything else, which is how a pasted key is refused."""
     answer = answer.strip()
-    match = REFERENCE.match(answer)
+    match = REFERENCE.fullmatch(answer)
     name = match.group(1) if match else answer
-    if not VARIABLE.match(name):
+    if not VARIABLE.fullmatch(name):
         raise click.BadParameter("give the NAME of the environment variable that holds the key (e.g. "
                                  "ANTHROPIC_API_KEY), never the key itself: the file must hold no secret")
     return name
@@ -49,7 +49,7 @@ def variable(answer: str) -> str:
 def url_or_reference(answer: str) -> str:
     """A URL without a password, or a ``${VAR}`` reference (``click.BadParameter`` otherwise)."""
     answer = answer.strip()
-    if REFERENCE.match(answer):
+    if REFERENCE.fullmatch(answer):
         return answer
     if PASSWORD_IN_URL.match(answer):
         raise click.BadParameter("this URL holds a password: put it in an environment variable and "

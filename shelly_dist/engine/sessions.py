@@ -87,7 +87,7 @@ def preview_of(messages: list[Message]) -> str:
 
 def check_session_id(session_id: str) -> str:
     """``session_id`` when it is 16 lowercase hex characters, else a ``UsageError``."""
-    if not _ID.match(session_id):
+    if not _ID.fullmatch(session_id):
         raise UsageError(f"sessions: invalid session id {session_id!r} (want 16 hex characters)")
     return session_id
 

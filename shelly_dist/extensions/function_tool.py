@@ -64,7 +64,7 @@ def tool_from_function(
 ) -> Tool:
     """The tool that calls ``fn`` with the model's arguments (see the module docstring)."""
     tool_name = name or fn.__name__
-    if not TOOL_NAME.match(tool_name):
+    if not TOOL_NAME.fullmatch(tool_name):
         raise UsageError(f"@tool {tool_name!r}: a tool name is 1-64 letters, digits, '_' or '-' "
                          "(providers refuse others)")
     model = _input_model(fn, tool_name)

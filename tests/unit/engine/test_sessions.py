@@ -145,3 +145,8 @@ async def test_a_save_that_cannot_write_is_one_store_error_naming_the_state_dir_
     (tmp_path / "file").write_text("not a directory")
     with pytest.raises(StoreError, match=r"cannot save session .* \(set SHELLY_STATE_DIR to a writable directory\)"):
         await SessionStore(tmp_path / "file" / "sessions").save(info(), conversation())
+
+
+async def test_a_session_id_with_a_trailing_newline_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="invalid session id"):
+        await SessionStore(tmp_path).load("0123456789abcdef\n")

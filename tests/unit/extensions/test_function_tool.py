@@ -102,3 +102,13 @@ def test_a_name_the_providers_would_refuse_is_an_error_at_decoration() -> None:
 
     with pytest.raises(UsageError, match="a tool name is 1-64 letters"):
         tool_from_function(fine, name="orders.lookup")
+
+
+def test_a_name_with_a_trailing_newline_is_refused_at_decoration() -> None:
+    # ``$`` in re.match accepts a newline before the end: the name must match whole
+    def fine(x: int) -> str:
+        """Fine."""
+        return ""
+
+    with pytest.raises(UsageError, match="a tool name is 1-64 letters"):
+        tool_from_function(fine, name="lookup\n")
