@@ -12,14 +12,18 @@ A search cannot stall the worker: it runs in a process of its own
 freeze the event loop) that is killed, with everything it started, at :data:`SEARCH_TIMEOUT`. A
 glob is a regular expression too, and ``*a*a*a*a*a*a*b`` against a 60-character name takes 5 s.
 Files are streamed, ``context_lines`` is at most :data:`MAX_CONTEXT`, every line is cut at
-2,000 characters and the result stops growing at 1 MB of JSON.
+2,000 characters and the result stops growing at 1 MB of JSON. At most :data:`MAX_SEARCHES`
+search processes run at once per event loop (a worker process runs one): a model asking for a
+hundred searches in one turn queues them instead of forking a hundred processes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sys
+import weakref
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -38,6 +42,19 @@ MAX_CONTEXT = 20
 SEARCH_TIMEOUT = 30.0
 """Seconds a search may take before its process is killed."""
 MAX_PATTERN = 10_000
+MAX_SEARCHES = 4
+"""Search processes one event loop runs at once; more wait for a turn."""
+
+_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = weakref.WeakKeyDictionary()
+
+
+def _turn() -> asyncio.Semaphore:
+    """This loop's search turns (a semaphore is bound to one loop; embedded tests run several)."""
+    loop = asyncio.get_running_loop()
+    turns = _turns.get(loop)
+    if turns is None:
+        turns = _turns[loop] = asyncio.Semaphore(MAX_SEARCHES)
+    return turns
 
 
 class ContentInput(BaseModel):
@@ -60,8 +77,9 @@ async def _run_search(tool: str, directory: Path, request: dict[str, object], ti
     """Run one search in a :mod:`_grep` process; its output (JSON) is the result."""
     argv = [sys.executable, "-I", "-S", _grep.__file__, json.dumps({"directory": str(directory), **request})]
     try:
-        done = await run_program(tool, argv, cwd=directory, time_limit=time_limit, env=program_env(),
-                                 cap=4 * CONTENT_CAP, reaped=False)
+        async with _turn():
+            done = await run_program(tool, argv, cwd=directory, time_limit=time_limit, env=program_env(),
+                                     cap=4 * CONTENT_CAP, reaped=False)
     except ProgramTimedOut as exc:
         raise ToolError(
             f"{tool}: timed out after {time_limit:g}s; a pattern with nested or repeated wildcards such "

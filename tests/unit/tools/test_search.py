@@ -189,3 +189,28 @@ async def test_a_symlink_swapped_in_during_content_searches_is_never_read(
         outside_reads += sum("TOPSECRET" in r["content"] for r in found)
     assert racing() > 10  # the flipper really ran during the searches
     assert outside_reads == 0
+
+
+async def test_a_burst_of_searches_runs_at_most_max_searches_processes_at_once(
+    tb: ToolBox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from shelly_dist.tools.builtin import search as search_module
+
+    running, most = 0, 0
+    real = search_module.run_program
+
+    async def counting(*args: object, **kwargs: object) -> object:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        try:
+            return await real(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            running -= 1
+
+    monkeypatch.setattr(search_module, "run_program", counting)
+    found = await asyncio.gather(*(call(tb, "search_content", pattern="main", directory=".") for _ in range(12)))
+    assert all("main.py" in f for f in found)
+    assert most == 4  # MAX_SEARCHES: twelve at once before the cap
