@@ -44,6 +44,9 @@ from shelly_dist.workspace.schedule import Schedule
 logger = logging.getLogger(__name__)
 
 DEFAULT_DOCUMENT = "notes.md"
+MAX_DOCUMENT = 1 << 20
+"""Characters a document may hold: a document goes into every wake prompt (its head,
+``workspace.prompt.DOCUMENT_IN_PROMPT``) and is read whole by ``team_doc_read``."""
 INLINE_LIMIT = 1200
 """Characters a message may have and still go inline; a longer one becomes a resource."""
 
@@ -305,16 +308,18 @@ class WorkspaceBase(ABC):
             raise StoreError(f'{origin}: document "{name}" is owned by {owner} (elected); only they may write it')
 
     async def doc_create(self, agent: str, name: str, content: str = "") -> None:
+        _check_size("team_doc_create", name, content)
         if not await self._put("docs", name, content, only_new=True):
             raise StoreError(f'team_doc_create: document "{name}" already exists')
 
     async def doc_write(self, agent: str, name: str, content: str) -> None:
+        _check_size("team_doc_write", name, content)
         await self._check_owner(agent, name, "team_doc_write")
         await self._put("docs", name, content)
 
     async def doc_append(self, agent: str, name: str, content: str) -> str:
         await self._check_owner(agent, name, "team_doc_append")
-        return await self._mutate("docs", name, lambda old: (old or "") + content)
+        return await self._mutate("docs", name, lambda old: _check_size("team_doc_append", name, (old or "") + content))
 
     async def doc_owner(self, name: str) -> str | None:
         return await self._get("owners", name)
@@ -463,3 +468,11 @@ class WorkspaceBase(ABC):
     async def drop_dead_letter(self, agent: str, up_to: int) -> bool:
         """Forget a dead letter once a replay has handled its messages."""
         return await self._delete("dead", f"{agent}:{up_to}")
+
+
+def _check_size(origin: str, name: str, text: str) -> str:
+    """``text`` when a document may hold it, else the tool's error naming the limit."""
+    if len(text) > MAX_DOCUMENT:
+        raise StoreError(f'{origin}: document "{name}" would be {len(text):,} characters; a document holds at '
+                         f"most {MAX_DOCUMENT:,}: keep it shorter or split it into several documents")
+    return text

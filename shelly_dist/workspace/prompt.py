@@ -55,7 +55,14 @@ def channel_section(recent: list[ChannelMessage]) -> str:
     return f"## Recent channel (last {len(recent)})\n" + "\n".join(channel_line(m) for m in recent)
 
 
+DOCUMENT_IN_PROMPT = 20_000
+"""Characters of the document a wake prompt holds; the rest is read with ``team_doc_read``."""
+
+
 def document_section(name: str, text: str) -> str:
+    if len(text) > DOCUMENT_IN_PROMPT:
+        return (f"## Document {name} (its first {DOCUMENT_IN_PROMPT:,} of {len(text):,} characters; "
+                f"team_doc_read reads it whole)\n" + text[:DOCUMENT_IN_PROMPT])
     return f"## Document {name}\n" + (text if text.strip() else "(empty)")
 
 
