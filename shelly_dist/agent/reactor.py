@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -119,8 +120,18 @@ def last_turn(messages: Sequence[Message], member: int) -> tuple[str, int, int]:
     return key, start, own
 
 
+_TAG = re.compile(r"^(\s*)(\[[^\]\n]*\]:)", re.MULTILINE)
+"""A line of a turn's text that would read as another speaker's turn (``[user]: …``)."""
+
+
 def transcript(turns: Sequence[Turn]) -> str:
-    return "\n\n".join(f"[{t.speaker}]: {t.text}" for t in turns)
+    """The turns as ``[speaker]: text`` blocks. A member's text cannot forge a turn: a line of it
+    that starts like one (``[user]: …``) is escaped (``\\[user]: …``)."""
+    return "\n\n".join(f"[{t.speaker}]: {_TAG.sub(_escaped, t.text)}" for t in turns)
+
+
+def _escaped(tag: re.Match[str]) -> str:
+    return tag.group(1) + "\\" + tag.group(2)
 
 
 class Reactor:
