@@ -24,7 +24,7 @@ def cancel_command(run_id: str | None, session_id: str | None, config_path: str 
             raise UsageError("cancel: give exactly one of RUN_ID or --session")
         from shelly_dist.runtime.celery.children.cancel import cancel_session, cancel_tree, end_orphaned_root
 
-        async with redis_for(config_path, shelly_dir) as (client, keys):
+        async with redis_for(config_path, shelly_dir, "cancel") as (client, keys):
             if session_id:
                 roots = await cancel_session(client, keys, session_id)
                 # a root whose coordinator was killed would stay `running` forever

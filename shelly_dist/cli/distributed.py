@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from shelly_dist.engine.config import find_config, load_config
+from shelly_dist.errors import UsageError
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -24,13 +25,22 @@ def load_settings(config_path: str | None, shelly_dir: str) -> RuntimeSettings:
 
 
 @asynccontextmanager
-async def redis_for(config_path: str | None, shelly_dir: str) -> AsyncIterator[tuple[aioredis.Redis, Keys]]:
+async def redis_for(
+    config_path: str | None, shelly_dir: str, command: str = "shelly"
+) -> AsyncIterator[tuple[aioredis.Redis, Keys]]:
+    """The configured Redis and its key prefix, for commands that read or write run journals and
+    events from outside the run (``runs``, ``cancel``, ``events``): they need Redis, not a broker;
+    none configured is a ``UsageError`` (exit 2) naming what to set."""
     from shelly_dist.state.connection import connect
     from shelly_dist.state.keys import Keys
 
-    settings = load_settings(config_path, shelly_dir)
-    client = connect(settings.redis_url, client_name="shelly-cli")
+    distributed = load_config(find_config(config_path, shelly_dir)).distributed
+    redis_url = distributed.effective_redis_url()
+    if not redis_url:
+        raise UsageError(f"{command}: the run journals live in Redis: set distributed.redis_url in the config "
+                         "(or a Redis distributed.broker_url, or SHELLY_REDIS_URL)")
+    client = connect(redis_url, client_name="shelly-cli")
     try:
-        yield client, Keys(settings.key_prefix)
+        yield client, Keys(distributed.key_prefix)
     finally:
         await client.aclose()

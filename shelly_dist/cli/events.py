@@ -98,7 +98,7 @@ def events_command(session_id: str, follow: bool, as_json: bool, config_path: st
         if not _pooled(config_path, shelly_dir):
             await embedded()
             return
-        async with redis_for(config_path, shelly_dir) as (client, keys):
+        async with redis_for(config_path, shelly_dir, "events") as (client, keys):
             from shelly_dist.runtime.celery.client.events import read_events
 
             if not await _known(client, keys, session_id):

@@ -16,6 +16,7 @@ import click
 from shelly_dist.cli.distributed import redis_for
 from shelly_dist.cli.errors import run_async
 from shelly_dist.cli.options import config_options, json_option, session_option
+from shelly_dist.errors import UsageError
 from shelly_dist.runtime.spending import Spent, spent_by_run
 
 if TYPE_CHECKING:  # the pool's modules import Celery: only once a command reads them
@@ -71,12 +72,13 @@ def runs_command(session_id: str, as_json: bool, config_path: str | None, shelly
     async def main() -> None:
         from shelly_dist.runtime.celery.client.trees import load_runs
 
-        async with redis_for(config_path, shelly_dir) as (client, keys):
+        async with redis_for(config_path, shelly_dir, "runs") as (client, keys):
             records = await load_runs(client, keys, session_id)
+        if not records:
+            raise UsageError(f"runs: no runs in session {session_id} (a session id from `shelly sessions`; "
+                             "runs are kept for distributed.retention after they end)")
         if as_json:
             click.echo(json.dumps(runs_json(records), ensure_ascii=False))
-        elif not records:
-            click.echo(f"no runs in session {session_id}", err=True)
         else:
             click.echo("\n".join(tree_lines(records)))
 
