@@ -280,6 +280,7 @@ def test_worker_with_another_config_fails_the_run_naming_both_fingerprints(clust
     events = cluster.events(json.loads(out.stdout)["session"])
     finished = next(e for e in events if e["kind"] == "run_finished")
     assert "config fingerprint mismatch" in finished["data"]["entry"]["error"]
+    assert "To fix: start the workers with the same config" in finished["data"]["entry"]["error"]
 
 
 def _signal_a_waiting_coordinator(cluster: Cluster, sig: int, *, ends_runs: bool = True) -> tuple[str, int, str, float]:

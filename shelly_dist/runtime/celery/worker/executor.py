@@ -147,7 +147,9 @@ class Executor:
                 theirs = claim.lease.record.fingerprint
                 error = (f"run {run_id}: config fingerprint mismatch: the run has {theirs}, "
                          f"worker {self.hostname} has {self.ctx.fingerprint}, and no worker of the run's config "
-                         f"was seen in the last {GENERATION_GRACE:g}s")
+                         f"was seen in the last {GENERATION_GRACE:g}s. To fix: start the workers with the same "
+                         "config and python: modules as the coordinator (restart them after a change; "
+                         "`shelly doctor` names a worker of another config), then run again")
                 return await self._end(claim.lease, self._sink(claim.lease), self._life(claim.lease.record), None,
                                        DelegateEntry(agent=claim.lease.record.agent, error=error))
         lease = claim.lease
