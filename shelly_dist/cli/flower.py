@@ -4,7 +4,8 @@ Flower shows the pool's side of things: workers, and each ``shelly.run_agent`` /
 ``shelly.resume_agent`` task (listed as ``shelly.run_agent[<agent>]``) with its agent, depth,
 session and task preview; a failed or canceled run's task is FAILURE with the reason. Its UI and
 API control workers, so it refuses to start without credentials unless ``--no-auth`` is given, and
-a config without a broker is one ``shelly:`` line before Flower starts.
+a config without a broker, or a broker that does not answer, is one ``shelly:`` line before
+Flower starts.
 
 The credentials never reach a command line, which every user of the machine can read (``ps``,
 ``/proc/PID/cmdline``): they come from ``SHELLY_FLOWER_BASIC_AUTH`` or ``FLOWER_BASIC_AUTH`` (or,
@@ -28,14 +29,21 @@ FLOWER_AUTH_ENV = "FLOWER_BASIC_AUTH"
 
 
 def _check_config(config_path: str | None, shelly_dir: str) -> None:
-    """Load the config as Flower's process will and check it names a broker, so a missing config
-    or broker is one ``shelly:`` line here, not a traceback from inside Celery after the exec."""
+    """Load the config as Flower's process will, check it names a broker and that the broker
+    answers, so a missing config or a broker that is wrong or down is one ``shelly:`` line here
+    (exit 2, naming the setting), not a Flower that starts and shows nothing while Celery retries."""
     from shelly_dist.engine.config import find_config, load_config
     from shelly_dist.engine.config_runtime import runtime_settings
 
     try:
-        runtime_settings(load_config(find_config(config_path, shelly_dir)))
+        settings = runtime_settings(load_config(find_config(config_path, shelly_dir)))
     except ShellyError as exc:
+        fail(exc)
+    from shelly_dist.runtime.celery.broker import create_app, ensure_broker
+
+    try:
+        ensure_broker(create_app(settings), retries=1)
+    except Exception as exc:  # kombu's OperationalError, an OSError: explained (cli.explain)
         fail(exc)
 
 

@@ -162,6 +162,13 @@ def test_shelly_flower_without_a_broker_is_one_line_exit_2(tmp_path: Path) -> No
     assert the_line(out).startswith("shelly: config: distributed.broker_url: a broker is required")
 
 
+def test_shelly_flower_whose_broker_is_down_is_one_line_exit_1_before_flower_starts(tmp_path: Path) -> None:
+    out = shelly(project(tmp_path, {"broker_url": f"redis://127.0.0.1:{REFUSED_PORT}/0"}), "flower", "--port", "1",
+                 env={"SHELLY_FLOWER_BASIC_AUTH": "ops:pw"})
+    assert out.returncode == 1, out.stderr
+    assert the_line(out).startswith("shelly: the broker cannot be reached (Error 111 connecting to 127.0.0.1:6421")
+
+
 def test_the_celery_app_outside_a_project_is_one_line_that_names_no_celery_option(tmp_path: Path) -> None:
     base = {k: v for k, v in os.environ.items() if not k.startswith("SHELLY_")}
     out = subprocess.run([sys.executable, "-m", "celery", "-A", "shelly_dist.runtime.celery_app", "worker"],
