@@ -31,6 +31,7 @@ from shelly_dist.engine import config_models, extensions
 from shelly_dist.engine.config_keys import prune
 from shelly_dist.engine.config_models import Config
 from shelly_dist.engine.config_rules import Problem, leniencies, problems
+from shelly_dist.engine.vendor_keys import fill_vendor_keys
 from shelly_dist.errors import ConfigError
 from shelly_dist.tools import control_files
 
@@ -176,6 +177,8 @@ def config_from_data(data: Any, env: Mapping[str, str] | None = None, *, source:
         _raise([("(top level)", "the file must hold a mapping of sections")], source)
     keyless_of = missing_keys(data, env)
     data = expand_env(data, env)
+    if isinstance(data, dict):
+        keyless_of += fill_vendor_keys(data, env, {name for name, _ in keyless_of})
     unknown = [(path, _unknown_key(path, known)) for path, known in prune(data, Config)]
     overrides = {field: env[var] for var, field in ENV_OVERRIDES.items() if env.get(var)}
     if overrides:

@@ -35,3 +35,51 @@ def test_run_with_a_provider_whose_key_variable_is_not_set_names_it_in_one_line(
     result = invoke("run", "hello", "--quiet")
     assert result.exit_code == 1
     assert 'shelly: provider "claude": ANTHROPIC_API_KEY is not set' in result.stderr
+
+
+def _claude_without_a_key_line(workdir: Path, **provider: str) -> None:
+    (workdir / ".shelly").mkdir()
+    (workdir / ".shelly" / "config.yaml").write_text(yaml.safe_dump({
+        "providers": [{"name": "claude", "kind": "anthropic", "model": "claude-x", **provider}],
+        "agents": [{"name": "solo"}],
+    }))
+
+
+def test_doctor_names_a_vendor_provider_with_no_key_and_no_vendor_variable(
+    invoke, workdir: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    _claude_without_a_key_line(workdir)
+    result = invoke("doctor")
+    assert 'provider "claude": no api_key, and ANTHROPIC_API_KEY is not set' in result.output
+
+
+def test_run_with_a_vendor_provider_with_no_key_fails_at_once_naming_the_variable(
+    invoke, workdir: Path, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    _claude_without_a_key_line(workdir)
+    result = invoke("run", "hello", "--quiet")
+    assert result.exit_code == 1
+    assert 'shelly: provider "claude": no api_key, and ANTHROPIC_API_KEY is not set' in result.stderr
+
+
+def test_an_exported_vendor_variable_is_the_key_of_a_provider_with_none() -> None:
+    from shelly_dist.engine.config import parse_config
+
+    text = yaml.safe_dump({"providers": [{"name": "claude", "kind": "anthropic", "model": "claude-x"}],
+                           "agents": [{"name": "solo"}]})
+    cfg = parse_config(text, {"ANTHROPIC_API_KEY": "sk-ant-exported"})
+    assert cfg.providers[0].api_key == "sk-ant-exported"
+    assert not cfg.warnings
+
+
+def test_a_server_of_ones_own_is_never_sent_the_vendors_key() -> None:
+    from shelly_dist.engine.config import parse_config
+
+    text = yaml.safe_dump({"providers": [{"name": "local", "kind": "openai", "model": "qwen",
+                                          "base_url": "http://127.0.0.1:8080/v1"}],
+                           "agents": [{"name": "solo"}]})
+    cfg = parse_config(text, {"OPENAI_API_KEY": "sk-openai-secret"})
+    assert cfg.providers[0].api_key == ""
+    assert not cfg.warnings
