@@ -136,3 +136,21 @@ def test_no_doc_cites_a_section_of_a_design_document_users_do_not_have() -> None
     citing = [f"{doc.relative_to(ROOT)}: {m}" for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
               for m in re.findall(r"DESIGN(?:\.md)? §[\w .]+", doc.read_text(encoding="utf-8"))]
     assert citing == []
+
+
+def test_the_built_in_toolboxes_table_lists_every_toolbox_with_its_tools(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from shelly_dist.engine.config import parse_config
+    from shelly_dist.engine.config_models import BUILTIN_TOOLBOXES
+    from shelly_dist.engine.shellydir import ShellyDir
+    from shelly_dist.engine.stores import SessionStores
+    from shelly_dist.engine.toolboxes import Toolboxes
+
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "docs" / "reference.md").read_text()
+    section = text.split("## Built-in toolboxes", 1)[1].split("\n## ", 1)[0]
+    documented = {m.group(1): re.findall(r"`([a-z_]+)`", m.group(2))
+                  for m in re.finditer(r"^\| `([a-z]+)` \| ([^|]+) \|", section, re.MULTILINE)}
+    cfg = parse_config("providers: [{name: p, kind: scripted}]\nagents: [{name: a, provider: p}]\n", {})
+    boxes = Toolboxes(cfg, ShellyDir(tmp_path / ".shelly"), SessionStores.from_config(cfg.distributed))
+    built = {name: [t.name for t in boxes.named(name, "0123456789abcdef").tools()] for name in BUILTIN_TOOLBOXES}
+    assert documented == built
