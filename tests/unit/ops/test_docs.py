@@ -154,3 +154,15 @@ def test_the_built_in_toolboxes_table_lists_every_toolbox_with_its_tools(tmp_pat
     boxes = Toolboxes(cfg, ShellyDir(tmp_path / ".shelly"), SessionStores.from_config(cfg.distributed))
     built = {name: [t.name for t in boxes.named(name, "0123456789abcdef").tools()] for name in BUILTIN_TOOLBOXES}
     assert documented == built
+
+
+def test_the_workflow_example_kickoff_wakes_only_the_coder() -> None:
+    # a mention of the reviewer in the kickoff woke it before any patch existed
+    import yaml
+
+    from shelly_dist.workspace.models import MENTION
+
+    text = (ROOT / "docs" / "workflows.md").read_text()
+    block = next(b for b in text.split("```yaml\n")[1:] if b.startswith("name: review"))
+    workflow = yaml.safe_load(block.split("```", 1)[0])
+    assert MENTION.findall(workflow["kickoff"]) == ["coder"]
