@@ -115,13 +115,16 @@ def record_reply(span: Span, *, input_tokens: int, output_tokens: int, cost_usd:
 
 async def execute_tool(name: str, call_id: str, job: Awaitable[None], results: Mapping[str, Any]) -> None:
     """Await ``job`` (one tool call of a step) inside its ``execute_tool`` span; an error result
-    found in ``results`` under ``call_id`` afterwards marks the span as an error."""
+    found in ``results`` under ``call_id`` afterwards marks the span as an error, described by the
+    result's text only when content capture is on (a tool's output is content: a file read, a
+    command's output)."""
     attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": call_id}
     with _span(f"execute_tool {name}", SpanKind.INTERNAL, attributes) as span:
         await job
         result = results.get(call_id)
         if result is not None and getattr(result, "is_error", False):
-            span.set_status(Status(StatusCode.ERROR, str(getattr(result, "content", ""))[:200]))
+            said = str(getattr(result, "content", ""))[:200] if capture_content() else "the tool answered an error"
+            span.set_status(Status(StatusCode.ERROR, said))
             span.set_attribute("error.type", "tool_error")
 
 

@@ -70,3 +70,15 @@ def test_without_a_span_a_child_request_carries_no_context():
     request = ChildRequest(key="k", tool_call_id="c", index=0, agent="helper", task="t", depth=1,
                            visited=[], parent_run_id="r1", parent_agent="lead")
     assert request.trace == {}
+
+
+async def test_a_tool_errors_text_is_on_its_span_only_when_capture_is_on(exported: InMemorySpanExporter,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    results = {"c1": ToolResult(tool_call_id="c1", content="DB_PASSWORD=hunter2 in .env.prod", is_error=True)}
+    for capture in ("", "true"):
+        monkeypatch.setenv(tracing.CAPTURE_CONTENT, capture)
+        await tracing.execute_tool("fs_read", "c1", _nothing(), results)
+    off, on = exported.get_finished_spans()
+    assert "hunter2" not in repr(off.status.description) and "hunter2" not in repr(dict(off.attributes))
+    assert off.status.status_code.name == "ERROR"
+    assert on.status.description == "DB_PASSWORD=hunter2 in .env.prod"
