@@ -2,11 +2,12 @@
 
 0 success; 1 the run failed (a model, tool, agent or store error — the message, never a
 traceback); 2 bad usage or an invalid config (the message names the field); 130 interrupted
-(Ctrl-C, or a cancelled run). Every command runs its coroutine through :func:`run_async`, so no
-command decides an exit code on its own. First-hour failures from below (a missing module, Redis
-refusing the connection or the password, an unreachable broker, a read-only or missing directory)
-become one line naming the cause and the fix (:mod:`shelly_dist.cli.explain`): exit 2 for what the
-user must set up or configure, 1 for a service that could not be reached. Never a traceback on
+(Ctrl-C: ``interrupted``), or a run canceled from elsewhere (``run …: canceled (by `shelly
+cancel`…``). Every command runs its coroutine through :func:`run_async`, so no command decides
+an exit code on its own. First-hour failures from below (a missing module, Redis refusing the
+connection or the password, an unreachable broker, a read-only or missing directory) become one
+line naming the cause and the fix (:mod:`shelly_dist.cli.explain`): exit 2 for what the user
+must set up or configure, 1 for a service that could not be reached. Never a traceback on
 stderr; ``-v`` logs it.
 """
 
@@ -62,6 +63,8 @@ def exit_code(exc: BaseException) -> int:
 def describe(exc: BaseException) -> tuple[int, str]:
     """The exit code and the one-line message for ``exc``."""
     code = exit_code(exc)
+    if isinstance(exc, RunCancelled):  # someone canceled the run (`shelly cancel`, the console): not Ctrl-C
+        return code, f"{exc} (by `shelly cancel`, the console or the API)"
     if code == EXIT_INTERRUPTED:
         return code, "interrupted"
     if code == EXIT_TERMINATED:

@@ -214,7 +214,9 @@ def test_cancelling_a_session_cancels_every_run_and_stops_model_calls(cluster: C
         finally:
             if coordinator.poll() is None:
                 coordinator.kill()
-        assert coordinator.returncode == 130, coordinator.stderr.read() if coordinator.stderr else ""
+        err = coordinator.stderr.read() if coordinator.stderr else ""
+        assert coordinator.returncode == 130, err
+        assert "canceled (by `shelly cancel`" in err and "interrupted" not in err  # not what Ctrl-C says
         assert len(cluster.runs(session)) == 4
         assert len(server.requests) == seen, "no model request after the cancel"
 
