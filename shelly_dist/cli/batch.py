@@ -112,9 +112,11 @@ async def run_item(engine: Engine, item: BatchItem, pool: PoolItems | None = Non
 class Totals:
     """What the items a batch ran spent, summed as their output lines are written."""
 
-    def __init__(self) -> None:
+    def __init__(self, unread: int = 0) -> None:
         self.items = 0
         self.failed = 0
+        self.unread = unread
+        """Lines of the input that were not an item (bad JSON, a missing field): never run."""
         self.usage = Usage()
 
     def add(self, record: dict[str, Any]) -> None:
@@ -125,10 +127,12 @@ class Totals:
 
     def line(self) -> str:
         """The batch's last line on stderr: ``batch: 80 items (2 failed), 12,345 tokens, $0.0123,
-        160 model requests``."""
+        160 model requests`` (and ``, 1 input line not read`` when the input had bad lines)."""
         u = self.usage
         failed = f" ({self.failed} failed)" if self.failed else ""
-        return (f"batch: {self.items} items{failed}, {u.total_tokens:,} tokens "
+        unread = (f", {self.unread} input line{'s' if self.unread != 1 else ''} not read (see above)"
+                  if self.unread else "")
+        return (f"batch: {self.items} items{failed}{unread}, {u.total_tokens:,} tokens "
                 f"({u.input_tokens:,} in, {u.output_tokens:,} out, "
                 f"{u.cache_read_tokens + u.cache_creation_tokens:,} cache), ${u.cost_usd:.4f}, "
                 f"{u.model_requests:,} model requests")
@@ -262,7 +266,7 @@ async def _main(
             await pool.runtime.check()
         if concurrency is None:
             concurrency = 64 if pool is not None else 8
-        totals = Totals()
+        totals = Totals(unread=len(problems))
         try:
             if quiet or not todo:
                 failed = await run_batch(engine, todo, output, concurrency=concurrency, pool=pool, totals=totals)

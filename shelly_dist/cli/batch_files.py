@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import click
@@ -53,7 +54,12 @@ def read_items(path: Path) -> tuple[list[BatchItem], list[str]]:
             item = BatchItem.model_validate_json(line)
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "line"
+            if first["type"] == "json_invalid":  # pydantic's "Invalid JSON: …" has no field to name
+                said = str(first.get("ctx", {}).get("error") or first["msg"].removeprefix("Invalid JSON: "))
+                said = re.sub(r"at line 1 column (\d+)", r"at column \1", said)  # the line is one JSON line
+                problems.append(f"line {n}: invalid JSON ({said})")
+                continue
+            where = ".".join(str(p) for p in first["loc"]) or "the line"
             problems.append(f"line {n}: {where}: {first['msg']}")
             continue
         lines_of.setdefault(item.id, []).append(n)

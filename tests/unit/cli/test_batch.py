@@ -167,3 +167,15 @@ def test_each_output_line_carries_its_trees_usage_and_cost_and_the_batch_ends_wi
     summary = result.stderr.strip().splitlines()[-1]
     assert summary == (f"batch: 3 items, 3,600 tokens (3,000 in, 600 out, 0 cache), ${3 * cost:.4f}, "
                        "3 model requests")
+
+
+def test_a_line_that_is_not_json_is_named_with_its_number_and_the_parsers_words(  # type: ignore[no-untyped-def]
+    invoke, workdir: Path
+) -> None:
+    write_config(workdir, {"*": ["done: {task}"]})
+    (workdir / "in.jsonl").write_text('{"id": "a", "task": "x"}\n{"id": "b", "task": }\n')
+    result = invoke("batch", "--tasks", "in.jsonl", "--output", "out.jsonl", "--quiet")
+    assert result.exit_code == 1
+    assert "batch: in.jsonl: line 2: invalid JSON (expected value at column 21)" in result.stderr
+    assert "line: Invalid JSON" not in result.stderr
+    assert "batch: 1 items, 1 input line not read (see above)," in result.stderr  # the summary counts it
