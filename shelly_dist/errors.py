@@ -267,6 +267,11 @@ class RunCancelled(RunError):
     """The run (or its whole tree) was cancelled."""
 
 
+class RunNotFound(RunError):
+    """The run's record is gone: never created, expired, or lost with Redis's data (a Redis
+    restarted without persistence while the run was waited for)."""
+
+
 class StepTimeout(RunError):
     """A step exceeded its time limit."""
 

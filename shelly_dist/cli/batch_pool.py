@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from shelly_dist.cancellation import raise_if_cancelled
 from shelly_dist.chats import Message
 from shelly_dist.engine.sessions import new_session_id
-from shelly_dist.errors import RunError
+from shelly_dist.errors import RunError, RunNotFound
 
 if TYPE_CHECKING:  # the pool's modules import Celery: only when a batch runs on it
     from shelly_dist.runtime.celery.journal import RunRecord
@@ -57,6 +58,11 @@ class PoolRuntime(Protocol):
 
     async def provider_batches(self, session: str) -> None: ...
 
+
+logger = logging.getLogger(__name__)
+
+VANISHED_RESUBMITS = 3
+"""Times an item whose run vanished from Redis while waited for is submitted again."""
 
 STARTING = 16
 """Items looked up and submitted at once (each a record read, a transaction and a send, a few
@@ -106,7 +112,31 @@ class PoolItems:
     async def run(self, agent: str, item_id: str, messages: list[Message]) -> dict[str, Any]:
         """Submit (or adopt) the item's run and wait for its end; the output fields of a success.
 
-        Raises :class:`ItemFailed` for a run that failed or was canceled while this batch waited."""
+        A run whose record vanished while it was waited for (Redis restarted without persistence:
+        the record, its journal and its queued task are gone) is submitted again, up to
+        :data:`VANISHED_RESUBMITS` times, instead of the item being written as an error a rerun
+        would skip. Raises :class:`ItemFailed` for a run that failed or was canceled while this
+        batch waited."""
+        from shelly_dist.runtime.celery.journal import RunStatus
+
+        for resubmit in range(VANISHED_RESUBMITS + 1):
+            run_id = await self._started(agent, item_id, messages)
+            try:
+                ended = await self.runtime.wait(run_id)
+                break
+            except RunNotFound:
+                if resubmit == VANISHED_RESUBMITS:
+                    raise
+                logger.warning("batch: item %r: its run %s is gone from Redis (restarted without persistence?); "
+                               "submitting it again", item_id, run_id)
+        self.waiting.discard(run_id)  # kept on cancellation: cancel_all stops it
+        usage = ended.tree_spent().model_dump()
+        if ended.status != RunStatus.DONE:
+            raise ItemFailed(ended.error or f"run {run_id} {ended.status}", run_id=run_id, usage=usage)
+        return {"status": "completed", "reply": ended.reply, "run": run_id, "usage": usage}
+
+    async def _started(self, agent: str, item_id: str, messages: list[Message]) -> str:
+        """The item's run id, submitted unless it is already recorded and past ``queued``."""
         from shelly_dist.runtime.celery.journal import RunStatus
 
         async with self._starting:  # a few at a time: 10,000 at once only queue for connections
@@ -121,12 +151,7 @@ class PoolItems:
                 self.submitting.add(submit)
                 submit.add_done_callback(self.submitting.discard)
                 await asyncio.shield(submit)
-        ended = await self.runtime.wait(run_id)
-        self.waiting.discard(run_id)  # kept on cancellation: cancel_all stops it
-        usage = ended.tree_spent().model_dump()
-        if ended.status != RunStatus.DONE:
-            raise ItemFailed(ended.error or f"run {run_id} {ended.status}", run_id=run_id, usage=usage)
-        return {"status": "completed", "reply": ended.reply, "run": run_id, "usage": usage}
+        return run_id
 
     async def _submit(self, agent: str, messages: list[Message], run_id: str) -> str:
         session = new_session_id()

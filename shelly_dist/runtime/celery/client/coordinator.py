@@ -23,7 +23,7 @@ from shelly_dist.agent.children import Ending
 from shelly_dist.agent.records import LiveDelegation
 from shelly_dist.agent.steering import SteerMessage
 from shelly_dist.chats import Message, Role
-from shelly_dist.errors import RunCancelled, RunError, UsageError
+from shelly_dist.errors import RunCancelled, RunNotFound, UsageError
 from shelly_dist.events import Event, EventSink
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome, check_run_id
@@ -340,7 +340,7 @@ class CeleryRuntime:
     async def cancel(self, run_id: str) -> list[str]:
         record = await self.journal.record(run_id)
         if record is None:
-            raise RunError(f"run {run_id}: not found", run_id=run_id)
+            raise RunNotFound(f"run {run_id}: not found", run_id=run_id)
         return await cancel_tree(self.client, self.journal.keys, record.root)
 
     async def cancel_session(self, session: str) -> list[str]:

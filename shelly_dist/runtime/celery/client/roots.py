@@ -26,7 +26,7 @@ from collections.abc import Callable
 import redis.asyncio as aioredis
 
 from shelly_dist.cancellation import pause
-from shelly_dist.errors import RunError
+from shelly_dist.errors import RunError, RunNotFound
 from shelly_dist.runtime.celery.journal import RunRecord
 from shelly_dist.state.blocking import read_through
 from shelly_dist.state.connection import redis_errors
@@ -158,7 +158,7 @@ class RootWaiter:
             raws = await read_through("coordinator", lambda c=chunk: self._pipelined(c, status=False))
             for run_id, raw in zip(chunk, raws, strict=True):
                 if not raw:
-                    self._settle(run_id, error=RunError(f"run {run_id}: not found", run_id=run_id))
+                    self._settle(run_id, error=RunNotFound(f"run {run_id}: not found", run_id=run_id))
                     continue
                 record = RunRecord.parse({"id": run_id, **raw})
                 if record.ended:
