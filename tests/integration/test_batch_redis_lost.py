@@ -5,9 +5,9 @@ found``, and a rerun skipped it as done, with exit 0)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
