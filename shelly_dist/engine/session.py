@@ -11,6 +11,8 @@ not, so a session on disk only ever holds completed exchanges.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
@@ -22,7 +24,7 @@ from shelly_dist.agent.effects.compact import summarize
 from shelly_dist.chats import Message, Role, Text
 from shelly_dist.chats.parts import Part
 from shelly_dist.engine.sessions import SessionInfo
-from shelly_dist.errors import SessionNotSaved, StoreError, UsageError
+from shelly_dist.errors import RunCancelled, SessionNotSaved, StoreError, UsageError
 from shelly_dist.events import Event
 from shelly_dist.runtime import RunOutcome
 from shelly_dist.runtime.base import check_run_id
@@ -96,6 +98,11 @@ class Session:
                 outcome = await self.engine.runtime.execute(self.agent, messages, session=self.id, run_id=run_id)
             except BaseException as exc:
                 self._publish(events.ERROR, error=str(exc) or type(exc).__name__, type=type(exc).__name__)
+                if self.persist and isinstance(exc, asyncio.CancelledError | RunCancelled):
+                    # canceled (Ctrl-C, `shelly cancel`): still listed, continued from what was said;
+                    # a failed send is not saved (its error is the answer to fix, then ask again)
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(self._save_answered())
                 raise
             self._publish(
                 events.AGENT_END,
@@ -182,6 +189,13 @@ class Session:
                              f"answerer ({type(answerer).__name__}), not Session.respond")
         return None, answerer
 
+    async def _save_answered(self) -> None:
+        """Save the conversation of a send that was canceled, up to its last
+        point where every tool call has its result: ``shelly sessions`` lists it, and ``--session``
+        continues from there (a provider refuses a tool call without its result)."""
+        kept = answered_prefix(self.agent.chat.messages())
+        self.info = await self.engine.sessions.save(self.info, kept)
+
     async def save(self) -> SessionInfo:
         """Write the conversation to the engine's session store (overwrites the record)."""
         self.info = await self.engine.sessions.save(self.info, self.agent.chat.messages())
@@ -196,3 +210,15 @@ class Session:
 
     def __repr__(self) -> str:
         return f"Session(name={self.name!r}, id={self.id!r}, agent={self.agent.config_name!r})"
+
+
+def answered_prefix(messages: list[Message]) -> list[Message]:
+    """The longest prefix of ``messages`` in which every tool call has its result."""
+    pending: set[str] = set()
+    end = 0
+    for i, m in enumerate(messages, start=1):
+        pending |= {c.id for c in m.tool_calls()}
+        pending -= {r.tool_call_id for r in m.tool_results()}
+        if not pending:
+            end = i
+    return messages[:end]

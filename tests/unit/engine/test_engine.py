@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from shelly_dist import events
+from shelly_dist.chats import Message, Role
 from shelly_dist.engine import Config, Engine, config_from_data
 from shelly_dist.engine.agents import delegation_depth
 from shelly_dist.errors import ConfigError, ModelError, UsageError
@@ -466,3 +468,32 @@ def test_a_legacy_permissions_file_on_a_read_only_shelly_dir_is_copied_and_left_
     assert legacy.permissions_file(sd) == sd.permissions
     assert sd.permissions.read_text() == '["/srv/x"]' and sd.legacy_permissions.read_text() == '["/srv/x"]'
     assert legacy.permissions_file(sd) == sd.permissions  # the next start finds the new file
+
+
+async def test_a_canceled_send_is_saved_up_to_what_was_answered_and_listed(tmp_path: Path) -> None:
+    cfg = make_config({"*": [{"text": "too late", "delay": 60}]})
+    async with await open_engine(cfg, tmp_path) as engine:
+        session = engine.session()
+        send = asyncio.ensure_future(session.send("the question"))
+        deadline = time.monotonic() + 30
+        while not any(m.role == Role.USER for m in session.agent.chat.messages()):  # the run has begun
+            assert time.monotonic() < deadline, "the send never started"
+            await asyncio.sleep(0.01)
+        send.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await send
+        (info,) = await engine.sessions.list()
+        _, saved = await engine.sessions.load(session.id)
+    assert (info.id, info.preview) == (session.id, "the question")
+    assert [m.text_content() for m in saved if m.role == Role.USER] == ["the question"]
+
+
+def test_a_canceled_conversation_is_kept_up_to_its_last_answered_tool_call() -> None:
+    from shelly_dist.chats import ToolCall, ToolResult
+    from shelly_dist.engine.session import answered_prefix
+
+    asked = Message.text("user", Role.USER, "q")
+    answered = Message(sender="a", role=Role.ASSISTANT, parts=[ToolCall(id="c1", name="t", arguments="{}")])
+    result = Message(sender="t", role=Role.TOOL, parts=[ToolResult(tool_call_id="c1", content="ok")])
+    dangling = Message(sender="a", role=Role.ASSISTANT, parts=[ToolCall(id="c2", name="t", arguments="{}")])
+    assert answered_prefix([asked, answered, result, dangling]) == [asked, answered, result]
