@@ -9,7 +9,8 @@
   at most :data:`TEXT_LIMIT` bytes: every provider takes text;
 - anything else, a missing file or one over its limit is a ``UsageError`` naming the file.
 
-The bytes travel in the message from then on (journaled with it on the pool, saved content-hashed
+The bytes travel in the message from then on (journaled on the pool by content hash, once for every
+run that carries them: ``runtime/celery/journal/blobs.py``; saved content-hashed
 with the session), so a worker never reads the user's file, which it may not have.
 """
 

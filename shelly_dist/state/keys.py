@@ -162,6 +162,11 @@ class Keys:
         (ms): whoever passes a due time claims it (one script on this key alone) and fires it."""
         return f"{self.prefix}team:due"
 
+    def blob(self, digest: str) -> str:
+        """An attachment's base64 bytes by their sha256 (``digest``), stored once for every run
+        that carries them (``runtime/celery/journal/blobs.py``); each use renews its expiry."""
+        return f"{self.prefix}blob:{digest}"
+
     # -- per run -----------------------------------------------------------------------------
 
     def run(self, run_id: str) -> str:

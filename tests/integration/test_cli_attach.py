@@ -6,6 +6,7 @@ bytes it finds in the journal, even when the file is gone."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import subprocess
 import sys
@@ -101,3 +102,49 @@ def test_a_batch_items_attachment_reaches_the_model_from_the_journal_on_a_worker
         assert record["status"] == "completed" and record["reply"] == "a red dot"
         content = wait_until(lambda: server.requests, 10, "the request")[0].body["messages"][-1]["content"]
         assert content[-1] == {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{DATA}"}}
+
+
+def test_an_attachment_is_journaled_once_by_content_hash_and_reaches_the_model_from_it(cluster: Cluster) -> None:
+    big = PNG + b"\0" * 30_000  # past what is journaled inline; the magic bytes keep it an image
+    data = base64.b64encode(big).decode()
+    digest = hashlib.sha256(data.encode()).hexdigest()
+    with ModelServer(default=Reply(text="a red dot")) as server:
+        cluster.write_config([{"name": "v", "kind": "openai", "model": "m", "base_url": server.url, "api_key": "k",
+                               "rate_limit": {"max_retries": 0}}], [{"name": "looker", "provider": "v"}])
+        inbox = cluster.root / "inbox"
+        inbox.mkdir()
+        (inbox / "picture.png").write_bytes(big)
+        (inbox / "items.jsonl").write_text("".join(json.dumps(
+            {"id": i, "task": "What is in this picture?", "attachments": ["picture.png"]}) + "\n" for i in ("a", "b")))
+        batch = cluster.popen("batch", "--tasks", "inbox/items.jsonl", "--output", "out.jsonl", "--quiet")
+        try:
+            wait_until(lambda: len(roots_with_input(cluster)) == 2, 60, "both items submitted")
+            (inbox / "picture.png").unlink()  # the worker could not read the file if it tried
+            inputs = roots_with_input(cluster)
+            cluster.start_worker("w1")
+            _, err = batch.communicate(timeout=120)
+        finally:
+            if batch.poll() is None:
+                batch.kill()
+                batch.communicate()
+        assert batch.returncode == 0, err + cluster.worker_log()
+        assert all(data not in i and f"shelly-blob:sha256:{digest}" in i for i in inputs)  # a reference each
+        blob = f"{cluster.prefix}blob:{digest}"
+        assert cluster.redis.get(blob) == data and cluster.redis.ttl(blob) > 0  # stored once, expiring
+        assert len(list(cluster.redis.scan_iter(match=f"{cluster.prefix}blob:*"))) == 1
+        journaled = [m for key in cluster.redis.scan_iter(match=cluster.prefix + "run:*:msgs")
+                     for m in cluster.redis.lrange(key, 0, -1)]
+        assert any(digest in m for m in journaled) and not any(data in m for m in journaled)  # checkpoints too
+        images = [r.body["messages"][-1]["content"][-1] for r in server.requests]
+        assert images == [{"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}] * 2
+
+
+def roots_with_input(cluster: Cluster) -> list[str]:
+    """The ``input`` field of every root run record that has one (a batch item's messages)."""
+    out = []
+    for key in cluster.redis.scan_iter(match=cluster.prefix + "run:*"):
+        if key.count(":") == cluster.prefix.count(":") + 1 and cluster.redis.type(key) == "hash":
+            value = cluster.redis.hget(key, "input")
+            if value:
+                out.append(value)
+    return out

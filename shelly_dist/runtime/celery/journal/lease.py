@@ -21,12 +21,13 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shelly_dist.agent import ChildRequest, RunState
 from shelly_dist.agent.children import Ending, child_run_id
 from shelly_dist.chats import Message
+from shelly_dist.runtime.celery.journal import blobs
 from shelly_dist.runtime.celery.journal.record import RunRecord, RunStatus, child_key
 from shelly_dist.runtime.celery.journal.renewer import renew_request
 from shelly_dist.runtime.celery.journal.store import LeaseLost, RunStore
@@ -47,10 +48,14 @@ class Held:
     state: str
     """The :class:`RunState` JSON without its messages."""
     messages: list[str]
+    blobs: dict[str, str] = field(default_factory=dict)
+    """The attachments' bytes the messages reference, by digest (:mod:`.blobs`): written first."""
 
     @classmethod
     def of(cls, offset: int, state: RunState, new: list[Message]) -> Held:
-        return cls(offset, state.model_dump_json(exclude={"messages"}), [m.model_dump_json() for m in new])
+        journaled, stashed = blobs.stash(new)
+        return cls(offset, state.model_dump_json(exclude={"messages"}), [m.model_dump_json() for m in journaled],
+                   stashed)
 
 
 @dataclass
@@ -108,6 +113,7 @@ class Lease:
         args += held.messages
         keys = [st.keys.run(r.id), st.keys.run_msgs(r.id), st.keys.run(r.root), st.keys.run_lease(r.id),
                 *st.stream_keys(r.session)]
+        await blobs.put(st.client, st.keys, held.blobs, st.settings.retention)
         count, canceled, r.stop, steer = await st.run_script(st.scripts.checkpoint, keys, args)
         r.steer = int(steer)
         await st.append_events(r.session, events)
@@ -162,6 +168,7 @@ class Lease:
             args += ["", "", 0]
         else:
             args += [held.offset, held.state, len(held.messages), *held.messages]
+            await blobs.put(st.client, st.keys, held.blobs, st.settings.retention)
         for k, v in fields.items():
             args += [k, v]
         # A child's finish may complete its parent's join, making the parent's resume due at

@@ -24,6 +24,7 @@ from shelly_dist.agent import DelegateEntry
 from shelly_dist.agent.children import child_run_id
 from shelly_dist.chats import Message
 from shelly_dist.errors import StoreError
+from shelly_dist.runtime.celery.journal import blobs
 from shelly_dist.runtime.celery.journal.lease import Lease
 from shelly_dist.runtime.celery.journal.record import TERMINAL, RunRecord, RunStatus, child_key
 from shelly_dist.runtime.celery.journal.store import RunStore
@@ -92,6 +93,7 @@ class Journal:
         someone else meanwhile): the id is an idempotency key. Returns whether this call created it.
         """
         now = time.time()
+        messages, stashed = blobs.stash(messages or [])
         fields = RunRecord.new(
             run_id, agent=agent, root=run_id, session=session, mode=mode, task=task, fingerprint=fingerprint,
             status=RunStatus.QUEUED if mode == "worker" else RunStatus.RUNNING, owner=owner,
@@ -103,6 +105,8 @@ class Journal:
             # Redis full (or read-only) while a run starts: wait for room as every journal write
             # does, instead of failing the command (each attempt writes all or nothing, or what a
             # repeat writes again: the index entry is NX, the tree transaction watched).
+            if stashed:  # the attachments' bytes before the input that references them
+                await write_through(lambda: blobs.put(self.client, self.keys, stashed, self.settings.retention))
             return await write_through(lambda: self._write_root(run_id, session, fields, mode, now, if_absent))
 
     async def _write_root(self, run_id: str, session: str, fields: dict[str, str], mode: str, now: float,
@@ -343,7 +347,13 @@ class Journal:
             return []
         with redis_errors("journal"):
             raw = await self.client.lrange(self.keys.run_msgs(run_id), 0, count - 1)
-        return [Message.model_validate_json(m) for m in raw]
+        return await blobs.fill(self.client, self.keys, [Message.model_validate_json(m) for m in raw])
+
+    async def input_messages(self, record: RunRecord) -> list[Message]:
+        """A root's first user messages as :meth:`create_root` stored them (attachments' bytes put
+        back), or none."""
+        raw = json.loads(record.input) if record.input else []
+        return await blobs.fill(self.client, self.keys, [Message.model_validate(m) for m in raw])
 
     async def children(self, run_id: str, keys: list[str]) -> dict[str, DelegateEntry]:
         if not keys:

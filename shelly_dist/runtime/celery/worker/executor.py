@@ -364,9 +364,7 @@ class Executor:
             run = Run.start_child(agent, request, run_id=record.id, history=await self._history(request))
         else:
             agent.options.on_event = metrics.counting_tools(sink)
-            raw = json.loads(record.input) if record.input else None
-            first = ([Message.model_validate(m) for m in raw] if raw
-                     else [Message.text("user", Role.USER, record.task)])
+            first = (await self.journal.input_messages(record)) or [Message.text("user", Role.USER, record.task)]
             run = Run.start(agent, first, run_id=record.id, priority=record.priority or None,
                             share=record.share or None)
             children.started(run, parent=record.parent, task=record.task, worker=self.hostname)
