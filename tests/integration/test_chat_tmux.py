@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .cluster import Cluster, wait_until
+from .cluster import Cluster, complete, delegate, scripted, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -100,3 +100,30 @@ def test_the_same_conversation_on_a_pool_with_a_worker(demo: Cluster) -> None:
     hostname = demo.start_worker("w1")
     screen = converse(demo)
     assert "celery" in screen and hostname in screen  # the workers ran on the pool, and the panel says where
+
+
+def test_an_approval_of_a_child_on_a_worker_is_rejected_in_the_chat_and_the_model_hears_why(
+    cluster: Cluster,
+) -> None:
+    set_env = {"tool_calls": [{"name": "shared_state_set", "arguments": {"key": "env", "value": "prod"}}]}
+    cluster.write_config(
+        [scripted(lead=[delegate(("keeper", "set the env")), "lead heard: {result}"],
+                  keeper=[set_env, complete("set said: {result}")])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1}},
+         {"name": "keeper", "toolboxes": ["state"], "approval": {"tools": ["shared_state_set"]}}],
+    )
+    cluster.start_worker("w1")
+    terminal = Terminal(cluster.root, [sys.executable, "-m", "shelly_dist.cli.main"], cluster.env())
+    try:
+        terminal.shows("ready", what="the chat")
+        terminal.type("set the env")
+        terminal.shows("wants to run shared_state_set", "y: approve", what="the child's approval")
+        terminal.type("n not on a Friday")
+        terminal.shows("lead heard:", "not on a Friday", what="the reason, through the child, in the answer")
+        terminal.type("/quit")
+        assert terminal.exit_code() == 0
+    except BaseException:
+        print(terminal.screen(), cluster.worker_log())
+        raise
+    finally:
+        terminal.close()

@@ -4,8 +4,8 @@ The app holds one engine and one session. What it shows comes from the engine's 
 carries the session's events from both runtimes (on the pool the coordinator replays the
 session's Redis stream into it, so children on other machines appear): the top-level agent's
 reply streams into the conversation as Markdown while it is written, the sub-agent panel is the
-live view's board, ``ask_user`` questions (of any run of the tree) and permission prompts are
-answered in place, with the next line typed. A send runs as an asyncio task: Escape cancels it,
+live view's board, ``ask_user`` questions and approvals of gated tool calls (of any run of the
+tree) and permission prompts are answered in place, with the next line typed. A send runs as an asyncio task: Escape cancels it,
 and with it the whole tree (on the pool the coordinator cancels the tree in Redis).
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,12 @@ Opener = Callable[[InteractiveApprover], Awaitable[Engine]]
 
 STREAM_REFRESH = 0.05
 """Seconds between two redraws of a reply being written."""
+
+APPROVE = frozenset({"y", "yes", "approve"})
+REJECT = frozenset({"n", "no", "reject"})
+ARGUMENTS_SHOWN = 300
+"""Characters of a gated call's arguments shown in the chat (the model wrote them: a long or
+hostile text is cut, and said to be)."""
 
 
 @dataclass
@@ -278,6 +285,8 @@ class ChatApp(App[int]):
             await self._replied_with(str(event.data.get("text") or ""), event.data.get("tool_calls") or [])
         elif event.kind == events.ASK_USER:
             await self._question(Question.model_validate(event.data), event.agent)
+        elif event.kind == events.APPROVAL_REQUESTED and event.data.get("id"):
+            await self._approval(event.data, event.agent)
 
     async def _stream(self, text: str, *, begin: bool) -> None:
         if self._live is None:
@@ -330,6 +339,37 @@ class ChatApp(App[int]):
 
         self.pending.append(Pending(question.text, answer))
         await self.say(f"{asker} asks:\n{render(question)}", "question")
+        self._placeholder()
+
+    async def _approval(self, data: dict[str, Any], asker: str) -> None:
+        """A gated tool call of any run of the session, decided in place through
+        ``Session.approve``/``reject`` (the decisions ``shelly decisions`` and the console answer,
+        embedded and on the pool alike): ``y`` runs it; anything else rejects it, the words after
+        ``n`` (or the whole line) being the reason the model is given."""
+        session = self.session
+        assert session is not None
+        decision = str(data["id"])
+
+        async def answer(typed: str) -> None:
+            verdict, _, rest = typed.strip().partition(" ")
+            try:
+                if verdict.lower() in APPROVE:
+                    await session.approve(decision, by="chat")
+                    await self.say(f"approved {decision}", "dim")
+                else:
+                    reason = rest.strip() if verdict.lower() in REJECT else typed.strip()
+                    await session.reject(decision, reason=reason, by="chat")
+                    await self.say(f"rejected {decision}" + (f": {reason}" if reason else ""), "dim")
+            except ShellyError as exc:
+                await self.say(f"error: {exc}", "error")
+
+        who = " → ".join(str(p) for p in data.get("path") or []) or asker
+        arguments = json.dumps(data.get("arguments"), ensure_ascii=False)
+        if len(arguments) > ARGUMENTS_SHOWN:
+            arguments = arguments[:ARGUMENTS_SHOWN] + f"… ({len(arguments):,} characters)"
+        self.pending.append(Pending(f"approve {decision}?", answer))
+        await self.say(f"{who} wants to run {data.get('tool')} {arguments}\n"
+                       "y: approve · n REASON: reject (the model is told the reason)", "question")
         self._placeholder()
 
     async def _ask_permission(self, question: str, options: Sequence[str]) -> str:

@@ -204,3 +204,40 @@ async def test_the_reply_streams_into_the_conversation_while_it_is_written(tmp_p
                 assert [m.source for m in app.query(Markdown)] == [text]  # streamed into one block, whole once
         finally:
             gate.set()
+
+
+SET_ENV = {"tool_calls": [{"name": "shared_state_set", "arguments": {"key": "env", "value": "prod"}}]}
+
+
+def gated(tmp_path: Path) -> Path:
+    return team(tmp_path, {"keeper": [SET_ENV, "set said: {result}"]},
+                [{"name": "keeper", "provider": "s", "toolboxes": ["state"],
+                  "approval": {"tools": ["shared_state_set"]}}])
+
+
+async def test_an_approval_is_approved_in_place_and_the_gated_call_runs_once(tmp_path: Path) -> None:
+    app = chat(gated(tmp_path))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: app.session is not None, "the engine")
+        await type_line(pilot, "set the env")
+        await until(pilot, lambda: app.pending and 'wants to run shared_state_set {"key": "env"' in said(app),
+                    "the approval")
+        await type_line(pilot, "y")
+        await until(pilot, lambda: "set said:" in said(app) and not app.busy, "the reply")
+        assert app.session is not None
+        store = app.session.engine.stores.store(app.session.id)
+        assert (await store.get("env")).value == "prod"  # type: ignore[union-attr]
+        assert "rejected" not in said(app).split("set said:", 1)[1]
+
+
+async def test_an_approval_rejected_in_place_never_runs_and_the_model_gets_the_reason(tmp_path: Path) -> None:
+    app = chat(gated(tmp_path))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: app.session is not None, "the engine")
+        await type_line(pilot, "set the env")
+        await until(pilot, lambda: app.pending and "wants to run shared_state_set" in said(app), "the approval")
+        await type_line(pilot, "n not on a Friday")
+        await until(pilot, lambda: "set said:" in said(app) and not app.busy, "the reply")
+        assert app.session is not None
+        assert await app.session.engine.stores.store(app.session.id).get("env") is None
+        assert "not on a Friday" in said(app).split("set said:", 1)[1]
