@@ -5,8 +5,9 @@ carries the session's events from both runtimes (on the pool the coordinator rep
 session's Redis stream into it, so children on other machines appear): the top-level agent's
 reply streams into the conversation as Markdown while it is written, the sub-agent panel is the
 live view's board, ``ask_user`` questions and approvals of gated tool calls (of any run of the
-tree) and permission prompts are answered in place, with the next line typed. A send runs as an asyncio task: Escape cancels it,
-and with it the whole tree (on the pool the coordinator cancels the tree in Redis).
+tree) and permission prompts are answered in place, with the next line typed. A send runs as an
+asyncio task: Escape cancels it, and with it the whole tree (on the pool the coordinator cancels
+the tree in Redis).
 """
 
 from __future__ import annotations
