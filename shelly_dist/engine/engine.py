@@ -153,6 +153,7 @@ class Engine:
         env: Mapping[str, str] | None = None,
         approver: object | None = None,
         answerer: Answerer | None = None,
+        root: str | bool = False,
     ) -> Engine:
         """Load and wire everything; ``config`` is a ``Config``, a path, or ``None`` (find it).
 
@@ -167,6 +168,11 @@ class Engine:
         ``NoAnswerer()`` says nobody in this process answers: embedded, each question is then an
         error result telling the model so; on the pool it still waits in Redis for ``shelly answer``.
 
+        ``root``: this process runs only this top-level agent (``True``: the entry agent), as
+        ``shelly run`` does. On a pool its children run on the workers, which start the MCP
+        servers their agents use, so only the servers of the root agent are started here (an
+        embedded run, or a root that is a team, starts every server as before).
+
         Raises ``ConfigError`` (bad config, unknown skill, distributed runtime missing) or the
         first failing MCP server's ``MCPError``; nothing is left open on failure.
         """
@@ -177,7 +183,7 @@ class Engine:
         skills, context, clients = await asyncio.gather(
             asyncio.to_thread(_load_skills, sd),
             asyncio.to_thread(load_project_context, sd.root, config.context.max_external_file_size),
-            _connect_mcp(config),
+            _connect_mcp(config, _servers_of_root(config, root) if runtime is None else None),
         )
         try:
             boxes = {c.name: await c.toolbox() for c in clients}
@@ -388,11 +394,23 @@ def _load_skills(sd: ShellyDir) -> SkillStore:
     return SkillStore(skills, work_dir=sd.project_root)
 
 
-async def _connect_mcp(config: Config) -> list[Any]:
-    """Connect every MCP server except those named like a built-in toolbox (whose name resolves
-    to the built-in, as in Shelly, so nothing could reach their tools)."""
+def _servers_of_root(config: Config, root: str | bool) -> set[str] | None:
+    """The MCP servers a pool coordinator running only agent ``root`` needs (its toolboxes), or
+    ``None`` for every server: embedded, no root given, or a root that is a team."""
+    if root is False or not config.distributed.broker_url:
+        return None
+    name = config.entry_agent if root is True else root
+    if name and config.team(name):
+        return None
+    spec = config.agent(name) if root is not True else config.entry()
+    return None if spec is None else {box for box, _ in spec.toolbox_refs()}
+
+
+async def _connect_mcp(config: Config, only: set[str] | None = None) -> list[Any]:
+    """Connect every MCP server (of ``only``, when given) except those named like a built-in
+    toolbox (whose name resolves to the built-in, as in Shelly, so nothing could reach their tools)."""
     shadowed = set(shadowed_mcp_servers(config))
-    servers = [s for s in config.mcp_servers if s.name not in shadowed]
+    servers = [s for s in config.mcp_servers if s.name not in shadowed and (only is None or s.name in only)]
     if not servers:
         return []
     from shelly_dist.tools.mcp import connect_all

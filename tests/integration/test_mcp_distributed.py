@@ -121,3 +121,37 @@ async def test_served_agent_tool_runs_its_team_on_the_workers(cluster: Cluster) 
     events = await asyncio.to_thread(cluster.events, session_id)
     assert tool_results(events)[:1] == ["3"]
     assert adder_workers(events) == {host}
+
+
+def test_the_coordinator_starts_only_the_mcp_servers_its_root_agent_uses(cluster: Cluster) -> None:
+    started_by = cluster.root / "started-by"
+    cluster.write_config(
+        [scripted(orchestrator=[delegate(("adder", "add 20 and 22")), "all added"],
+                  adder=[call("add", a=20, b=22), complete("added")])],
+        [{"name": "orchestrator", "description": "delegates", "options": {"max_delegation_depth": 1}},
+         {"name": "adder", "description": "adds with the MCP server", "toolboxes": ["testbox"]}],
+        mcp_servers=[{"name": "testbox", "command": sys.executable, "args": [str(SERVER_SCRIPT)],
+                      "env": {"PYTHONPATH": str(REPO_ROOT), "TOOLBOX_STARTED_BY": str(started_by)}}],
+    )
+    cluster.start_worker("w1")
+    worker_started = started_by.read_text().split()  # a worker starts every server its agents may use
+    coordinator = cluster.popen("run", "add things", "--json")
+    stdout, stderr = coordinator.communicate(timeout=120)
+    assert coordinator.returncode == 0, f"{stderr}\n{cluster.worker_log()}"
+    assert json.loads(stdout)["reply"] == "all added"
+    assert tool_results(cluster.events(json.loads(stdout)["session"]))[:1] == ["42"]
+    assert len(worker_started) == 1
+    assert str(coordinator.pid) not in started_by.read_text().split(), "the orchestrator uses no MCP server"
+
+
+def test_a_root_agent_on_the_coordinator_still_gets_its_own_mcp_server(cluster: Cluster) -> None:
+    cluster.write_config(
+        [scripted(orchestrator=[call("add", a=1, b=2), "root added {result}"])],
+        [{"name": "orchestrator", "description": "adds itself", "toolboxes": ["testbox"]}],
+        mcp_servers=[{"name": "testbox", "command": sys.executable, "args": [str(SERVER_SCRIPT)],
+                      "env": {"PYTHONPATH": str(REPO_ROOT)}}],
+    )
+    cluster.start_worker("w1")
+    out = cluster.shelly("run", "add", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["reply"] == "root added 3"

@@ -56,4 +56,7 @@ test_toolbox.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
 if __name__ == "__main__":
+    if os.environ.get("TOOLBOX_STARTED_BY"):  # which process started this server (tests of who starts what)
+        with open(os.environ["TOOLBOX_STARTED_BY"], "a") as started:
+            started.write(f"{os.getppid()}\n")
     asyncio.run(serve_stdio(build_server([test_toolbox()], name="shelly-test")))
