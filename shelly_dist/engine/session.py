@@ -46,6 +46,11 @@ def user_messages(task: str, context: str = "", attachments: Sequence[Part] = ()
     return messages
 
 
+CANCELED_SAVE_WAIT = 5.0
+"""Seconds a canceled send waits for its conversation to be saved (a store that is away does not
+hold up the exit: the session is then not listed)."""
+
+
 class Session:
     """One conversation; build it with ``Engine.session`` or ``Engine.resume_session``."""
 
@@ -101,8 +106,8 @@ class Session:
                 if self.persist and isinstance(exc, asyncio.CancelledError | RunCancelled):
                     # canceled (Ctrl-C, `shelly cancel`): still listed, continued from what was said;
                     # a failed send is not saved (its error is the answer to fix, then ask again)
-                    with contextlib.suppress(Exception):
-                        await asyncio.shield(self._save_answered())
+                    with contextlib.suppress(Exception):  # bounded: a Ctrl-C must not wait on a store
+                        await asyncio.wait_for(asyncio.shield(self._save_answered()), CANCELED_SAVE_WAIT)
                 raise
             self._publish(
                 events.AGENT_END,
