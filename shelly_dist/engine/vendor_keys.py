@@ -17,7 +17,7 @@ from typing import Any
 VENDOR_KEYS: dict[str, tuple[str, ...]] = {
     "anthropic": ("ANTHROPIC_API_KEY",),
     "openai": ("OPENAI_API_KEY",),
-    "grok": ("XAI_API_KEY",),
+    "grok": ("GROK_API_KEY", "XAI_API_KEY"),  # Shelly's templates name the first, xAI's SDK the second
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
 }
 """The variables each vendor's own tools read for its key, in the order they are tried."""

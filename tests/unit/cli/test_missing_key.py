@@ -83,3 +83,11 @@ def test_a_server_of_ones_own_is_never_sent_the_vendors_key() -> None:
     cfg = parse_config(text, {"OPENAI_API_KEY": "sk-openai-secret"})
     assert cfg.providers[0].api_key == ""
     assert not cfg.warnings
+
+
+def test_a_grok_provider_with_no_key_takes_shellys_grok_variable() -> None:
+    from shelly_dist.engine.config import parse_config
+
+    text = yaml.safe_dump({"providers": [{"name": "g", "kind": "grok", "model": "grok-4"}],
+                           "agents": [{"name": "solo"}]})
+    assert parse_config(text, {"GROK_API_KEY": "xai-from-shelly"}).providers[0].api_key == "xai-from-shelly"
