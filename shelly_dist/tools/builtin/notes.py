@@ -29,7 +29,7 @@ class NameInput(BaseModel):
     @field_validator("name")
     @classmethod
     def _valid_name(cls, v: str) -> str:
-        if not NAME.match(v):
+        if not NAME.fullmatch(v):  # match with $ accepts a trailing newline
             raise ValueError("must match ^[a-zA-Z0-9_-]+$")
         return v
 

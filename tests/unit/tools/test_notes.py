@@ -36,6 +36,12 @@ async def test_name_with_path_characters_is_rejected(tmp_path: Path) -> None:
         await call(notes_toolbox(tmp_path), "write_note", name="../evil", content="x")
 
 
+async def test_a_name_with_a_trailing_newline_is_rejected_and_no_file_is_made(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match=r"^write_note: invalid input: name"):
+        await call(notes_toolbox(tmp_path), "write_note", name="plan\n", content="x")
+    assert os.listdir(tmp_path) == []
+
+
 async def test_missing_note_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match=r'^read_note: note "nope" not found$'):
         await call(notes_toolbox(tmp_path), "read_note", name="nope")
