@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping
 from typing import Any
+from urllib.parse import urlsplit
 
 VENDOR_KEYS: dict[str, tuple[str, ...]] = {
     "anthropic": ("ANTHROPIC_API_KEY",),
@@ -35,8 +36,8 @@ def key_variables(kind: str, base_url: str) -> tuple[str, ...]:
     """The variables a provider of ``kind`` at ``base_url`` takes its key from when none is set
     (empty for a server of one's own, or a kind with no vendor variable)."""
     names = VENDOR_KEYS.get(kind, ())
-    if names and base_url and VENDOR_HOSTS[kind] not in base_url:
-        return ()
+    if names and base_url and urlsplit(base_url).hostname != VENDOR_HOSTS[kind]:
+        return ()  # the host itself, not a substring: http://proxy/api.openai.com/ is not OpenAI
     return names
 
 

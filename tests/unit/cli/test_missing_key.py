@@ -91,3 +91,14 @@ def test_a_grok_provider_with_no_key_takes_shellys_grok_variable() -> None:
     text = yaml.safe_dump({"providers": [{"name": "g", "kind": "grok", "model": "grok-4"}],
                            "agents": [{"name": "solo"}]})
     assert parse_config(text, {"GROK_API_KEY": "xai-from-shelly"}).providers[0].api_key == "xai-from-shelly"
+
+
+def test_a_url_that_only_names_the_vendors_host_in_its_path_is_not_sent_the_key() -> None:
+    from shelly_dist.engine.config import parse_config
+
+    text = yaml.safe_dump({"providers": [{"name": "p", "kind": "openai", "model": "m",
+                                          "base_url": "http://proxy.example/api.openai.com/v1"}],
+                           "agents": [{"name": "solo"}]})
+    assert parse_config(text, {"OPENAI_API_KEY": "sk-secret"}).providers[0].api_key == ""
+    official = text.replace("http://proxy.example/api.openai.com/v1", "https://api.openai.com/v1")
+    assert parse_config(official, {"OPENAI_API_KEY": "sk-secret"}).providers[0].api_key == "sk-secret"
