@@ -123,8 +123,9 @@ async def test_expecting_a_child_is_one_command(pool: Pool) -> None:
 CALLS_PER_CHILD = 26
 """Commands a child's claim and finish run inside Redis (on a single Redis, the due index's hint
 included), for a child that is not its parent's last (26 since the claim ends the task's receipt,
-one ``DEL``: issue 41's mark would otherwise hold the reaper back from the run's next deadline). Each costs Redis's one thread ≈ 2 µs on top
-of its own work (docs/benchmarks.md, "Fewer calls inside the scripts"): more fails here."""
+one ``DEL``: issue 41's mark would otherwise hold the reaper back from the run's next deadline).
+Each costs Redis's one thread ≈ 2 µs on top of its own work (docs/benchmarks.md, "Fewer calls
+inside the scripts"): more fails here."""
 
 
 async def test_a_childs_claim_and_finish_run_at_most_their_budget_of_calls_inside_redis(pool: Pool) -> None:
