@@ -70,6 +70,9 @@ def _auth(e: BaseException) -> tuple[int, str] | None:
 
 def _redis(e: BaseException) -> tuple[int, str] | None:
     text = str(e)
+    if _is(e, "redis", "BusyLoadingError"):  # a ConnectionError too, but Redis is up: reading its data back
+        return EXIT_FAILED, ("Redis is loading its data into memory (it restarted): nothing to fix, run the "
+                             "command again once it has loaded")
     if _is(e, "redis", "ConnectionError", "TimeoutError"):
         refused = "refused" in text.lower() or "111" in text
         cause = "refused the connection" if refused else f"cannot be reached ({text.rstrip('.')})"

@@ -109,3 +109,10 @@ def test_a_file_error_already_translated_by_the_session_store_keeps_its_message(
                          "to a writable directory)") from FileNotFoundError(errno.ENOENT, "No such file", "/st")
     except StoreError as exc:
         assert "SHELLY_STATE_DIR" in describe(exc)[1]
+
+
+def test_redis_loading_its_data_is_not_told_to_be_started() -> None:
+    loading = redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory")
+    code, message = describe(loading)
+    assert code == 1
+    assert message.startswith("Redis is loading its data into memory (it restarted)") and "start Redis" not in message
