@@ -43,7 +43,7 @@ from shelly_dist.engine import Engine
 from shelly_dist.engine.config import find_config, load_config
 from shelly_dist.engine.providers import with_provider_batches
 from shelly_dist.engine.session import user_messages
-from shelly_dist.errors import RunError, StoreError
+from shelly_dist.errors import RunError, RunNotFound, StoreError
 from shelly_dist.identity import acting_as
 from shelly_dist.models import Usage
 from shelly_dist.tools.builtin.ask import NoAnswerer
@@ -63,10 +63,13 @@ class ItemNotRun(Exception):
 
 
 def _infrastructure(exc: BaseException) -> str | None:
-    """The one-line cause when ``exc`` is Redis or the broker failing (not the item's run)."""
+    """The one-line cause when ``exc`` is Redis or the broker failing (not the item's run), or
+    the item's run vanishing from Redis however often it was submitted again (``PoolItems.run``)."""
     explained = explain(exc)
     if explained is not None:
         return explained[1]
+    if isinstance(exc, RunNotFound):
+        return f"{exc}: gone from Redis (restarted without persistence?) after each submission"
     return str(exc) if isinstance(exc, StoreError) else None
 
 

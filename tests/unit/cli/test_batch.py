@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.unit.cli.conftest import write_config
 
 
@@ -179,3 +181,22 @@ def test_a_line_that_is_not_json_is_named_with_its_number_and_the_parsers_words(
     assert "batch: in.jsonl: line 2: invalid JSON (expected value at column 21)" in result.stderr
     assert "line: Invalid JSON" not in result.stderr
     assert "batch: 1 items, 1 input line not read (see above)," in result.stderr  # the summary counts it
+
+
+async def test_an_item_whose_run_keeps_vanishing_from_redis_is_not_recorded_so_a_rerun_runs_it(
+    workdir: Path,
+) -> None:
+    from shelly_dist.cli.batch import ItemNotRun, run_item
+    from shelly_dist.cli.batch_files import BatchItem
+    from shelly_dist.engine import Engine
+    from shelly_dist.errors import RunNotFound
+
+    class Vanishing:  # PoolItems whose every submission Redis loses
+        async def run(self, agent: str, item_id: str, messages: object) -> dict[str, object]:
+            raise RunNotFound(f"run b{item_id}: not found", run_id=f"b{item_id}")
+
+    write_config(workdir, {"*": ["done"]})
+    async with await Engine.open(None, shelly_dir=str(workdir / ".shelly")) as engine:
+        with pytest.raises(ItemNotRun) as info:
+            await run_item(engine, BatchItem(id="a", task="x"), Vanishing())  # type: ignore[arg-type]
+    assert "gone from Redis" in info.value.cause
