@@ -60,7 +60,9 @@ can therefore write nothing, however late its writes arrive.
 * ``RECEIVED`` records that a worker received a run's task and has not claimed it yet (the
   message is prefetched, held for its retry's countdown, or on its way to a thread): the run's
   deadline is pulled in to a lease from now, renewed while the worker lives; so a message a
-  worker killed with ``kill -9`` had received is sent again about a lease after the death.
+  worker killed with ``kill -9`` had received is sent again about a lease after the death. A
+  claim ends the receipt (the lease supersedes it), and a worker of another config generation
+  leaves none: either would hold ``REAP`` back from the run's next deadline.
 * ``REAP`` decides, for one run whose deadline passed, whether to re-enqueue it (not while a
   lease or a live worker's receipt of its message stands). It moves the
   deadline forward in the same step, so of several reapers racing only one re-enqueues; each
