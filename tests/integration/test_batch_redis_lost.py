@@ -8,8 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +17,7 @@ from .cluster import Cluster
 from .support.redis_server import RedisServer
 from .test_batch_pool import BATCH, model_team, write_items
 from .test_batch_scale import reap
+from .test_redis_outages import own  # noqa: F401  # the fixture: a Redis of the test's own
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -27,22 +26,8 @@ IN_FLIGHT = 15.0
 """Seconds the first model calls take: the runs are in flight while Redis loses them."""
 
 
-@pytest.fixture
-def own(tmp_path: Path) -> Iterator[tuple[RedisServer, Cluster]]:
-    server = RedisServer(tmp_path / "redis-data")
-    server.start()
-    cluster = Cluster(tmp_path / "project", redis_url=server.url())
-    try:
-        yield server, cluster
-    finally:
-        if not server.answers():
-            server.start()
-        cluster.stop()
-        server.stop()
-
-
 def test_items_whose_runs_redis_lost_run_again_and_each_ends_completed_once(
-    own: tuple[RedisServer, Cluster],
+    own: tuple[RedisServer, Cluster],  # noqa: F811  # the fixture imported above
 ) -> None:
     server, cluster = own
     calls = itertools.count()
