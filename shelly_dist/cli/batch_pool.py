@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -28,6 +29,7 @@ from shelly_dist.cancellation import raise_if_cancelled
 from shelly_dist.chats import Message
 from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.errors import RunError, RunNotFound
+from shelly_dist.state.blocking import read_through
 
 if TYPE_CHECKING:  # the pool's modules import Celery: only when a batch runs on it
     from shelly_dist.runtime.celery.journal import RunRecord
@@ -63,6 +65,10 @@ logger = logging.getLogger(__name__)
 
 VANISHED_RESUBMITS = 3
 """Times an item whose run vanished from Redis while waited for is submitted again."""
+
+START_OUTAGE = 300.0
+"""Seconds an item's lookup and submission wait out a Redis that does not answer (or is still
+loading its data after a restart) before the item is given up as not run."""
 
 STARTING = 16
 """Items looked up and submitted at once (each a record read, a transaction and a send, a few
@@ -120,7 +126,12 @@ class PoolItems:
         from shelly_dist.runtime.celery.journal import RunStatus
 
         for resubmit in range(VANISHED_RESUBMITS + 1):
-            run_id = await self._started(agent, item_id, messages)
+            # Looking the item up and submitting it is safe to repeat (the run id is the key), so a
+            # Redis outage here — down, or loading its data back after a restart — is waited out
+            # like the wait's, instead of giving the item up (issue 41: a restart mid-batch).
+            run_id = await read_through(
+                "batch", lambda: self._started(agent, item_id, messages),
+                until=time.monotonic() + START_OUTAGE)
             try:
                 ended = await self.runtime.wait(run_id)
                 break

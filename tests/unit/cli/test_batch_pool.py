@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 
 import pytest
+import redis.exceptions
 
 from shelly_dist.chats import Message, Role
 from shelly_dist.cli.batch_pool import PoolItems, item_run_id
@@ -164,3 +165,25 @@ async def test_a_submit_cut_by_ctrl_c_is_finished_then_cancelled() -> None:
     await cancelling
     assert pool.submitted == [FIRST]
     assert pool.canceled == [FIRST]
+
+
+class LoadingPool(FakePool):
+    """Redis just restarted and loading its data back: the first ``outages`` record reads fail
+    as redis-py says it (``BusyLoadingError``, a ``ConnectionError``)."""
+
+    def __init__(self, outages: int) -> None:
+        super().__init__()
+        self.outages = outages
+
+    async def record(self, run_id: str) -> RunRecord | None:
+        if self.outages:
+            self.outages -= 1
+            raise redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory")
+        return await super().record(run_id)
+
+
+async def test_an_item_met_by_redis_loading_its_data_is_submitted_once_redis_answers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shelly_dist.state.blocking.backoff", lambda attempt: 0.001)
+    pool = LoadingPool(outages=3)
+    assert (await run(pool))["status"] == "completed" and pool.submitted == [FIRST]
