@@ -53,6 +53,9 @@ class AgentRow:
     """What the run's model calls cost (USD), from the usage its events carry."""
     speed: float = 0.0
     """The last reply's generation speed, tokens per second (the server's own figure when it gives one)."""
+    top: bool = False
+    """The send's own top-level agent (``agent_start`` seen): its ``run_started``/``run_finished``
+    repeat what ``agent_start`` and ``agent_end``/``error`` print, so they print nothing more."""
 
 
 def _on(worker: str) -> str:
@@ -110,7 +113,7 @@ class Board:
         row, data = self.row(event.agent), event.data
         pad = "  " * row.depth
         if event.kind == events.AGENT_START:
-            row.depth, row.status, row.action = int(data.get("depth") or 0), "running", "started"
+            row.depth, row.status, row.action, row.top = int(data.get("depth") or 0), "running", "started", True
             return f"{'  ' * row.depth}▶ {row.name} started (depth {row.depth})"
         if event.kind == events.MESSAGE_DELTA:  # a reply being written: its latest words
             row.writing = ("" if data.get("begin") else row.writing) + str(data.get("text") or "")
@@ -140,6 +143,9 @@ class Board:
                 return (f"{pad}! {row.name} finished ({_cost(row)}); "
                         f"{len(failed)} child{'ren' if len(failed) > 1 else ''} failed: {names}")
             return f"{pad}✔ {row.name} finished ({_cost(row)})"
+        if row.top and event.kind in (events.RUN_STARTED, events.RUN_FINISHED) and not data.get("parent"):
+            row.worker = str(data.get("worker") or row.worker)
+            return None
         if event.kind in (events.RUN_STARTED, events.RUN_RESUMED):
             row.worker = str(data.get("worker") or row.worker)
             if "depth" in data:

@@ -154,6 +154,8 @@ class LocalBackend:
                                                 status="running", created=event.timestamp))
         view = run.view
         if event.kind == events.RUN_STARTED:
+            if rid == kept.root:  # the send's own run: its view and its user message are kept already
+                return
             view.parent, view.depth, view.worker = str(data.get("parent", "")), int(data.get("depth", 0)), ""
             view.task, view.created = str(data.get("task", "")), event.timestamp
             run.messages.append(_message("user", "user", view.task))

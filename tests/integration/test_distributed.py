@@ -60,9 +60,12 @@ def check_two_task_delegation(cluster: Cluster) -> None:
     out = run_json(cluster, "do it")
     assert out["reply"] == "combined answer"
     events = cluster.events(out["session"])
-    started = [e for e in events if e["kind"] == "run_started"]
+    children = [e for e in events if e["data"].get("parent")]  # the root reports its own start too
+    started = [e for e in children if e["kind"] == "run_started"]
     assert len(started) == 2 and {e["data"]["worker"] for e in started} <= hosts
-    finished = {e["agent"]: e["data"]["entry"]["result"] for e in events if e["kind"] == "run_finished"}
+    child_runs = {e["run_id"] for e in started}
+    finished = {e["agent"]: e["data"]["entry"]["result"] for e in events
+                if e["kind"] == "run_finished" and e["run_id"] in child_runs}
     assert sorted(finished.values()) == ["finished first part", "finished second part"]
     runs = cluster.runs(out["session"])
     assert {r["status"] for r in runs} == {"done"}
@@ -280,7 +283,7 @@ def test_worker_with_another_config_fails_the_run_naming_both_fingerprints(clust
     out = cluster.shelly("run", "go", "--json", "--config", str(other))
     assert out.returncode == 0, out.stderr
     events = cluster.events(json.loads(out.stdout)["session"])
-    finished = next(e for e in events if e["kind"] == "run_finished")
+    finished = next(e for e in events if e["kind"] == "run_finished" and e["agent"].startswith("helper"))
     assert "config fingerprint mismatch" in finished["data"]["entry"]["error"]
     assert "To fix: start the workers with the same config" in finished["data"]["entry"]["error"]
 
@@ -469,3 +472,13 @@ def test_tool_that_killed_its_worker_is_not_run_again_and_the_model_hears_its_ou
     tool_texts = [e["data"]["text"] for e in cluster.events(out["session"])
                   if e["kind"] == "message_added" and e["data"].get("role") == "tool" and e["run_id"] == child["id"]]
     assert tool_texts == [OUTCOME_UNKNOWN]
+
+
+def test_shelly_events_shows_the_coordinators_run_start_and_end(cluster: Cluster):
+    two_task_team(cluster)
+    cluster.start_worker("w1")
+    out = run_json(cluster, "do it")
+    root = next(r["id"] for r in cluster.runs(out["session"]) if not r["parent"])
+    life = [(e["kind"], e["data"].get("status", e["data"].get("parent"))) for e in cluster.events(out["session"])
+            if e["run_id"] == root and e["kind"] in ("run_started", "run_finished")]
+    assert life == [("run_started", ""), ("run_finished", "done")]

@@ -65,8 +65,9 @@ class Lines:
         """Wait until the stream has ended (the process exited and everything was read)."""
         self._thread.join(timeout)
 
-    def first(self, contains: str) -> tuple[float, str] | None:
-        return next(((t, line) for t, line in self.lines if contains in line), None)
+    def first(self, *contains: str) -> tuple[float, str] | None:
+        """The first line holding every one of ``contains``, with when it arrived."""
+        return next(((t, line) for t, line in self.lines if all(c in line for c in contains)), None)
 
     def text(self) -> str:
         return "\n".join(line for _, line in self.lines)
@@ -127,7 +128,7 @@ def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
         session = wait_until(lambda: err.first("session "), 60, "the session id")[1].split()[1]
         follower = shelly(cluster, "events", "--session", session, "--follow", "--json")
         followed = Lines(follower.stdout)
-        wait_until(lambda: followed.first('"run_started"'), 60, "the child to start on the worker")
+        wait_until(lambda: followed.first('"run_started"', '"helper-wait-1"'), 60, "the child to start on the worker")
 
         back = FAULTS[fault](server)  # the outage starts once the child runs and is over before it answers
         answer_now.touch()
@@ -140,7 +141,8 @@ def test_a_waiting_coordinator_and_an_event_follower_outlast_redis(
         assert json.loads(answer.text())["reply"] == "lead done"
         assert "✔ helper-wait-1 done on w1@" in err.text(), err.text()
         assert all(w.poll() is None for w in cluster.workers.values()), cluster.worker_log()
-        finished = wait_until(lambda: followed.first('"run_finished"'), 60, "the follower to see the child finish")
+        finished = wait_until(lambda: followed.first('"run_finished"', '"helper-wait-1"'), 60,
+                              "the follower to see the child finish")
         recovered = err.first("answers again")
         print(f"\n[{fault}] Redis back -> coordinator's reads answered again: "
               f"{'no read failed' if recovered is None else f'{recovered[0] - back:.2f}s'}; "

@@ -91,6 +91,9 @@ class Observed:
     """The data of every ``ask_user`` event, in order."""
     during: Any = None
     """What the scenario's ``during`` returned."""
+    root: list[tuple[str, str]] = field(default_factory=list)
+    """The top-level run's ``run_started`` (with its parent, ``""``) and ``run_finished`` (with its
+    status), in order: the same in both runtimes."""
     people: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
     """Every ``approval_requested``, ``approval_decided`` and ``steered`` event: (kind, agent, data
     without what differs per run or per process)."""
@@ -140,7 +143,7 @@ async def observe(cluster: Cluster, scenario: Scenario, runtime: str) -> Observe
         sub.close()
         entries = delegate_results(session.agent.chat.messages())
         tasks = {t: await board.get(t) for t in scenario.board}
-    observed = _observed(seen, same_ids(entries), outcome.reply.text_content())
+    observed = _observed(seen, same_ids(entries), outcome.reply.text_content(), outcome.run_id)
     observed.board = {t: (str(task.status), task.assignee) if task else ("", "") for t, task in tasks.items()}
     observed.questions = answered
     observed.during = during
@@ -219,13 +222,15 @@ def delegate_results(messages: list[Message]) -> list[list[dict[str, Any]]]:
             if isinstance(p, ToolResult) and p.tool_call_id in calls]
 
 
-def _observed(seen: list[Event], entries: list[list[dict[str, Any]]], reply: str) -> Observed:
+def _observed(seen: list[Event], entries: list[list[dict[str, Any]]], reply: str, root: str) -> Observed:
     asked_for: dict[str, str] = {}
     endings: list[tuple[str, str]] = []
     tokens = 0
     inputs: list[int] = []
+    root_life = [(e.kind, str(e.data.get("status", e.data.get("parent", "")))) for e in seen
+                 if e.run_id == root and e.kind in ("run_started", "run_finished")]
     for e in seen:
-        if e.kind == "run_finished":
+        if e.kind == "run_finished" and e.run_id != root:
             agent = str(e.data["entry"].get("agent", ""))
             asked_for[e.run_id] = agent
             endings.append((agent, str(e.data["status"])))
@@ -240,7 +245,7 @@ def _observed(seen: list[Event], entries: list[list[dict[str, Any]]], reply: str
         if e.run_id in asked_for and e.kind not in POOL_ONLY:
             kinds.setdefault(asked_for[e.run_id], set()).add(e.kind)
     return Observed(entries=entries, endings=sorted(endings), kinds=kinds, tokens=tokens, inputs=sorted(inputs),
-                    reply=reply,
+                    reply=reply, root=root_life,
                     asked=asked, people=people)
 
 

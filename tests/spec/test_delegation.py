@@ -191,3 +191,11 @@ async def test_a_failed_childs_reflection_is_shown_to_the_next_child_with_a_simi
     observed = await both(cluster, scenario)
     first, second = observed.inputs  # sorted: the first child, shown no reflection, had fewer
     assert second > first + 20  # the second child was also shown the first one's <prior_reflections>
+
+
+async def test_the_top_level_run_reports_its_start_and_end_like_every_run(cluster: Cluster) -> None:
+    scenario = Scenario(scripts={"lead": [delegate({"agent": "coder", "task": "fix the parser"}), "done"],
+                                 "coder": ["fixed"]},
+                        agents=[LEAD, {"name": "coder"}])
+    observed = await both(cluster, scenario)
+    assert observed.root == [("run_started", ""), ("run_finished", "done")]

@@ -62,7 +62,11 @@ class _Fields(dict[str, object]):
 
 def status_text(event: Event) -> str | None:
     """The line a status update shows for ``event`` (``None``: not worth one)."""
+    if event.kind == events.RUN_STARTED and event.data.get("depth") == 0 and not event.data.get("parent"):
+        return None  # the task's own top-level run: its agent_start said so already
     template = STATUS_LINES.get(event.kind)
+    if event.kind in (events.RUN_STARTED, events.RUN_RESUMED) and not event.data.get("worker"):
+        template = "{agent} started" if event.kind == events.RUN_STARTED else "{agent} resumed"  # in this process
     return template.format_map(_Fields(event.data, agent=event.agent)) if template else None
 
 

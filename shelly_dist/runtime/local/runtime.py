@@ -12,6 +12,7 @@ import asyncio
 import uuid
 
 from shelly_dist.agent import Agent, Delegator, Run
+from shelly_dist.agent.root_life import root_finished, root_started, task_of
 from shelly_dist.chats import Message
 from shelly_dist.identity import acting_as
 from shelly_dist.runtime.base import RunOutcome
@@ -45,13 +46,20 @@ class LocalRuntime:
         self, agent: Agent, messages: list[Message], *, session: str, run_id: str | None = None
     ) -> RunOutcome:
         run = Run.start(agent, messages, run_id=run_id or uuid.uuid4().hex[:12], delegator=self._delegator)
+        root_started(run, task_of(messages))
         try:
             with acting_as(session=session):
                 reply = await agent.execute(run)
-        except BaseException:
+        except BaseException as exc:
             await asyncio.shield(self._delegator.spawner.settle(cancel=True))
+            root_finished(run, error=exc)
             raise
-        await self._delegator.spawner.settle(cancel=False)  # the tree is done only with its spawned runs
+        try:
+            await self._delegator.spawner.settle(cancel=False)  # the tree is done only with its spawned runs
+        except BaseException as exc:
+            root_finished(run, error=exc)
+            raise
+        root_finished(run, reply=reply)
         return RunOutcome(run_id=run.state.run_id, reply=reply, usage=run.state.usage, completion=run.state.completion,
                           tree_usage=run.state.tree_usage)
 

@@ -129,3 +129,21 @@ def test_shelly_events_names_the_vendor_batch_of_a_batch_event():
     line = _line(Event(kind=events.BATCH_POLLING, agent="writer-1", run_id="r1",
                        data={"vendor": "anthropic", "batch_id": "msgbatch_1", "count": 3}))
     assert line.endswith("batch_polling      anthropic msgbatch_1 (3 requests)")
+
+
+def test_the_sends_own_run_start_and_end_print_once_through_agent_start_and_end():
+    board = Board()
+    lines = [board.apply(Event(kind=events.AGENT_START, agent="lead", data={"depth": 0})),
+             board.apply(Event(kind=events.RUN_STARTED, agent="lead", data={"worker": "", "depth": 0, "parent": ""})),
+             board.apply(Event(kind=events.RUN_FINISHED, agent="lead",
+                               data={"status": "done", "entry": {"agent": "lead", "result": "ok"}})),
+             board.apply(Event(kind=events.AGENT_END, agent="lead", data={}))]
+    assert [line for line in lines if line] == ["▶ lead started (depth 0)", "✔ lead finished (0 tokens)"]
+
+
+def test_a_root_run_watched_from_elsewhere_prints_its_start_and_end():
+    board = Board()
+    started = board.apply(Event(kind=events.RUN_STARTED, agent="lead", data={"worker": "w1", "depth": 0, "parent": ""}))
+    done = board.apply(Event(kind=events.RUN_FINISHED, agent="lead",
+                             data={"status": "done", "worker": "w1", "entry": {"agent": "lead", "result": "ok"}}))
+    assert started == "▶ lead started on w1 (depth 0)" and done == "✔ lead done on w1 (0 tokens)"

@@ -21,6 +21,7 @@ from shelly_dist import identity
 from shelly_dist.agent import Agent, ChildRequest, DelegateEntry, Run
 from shelly_dist.agent.children import Ending
 from shelly_dist.agent.records import LiveDelegation
+from shelly_dist.agent.root_life import root_finished, root_started
 from shelly_dist.agent.steering import SteerMessage
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import RunCancelled, RunNotFound, UsageError
@@ -184,9 +185,12 @@ class CeleryRuntime:
         run = Run.start(agent, messages, run_id=run_id, delegator=awaiter, checkpoint=flush, before_model=before_model)
         run.inbox = RedisInbox(self.client, self.journal.keys, lambda: steer[0])
         status, error = Ending.FAILED, ""
+        root_started(run, task)
+        ended: dict[str, Any] = {}
         try:
             with acting_as(session=session):
                 reply = await agent.execute(run)
+                ended["reply"] = reply
                 if run.state.spawned:
                     await awaiter.spawner.settle()  # detached children end before the tree does
                 # Children it stopped (closed or timed-out interactive ones) too, as embedded.
@@ -194,14 +198,16 @@ class CeleryRuntime:
             status = Ending.DONE
             return RunOutcome(run_id=run_id, reply=reply, usage=run.state.usage, completion=run.state.completion,
                               tree_usage=run.state.tree_usage)
-        except (asyncio.CancelledError, RunCancelled):
+        except (asyncio.CancelledError, RunCancelled) as exc:
             status, error = Ending.CANCELED, "canceled"
+            ended = {"error": exc}
             await asyncio.shield(cancel_tree(self.client, self.journal.keys, run_id))
             raise
         except Exception as exc:
-            error = str(exc)
+            error, ended = str(exc), {"error": exc}
             raise
         finally:
+            root_finished(run, **ended)  # before the close's flush: in the stream with the rest
             self.answerer.detach(run_id)
             await awaiter.aclose()
             with contextlib.suppress(Exception):
