@@ -69,7 +69,8 @@ def serve_command(agent_name: str | None, host: str, port: int, token: str | Non
 
         # No answerer: a question or an approval waits (in this process, or in Redis on a pool) and
         # the task turns input-required until the task's next message answers it.
-        async with await Engine.open(config_path, shelly_dir=shelly_dir) as engine:
+        # On a pool only the served agent's MCP servers start here (its children's on the workers).
+        async with await Engine.open(config_path, shelly_dir=shelly_dir, root=agent_name or True) as engine:
             agent = engine.agent_name(agent_name)
 
             def listening(url: str) -> None:

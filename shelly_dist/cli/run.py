@@ -133,7 +133,7 @@ async def run_task(
         shelly_dir=shelly_dir,
         approver=prompt.approver() if prompt else None,
         answerer=TerminalAnswerer(prompt) if prompt else NoAnswerer(),  # headless: nobody here answers
-        root=False if session_id else (agent or True),  # a resumed session's agent is known only later
+        root=agent or True,  # on a pool: this agent's MCP servers (a resumed session starts its agent's)
     ) as engine:
         if session_id:
             session = await engine.resume_session(session_id)

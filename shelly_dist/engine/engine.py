@@ -132,6 +132,10 @@ class Engine:
         self.wakes: Wakes | None = None
         """Who runs the team wakes that @mentions start: this process, or the pool (see ``team_wakes``)."""
         self._mcp_clients = mcp_clients
+        self._mcp_started: set[str] | None = None
+        """The MCP servers started when :meth:`open` was given a ``root`` on a pool (the others start
+        when a session of an agent that uses them begins: :meth:`start_servers_for`); ``None``: all."""
+        self._mcp_starting = asyncio.Lock()
         self.remote_agents: list[RemoteAgent] = []
         """The ``a2a_agents:`` with their cards' descriptions (read by :meth:`open`)."""
         self._registries: SessionCache[Registry] = SessionCache()
@@ -168,10 +172,12 @@ class Engine:
         ``NoAnswerer()`` says nobody in this process answers: embedded, each question is then an
         error result telling the model so; on the pool it still waits in Redis for ``shelly answer``.
 
-        ``root``: this process runs only this top-level agent (``True``: the entry agent), as
-        ``shelly run`` does. On a pool its children run on the workers, which start the MCP
-        servers their agents use, so only the servers of the root agent are started here (an
-        embedded run, or a root that is a team, starts every server as before).
+        ``root``: the top-level agent this process runs first (``True``: the entry agent), as
+        ``shelly run``, the chat and ``a2a serve`` do. On a pool its children run on the workers,
+        which start the MCP servers their agents use, so only the servers of the root agent are
+        started here; a session of another agent (a resumed one) starts its own when it begins
+        (:meth:`start_servers_for`). Embedded, or with a root that is a team, every server starts
+        at once as before.
 
         Raises ``ConfigError`` (bad config, unknown skill, distributed runtime missing) or the
         first failing MCP server's ``MCPError``; nothing is left open on failure.
@@ -180,10 +186,11 @@ class Engine:
         if not isinstance(config, Config):
             path = find_config(config, sd.root, env)
             config = await asyncio.to_thread(load_config, path, env)
+        only = _servers_of_root(config, root) if runtime is None else None
         skills, context, clients = await asyncio.gather(
             asyncio.to_thread(_load_skills, sd),
             asyncio.to_thread(load_project_context, sd.root, config.context.max_external_file_size),
-            _connect_mcp(config, _servers_of_root(config, root) if runtime is None else None),
+            _connect_mcp(config, only),
         )
         try:
             boxes = {c.name: await c.toolbox() for c in clients}
@@ -191,6 +198,7 @@ class Engine:
             await _close_mcp(clients)
             raise
         engine = cls(config, sd, skills=skills, context=context, mcp_clients=clients, mcp_toolboxes=boxes)
+        engine._mcp_started = None if only is None else set(only)
         engine.toolboxes.approver = approver
         engine.toolboxes.responder.answerer = WaitingAnswerer() if answerer is None else answerer
         try:
@@ -352,6 +360,30 @@ class Engine:
         info = SessionInfo(id=id or new_session_id(), agent=name, provider=self._provider_info(name))
         return self._session(info, persist)
 
+    async def start_servers_for(self, agent: str) -> None:
+        """Start the MCP servers agent ``agent`` (an agent or a team of the config) uses that this
+        engine has not started yet: an engine opened for one root on a pool (``root``) starts only
+        that root's servers, and a session of another agent — a resumed session, an agent an MCP
+        client or the console runs — starts its own before it begins. A no-op otherwise. The first
+        failing server's ``MCPError`` is raised; nothing of this call is left open."""
+        if self._mcp_started is None:
+            return
+        wanted = _servers_of_root(self.config, agent)
+        names = {s.name for s in self.config.mcp_servers} if wanted is None else wanted
+        async with self._mcp_starting:
+            missing = names - self._mcp_started
+            if not missing:
+                return
+            clients = await _connect_mcp(self.config, missing)
+            try:
+                boxes = {c.name: await c.toolbox() for c in clients}
+            except BaseException:
+                await _close_mcp(clients)
+                raise
+            self._mcp_clients.extend(clients)
+            self.toolboxes.mcp.update(boxes)
+            self._mcp_started |= missing
+
     async def resume_session(self, id: str, *, persist: bool = True) -> Session:
         """The saved session ``id`` with its messages restored after the system prompt.
 
@@ -360,6 +392,7 @@ class Engine:
         """
         info, messages = await self.sessions.load(id)
         self.agent_name(info.agent)
+        await self.start_servers_for(info.agent)
         session = self._session(info, persist)
         session.restore(messages)
         return session

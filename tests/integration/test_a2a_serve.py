@@ -216,3 +216,21 @@ def is_delta(response: StreamResponse) -> bool:
     """A ``working`` update carrying a piece of a reply's text."""
     meta = response.status_update.metadata if response.HasField("status_update") else None
     return meta is not None and "kind" in meta and meta["kind"] == "message_delta"
+
+
+def test_on_the_pool_the_server_starts_only_its_agents_mcp_servers(cluster: Cluster, procs: Processes):
+    from tests.integration.test_mcp_distributed import REPO_ROOT, SERVER_SCRIPT
+
+    started_by = cluster.root / "started-by"
+    cluster.write_config(
+        [scripted(lead=["hello"])],
+        [{"name": "lead", "description": "talks"},
+         {"name": "adder", "description": "adds with the MCP server", "toolboxes": ["testbox"]}],
+        mcp_servers=[{"name": "testbox", "command": SHELLY[0], "args": [str(SERVER_SCRIPT)],
+                      "env": {"PYTHONPATH": str(REPO_ROOT), "TOOLBOX_STARTED_BY": str(started_by)}}],
+    )
+    cluster.start_worker("w1")  # starts the server for adder, which may run on it
+    port = free_port()
+    proc = procs.start("a2a", [*SHELLY, "a2a", "serve", "--port", str(port)])
+    wait_for_http(f"http://127.0.0.1:{port}/.well-known/agent-card.json", proc, procs.log("a2a"))
+    assert str(proc.pid) not in started_by.read_text().split(), "lead uses no MCP server"

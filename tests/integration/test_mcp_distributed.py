@@ -155,3 +155,28 @@ def test_a_root_agent_on_the_coordinator_still_gets_its_own_mcp_server(cluster: 
     out = cluster.shelly("run", "add", "--json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["reply"] == "root added 3"
+
+
+def test_a_resumed_session_starts_the_mcp_servers_of_its_own_agent_only(cluster: Cluster) -> None:
+    started_by = cluster.root / "started-by"
+    cluster.write_config(
+        [scripted(orchestrator=["hello", "hello again"],
+                  adder=[call("add", a=1, b=2), "added {result}", call("add", a=2, b=3), "added {result} too"])],
+        [{"name": "orchestrator", "description": "talks"},
+         {"name": "adder", "description": "adds with the MCP server", "toolboxes": ["testbox"]}],
+        mcp_servers=[{"name": "testbox", "command": sys.executable, "args": [str(SERVER_SCRIPT)],
+                      "env": {"PYTHONPATH": str(REPO_ROOT), "TOOLBOX_STARTED_BY": str(started_by)}}],
+    )
+    cluster.start_worker("w1")
+    talk = json.loads(cluster.shelly("run", "hi", "--json").stdout)
+    add = json.loads(cluster.shelly("run", "--agent", "adder", "add", "--json").stdout)
+    before = started_by.read_text().split()
+    resumed_talk = cluster.popen("run", "--session", talk["session"], "hi again", "--json")
+    stdout, stderr = resumed_talk.communicate(timeout=120)
+    assert resumed_talk.returncode == 0 and json.loads(stdout)["reply"] == "hello again", stderr
+    assert str(resumed_talk.pid) not in started_by.read_text().split(), "the orchestrator uses no MCP server"
+    resumed_add = cluster.popen("run", "--session", add["session"], "add more", "--json")  # no --agent: the entry's
+    stdout, stderr = resumed_add.communicate(timeout=120)
+    assert resumed_add.returncode == 0, stderr
+    assert json.loads(stdout)["reply"] == "added 5 too"
+    assert str(resumed_add.pid) in started_by.read_text().split()[len(before):]

@@ -18,7 +18,8 @@ def open_chat(*, agent: str | None, session_id: str | None, config_path: str | N
     from shelly_dist.tools.permissions import InteractiveApprover
 
     async def opener(approver: InteractiveApprover) -> Engine:
-        return await Engine.open(config_path, shelly_dir=shelly_dir, approver=approver)
+        # On a pool only the chat's agent's MCP servers start (a resumed session starts its own).
+        return await Engine.open(config_path, shelly_dir=shelly_dir, approver=approver, root=agent or True)
 
     app = ChatApp(opener, agent=agent, session_id=session_id)
     code = app.run()
