@@ -91,6 +91,11 @@ def _short(text: str, limit: int = ACTION_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+DECISION_KINDS = frozenset({events.ASK_USER, events.APPROVAL_REQUESTED})
+SHOWN_WAIT = 2.0
+"""Seconds a decision's hint waits for the live view to have shown the decision (see ``LiveView.shown``)."""
+
+
 class Board:
     """What the view knows: one row per agent instance, in order of appearance."""
 
@@ -325,6 +330,11 @@ class LiveView:
         self.board = Board()
         self._task: asyncio.Task[None] | None = None
         self._live: Live | None = None
+        self._decisions: set[int] = set()
+        """The decision events (questions, approvals) applied so far, by identity: another
+        subscriber of the same bus prints how to answer one only after this view showed what led
+        to it (:meth:`shown`)."""
+        self._applied = asyncio.Condition()
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
@@ -356,6 +366,20 @@ class LiveView:
                 self._live.update(self.board.render())
             elif line is not None:
                 self.console.print(line, markup=False, highlight=False, soft_wrap=True)  # one line per event
+            if event.kind in DECISION_KINDS:
+                async with self._applied:
+                    self._decisions.add(id(event))
+                    self._applied.notify_all()
+
+    async def shown(self, event: Event) -> None:
+        """Return once this view has shown ``event`` (a decision published on its bus) and every
+        event before it — at most :data:`SHOWN_WAIT` seconds: the hint printed after it (how to
+        answer) then follows the asking run's lines instead of racing them (issue 38)."""
+        if self._task is None or self._task.done():
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SHOWN_WAIT), self._applied:
+                await self._applied.wait_for(lambda: id(event) in self._decisions)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -8,6 +8,7 @@ answer one, from any machine that reaches the config's Redis and broker.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -41,7 +42,8 @@ async def _with_pool(config_path: str | None, shelly_dir: str, fn: Any) -> Any:
 
 
 async def announce_questions(events: Subscription, console: Console, session: str, asked_here: str | None,
-                             prompt: TerminalPrompt | None = None, decisions: Decisions | None = None) -> None:
+                             prompt: TerminalPrompt | None = None, decisions: Decisions | None = None,
+                             shown: Callable[[Event], Awaitable[None]] | None = None) -> None:
     """The decisions of remote runs (on workers), at ``shelly run``'s console: with a terminal
     (``prompt``), each approval a nested child asks is prompted for there, naming its path
     (``lead → deployer-1``), and the verdict goes through ``decisions``; otherwise, and for
@@ -52,6 +54,8 @@ async def announce_questions(events: Subscription, console: Console, session: st
         async for event in events:
             if event.agent == asked_here or not event.data.get("id"):
                 continue
+            if shown is not None and event.kind in ("approval_requested", "ask_user"):
+                await shown(event)
             if event.kind == "approval_requested":
                 await _approval(event, console, session, prompt, decisions)
                 continue

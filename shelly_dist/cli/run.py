@@ -46,7 +46,7 @@ from shelly_dist.cli.questions import announce_questions
 from shelly_dist.engine import Config, Engine
 from shelly_dist.engine.session import user_messages
 from shelly_dist.errors import SessionNotSaved, UsageError
-from shelly_dist.events import BATCH_SUBMITTED
+from shelly_dist.events import BATCH_SUBMITTED, Event
 from shelly_dist.models import Usage, streaming
 from shelly_dist.tools.builtin.ask import NoAnswerer
 
@@ -145,9 +145,13 @@ async def run_task(
             console.print(f"session {session.id}", markup=False, highlight=False)
         hints = None
         if hasattr(engine.runtime, "respond"):  # decisions of runs on workers: prompted here, or say how
+            async def shown(event: Event) -> None:  # the live view is opened just below
+                if views:
+                    await views[-1].shown(event)
+
             hints = asyncio.create_task(announce_questions(engine.bus.subscribe(), console, session.id,
                                                            session.agent.name if interactive else None,
-                                                           prompt, engine.decisions))
+                                                           prompt, engine.decisions, shown))
         watched = Watched(engine.bus, session.agent.name)
         batches = asyncio.create_task(warn_on_provider_batch(engine.bus.subscribe(), console, session.id))
         try:

@@ -29,8 +29,12 @@ class StreamEvents:
         self._pending: set[asyncio.Task[None]] = set()
 
     def __call__(self, event: Event) -> None:
-        from shelly_dist.runtime.celery.journal.stream import StreamSink
+        from shelly_dist.runtime.celery.journal.stream import StreamSink, routed
 
+        running = routed(event.session_id)
+        if running is not None:  # raised by a run's step: written in order with its events
+            running(event)
+            return
         stream = StreamSink(self._stores.client(), self._stores.keys, event.session_id, retention=self._retention)
         stream(event)
         task = asyncio.get_running_loop().create_task(stream.flush())

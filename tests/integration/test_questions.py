@@ -264,3 +264,23 @@ def test_every_key_a_question_writes_has_a_ttl_while_it_waits_and_after_its_answ
             run.kill()
             run.communicate()
     assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
+
+
+def test_the_question_hint_follows_the_asking_runs_lines_in_the_live_view(cluster: Cluster):
+    team(cluster)
+    cluster.start_worker("solo", concurrency=1)
+    first = cluster.popen("run", "colour job", "--agent", "lead")
+    try:
+        session = wait_until(lambda: cluster.session_ids(), 60, "the session")[0]
+        wait_until(lambda: open_questions(cluster, session), 90, "the asker's question")
+        assert cluster.shelly("answer", "--session", session, "q-1", "blue").returncode == 0
+        _, stderr = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    lines = stderr.splitlines()
+    asked = next(i for i, line in enumerate(lines) if "→ ask_user" in line)
+    started = next(i for i, line in enumerate(lines) if "▶ asker-pick-1 started" in line)
+    hint = next(i for i, line in enumerate(lines) if line.startswith("question q-1"))
+    assert started < asked < hint, stderr

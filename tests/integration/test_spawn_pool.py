@@ -103,3 +103,18 @@ def test_shelly_run_exits_only_once_a_detached_child_has_ended(cluster: Cluster)
     assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
     assert json.loads(out.stdout)["reply"] == "finished"  # the lead did not wait for it
     assert cluster.redis.hget(cluster.run_record("worker"), "status") == "done"  # but the run did
+
+
+def test_the_live_view_shows_each_spawned_childs_end_before_its_parent_hears_of_it(cluster: Cluster) -> None:
+    cluster.write_config(
+        [scripted(lead=[spawn("one", "two"), "waiting", "heard one", "heard both", "more"],
+                  worker=[{"text": "did it", "delay": 1}])],
+        [{"name": "lead", "options": {"max_delegation_depth": 1}}, {"name": "worker"}],
+        entry_agent="lead")
+    cluster.start_worker("w1")
+    out = cluster.shelly("run", "go", timeout=120)
+    assert out.returncode == 0, f"{out.stderr}\n{cluster.worker_log()}"
+    lines = out.stderr.splitlines()
+    done = [i for i, line in enumerate(lines) if "✔ worker-" in line and " done on " in line]
+    heard = [i for i, line in enumerate(lines) if "⇠ heard worker" in line]
+    assert len(done) == len(heard) == 2 and done[0] < heard[0] and done[1] < heard[1], out.stderr

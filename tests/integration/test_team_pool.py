@@ -400,3 +400,21 @@ def test_agents_mentioning_each_other_on_the_pool_stop_at_the_wake_budget_with_t
     assert len(wake_records(cluster)) == 10
     paused = [e for e in cluster.events(done.stderr.split()[1]) if e["kind"] == "wakes_paused"]
     assert len(paused) == 1 and "wake budget is spent" in paused[0]["data"]["reason"]
+
+
+def test_the_live_view_of_a_workflow_on_the_pool_shows_a_runs_tool_call_before_its_post_and_its_end_first(
+        cluster: Cluster) -> None:
+    cluster.write_config([scripted("team", **REVIEW)],
+                         [{"name": "coder", "provider": "team", "toolboxes": ["team"]},
+                          {"name": "reviewer", "provider": "team", "toolboxes": ["team"]}])
+    cluster.start_workers("wa", "wb")
+    done = cluster.shelly("workflow", "run", str(write_workflow(cluster.root)), timeout=180)
+    assert done.returncode == 0, f"{done.stderr}\n{cluster.worker_log()}"
+    lines = done.stderr.splitlines()
+
+    def at(text: str) -> int:
+        return next(i for i, line in enumerate(lines) if text in line)
+
+    # as embedded: the tool call, then its post; the run's end, then its last word, ack and wake end
+    assert at("coder → channel_send") < at("#2 @coder: @reviewer patch ready"), done.stderr
+    assert at("✔ coder done on") < at("#3 @coder: patch written") < at("✔ coder wake done"), done.stderr

@@ -71,13 +71,17 @@ class PoolSpawner:
     """The spawns of one leased run (a worker's step, or a coordinator's root)."""
 
     def __init__(self, journal: Journal, send: Send, lease: Lease, fingerprint: str,
-                 watch: Callable[[], Awaitable[Watch]] | None = None) -> None:
+                 watch: Callable[[], Awaitable[Watch]] | None = None,
+                 shown: Callable[[list[str]], Awaitable[None]] | None = None) -> None:
         self.journal = journal
         self.send = send
         self.lease = lease
         self.fingerprint = fingerprint
         self.watch = watch
         """The parent's run channel (a coordinator's root waits on it; a worker suspends instead)."""
+        self.shown = shown
+        """Awaited with the run ids of fresh announcements before the parent hears them: a
+        coordinator's live view shows those children's ends first (the causal order)."""
 
     async def start(self, parent: Run, request: ChildRequest, spawned: Spawned, dedup: str) -> SpawnAck:
         journal, record, now = self.journal, self.lease.record, time.time()
@@ -134,7 +138,10 @@ class PoolSpawner:
     async def announcements(self, parent_id: str, start: int) -> list[Spawned]:
         with redis_errors("spawn"):
             raw = await self.journal.client.lrange(_announce_key(self.journal, parent_id), start, -1)
-        return [Spawned.model_validate_json(r) for r in raw]
+        fresh = [Spawned.model_validate_json(r) for r in raw]
+        if fresh and self.shown is not None:
+            await self.shown([s.run_id for s in fresh])
+        return fresh
 
     async def wait(self, parent: Run) -> bool:
         """A coordinator's root: wait on its run channel until an announcement is due or none will

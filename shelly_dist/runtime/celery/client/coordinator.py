@@ -47,7 +47,8 @@ from shelly_dist.runtime.celery.client.roots import RootWaiter
 from shelly_dist.runtime.celery.client.tail import Tail
 from shelly_dist.runtime.celery.client.tree_end import until_tree_ended
 from shelly_dist.runtime.celery.journal import Journal, Lease, RunRecord, RunStatus, child_key
-from shelly_dist.runtime.celery.journal.stream import StreamSink
+from shelly_dist.runtime.celery.journal.record import LIVE
+from shelly_dist.runtime.celery.journal.stream import StreamSink, routed_to
 from shelly_dist.runtime.celery.names import RUN_AGENT, task_kwargs
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.local.steering import LiveRun
@@ -69,6 +70,11 @@ CONNECTIONS = 8
 """Connections the process's client may open (a blocking pool: past it, a command waits for a free
 one). A batch submitting and waiting for 10,000 roots needs a handful at a time: its waits share one
 reader (:class:`RootWaiter`) and its wake-ups one pub/sub connection (from this pool too)."""
+
+ANNOUNCED_FINISH_WAIT = 2.0
+"""Seconds a coordinator's root waits, before hearing a spawned child's announcement, for that
+child's finish (written just after it) so the live view shows the child's end first."""
+ANNOUNCED_FINISH_POLL = 0.02
 
 SUBMIT_OUTAGE = 60.0
 """Seconds a submission waits out a Redis that does not answer before it fails."""
@@ -188,7 +194,7 @@ class CeleryRuntime:
         root_started(run, task)
         ended: dict[str, Any] = {}
         try:
-            with acting_as(session=session):
+            with acting_as(session=session), routed_to(stream):  # its workspace's events in order with its own
                 reply = await agent.execute(run)
                 ended["reply"] = reply
                 if run.state.spawned:
@@ -377,7 +383,8 @@ class _Awaiter:
         self._stack = contextlib.AsyncExitStack()
         self._wakeups: Watch | None = None
         self._opening = asyncio.Lock()
-        self.spawner = PoolSpawner(runtime.journal, runtime._send, lease, runtime.fingerprint, watch=self._subscribed)
+        self.spawner = PoolSpawner(runtime.journal, runtime._send, lease, runtime.fingerprint, watch=self._subscribed,
+                                   shown=self._finishes_shown)
         """The root's ``spawn`` children: on the pool; the root waits for their announcements here."""
 
     async def watch(self) -> Watch:
@@ -422,6 +429,26 @@ class _Awaiter:
         keys = [child_key(d.request, iteration) for d in delegations]
         entries = await self._entries(wakeups, keys, [d.reply_to.get("run", "") for d in delegations])
         return await self._caught_up(entries)
+
+    async def _finishes_shown(self, runs: list[str]) -> None:
+        """Before the root hears of its spawned children ``runs``: the live view shows their ends.
+        A child is announced just before its finish is written (so a crash repeats neither), so
+        this waits — :data:`ANNOUNCED_FINISH_WAIT` at most, a view's order never stalls a run —
+        until each is recorded ended, then catches the view up."""
+        if self.tail is None:
+            return
+        client, keys = self.runtime.client, self.runtime.journal.keys
+        deadline = time.monotonic() + ANNOUNCED_FINISH_WAIT
+        with contextlib.suppress(Exception):  # the view's order only: Redis failing here costs lines
+            while time.monotonic() < deadline:
+                async with client.pipeline(transaction=False) as pipe:
+                    for run in runs:
+                        pipe.hget(keys.run(run), "status")
+                    statuses = await pipe.execute()
+                if not any(s is not None and RunStatus.read(s) in LIVE for s in statuses):
+                    break
+                await asyncio.sleep(ANNOUNCED_FINISH_POLL)
+        await self.tail.catch_up()
 
     async def _caught_up(self, entries: list[DelegateEntry]) -> list[DelegateEntry]:
         """Hand the root its children's entries only once the live view has shown their events

@@ -9,12 +9,20 @@ consecutive deltas of a run are merged into one event in the buffer, and written
 :data:`DELTA_INTERVAL`, so a watcher on another machine sees the text grow about ten times a
 second for one ``XADD`` each. Reading the stream is the client's
 (:mod:`shelly_dist.runtime.celery.client.events`).
+
+What a run's step causes in its team's workspace (a channel post, a wake it starts, its inbox
+acknowledged) is buffered with the run's own events while the run is stepped (:func:`routed_to`),
+so the stream holds them in the order they happened — the tool call, then its post — as the
+embedded bus does, instead of the post first and the run's events at its next checkpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -42,6 +50,12 @@ class StreamSink:
         self._buffer: list[Event] = []
         self._timer: asyncio.TimerHandle | None = None
         self._inflight: asyncio.Future[None] | None = None
+        self.routing = False
+        """Other events of its session are buffered here (:func:`routed_to`) while this is set."""
+
+    @property
+    def session(self) -> str:
+        return self._session
 
     def __call__(self, event: Event) -> None:
         if not event.session_id:
@@ -121,3 +135,26 @@ class StreamSink:
         with redis_errors("events"):
             answers = await write_through(write)  # Redis full: wait, the events are kept meanwhile
         return [v or "" for v in answers[-1]] if read is not None else None
+
+
+_routed: ContextVar[StreamSink | None] = ContextVar("shelly_routed_stream", default=None)
+
+
+@contextlib.contextmanager
+def routed_to(sink: StreamSink) -> Iterator[None]:
+    """While stepping a run: other events of its session raised in this context (its workspace's,
+    :func:`routed`) join ``sink``'s buffer, in order with the run's own. On exit they no longer
+    do (a task the step started may outlive it), before the caller's last flush."""
+    token = _routed.set(sink)
+    sink.routing = True
+    try:
+        yield
+    finally:
+        sink.routing = False
+        _routed.reset(token)
+
+
+def routed(session: str) -> StreamSink | None:
+    """The sink of the run being stepped in this context when it takes ``session``'s events."""
+    sink = _routed.get()
+    return sink if sink is not None and sink.routing and sink.session == session else None

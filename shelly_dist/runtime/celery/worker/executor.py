@@ -50,7 +50,7 @@ from shelly_dist.runtime.celery.children.join import enqueue_resume, finish_and_
 from shelly_dist.runtime.celery.children.policy import PoolPolicy
 from shelly_dist.runtime.celery.children.steering import RedisInbox
 from shelly_dist.runtime.celery.journal import Journal, Lease, LeaseLost, RunRecord, RunStatus, child_key
-from shelly_dist.runtime.celery.journal.stream import StreamSink
+from shelly_dist.runtime.celery.journal.stream import StreamSink, routed_to
 from shelly_dist.runtime.celery.names import RUN_AGENT, Enqueue, task_kwargs
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.wake import TeamContext, is_wake_run
@@ -175,7 +175,7 @@ class Executor:
         metrics.RUNS_IN_FLIGHT.inc()
         try:
             async with lease.heartbeat(task):  # type: ignore[arg-type]
-                with acting_as(session=record.session, run=record.id), run_span(record):  # logs carry both
+                with acting_as(session=record.session, run=record.id), run_span(record), routed_to(sink):
                     return await self._advance(lease, sink, life, stop)
         except LeaseLost as exc:
             logger.warning("run %s: %s; abandoned (another worker carries it on)", run_id, exc)
