@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.live import Live
@@ -321,7 +322,11 @@ class LiveView:
     ``"auto"`` picks live on a terminal and plain otherwise.
     """
 
-    def __init__(self, bus: EventBus, console: Console, mode: str = "auto") -> None:
+    def __init__(self, bus: EventBus, console: Console, mode: str = "auto", subscription: Any = None) -> None:
+        """``subscription``: a subscription of ``bus`` taken earlier, so the view also shows what
+        was published before it opened (a workflow's kickoff post, made before its session's id is
+        printed); closed with the view."""
+        self._early = subscription
         if mode == "auto":
             mode = "live" if console.is_terminal else "plain"
         self.mode = mode
@@ -350,8 +355,10 @@ class LiveView:
 
     async def __aenter__(self) -> LiveView:
         if self.mode == "quiet":
+            if self._early is not None:
+                self._early.close()
             return self
-        sub = self.bus.subscribe(buffer=4096)
+        sub = self._early if self._early is not None else self.bus.subscribe(buffer=4096)
         if self.mode == "live":
             self._live = Live(self.board.render(), console=self.console, refresh_per_second=8, transient=False)
             self._live.start()

@@ -55,6 +55,7 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
         due = engine.stores.due_index()
         # Embedded, this process ticks the schedules; on a pool every worker does.
         scheduler = Scheduler(due, engine.stores.workspace) if engine.runtime.name == "local" else None
+        early = engine.bus.subscribe(buffer=4096)  # the kickoff post too, as the pool's stream holds it
         session, ws = await start_workflow(engine.stores.workspace, workflow, params=params, tag=tag, due=due,
                                            exec_env=config.permissions.exec_env, source=file)
         console.print(f"session {session} (workflow {workflow.name})", markup=False, highlight=False)
@@ -62,7 +63,7 @@ async def _run(file: str, params: dict[str, str], tag: str, config_path: str | N
             scheduler.start()
         tail = asyncio.create_task(_tail(engine, session)) if engine.stores.shared else None
         try:
-            async with LiveView(engine.bus, console, "quiet" if quiet else "auto"):
+            async with LiveView(engine.bus, console, "quiet" if quiet else "auto", early):
                 if until_stopped:
                     await wait_stopped(ws)
                 else:

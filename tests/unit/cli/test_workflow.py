@@ -34,6 +34,13 @@ def test_a_review_workflow_runs_to_idle_and_prints_the_document(invoke, workdir:
     assert "✔ reviewer wake done" in result.stderr
 
 
+def test_the_kickoff_post_is_shown_after_the_session_line_as_on_the_pool(  # type: ignore[no-untyped-def]
+        invoke, workdir: Path) -> None:
+    result = invoke("workflow", "run", str(write_team(workdir, REVIEW)))
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith("session ") and lines[1] == "  #1 @user: @coder fix the parser", result.stderr
+
+
 def test_quiet_prints_no_progress(invoke, workdir: Path) -> None:  # type: ignore[no-untyped-def]
     result = invoke("workflow", "run", "--quiet", str(write_team(workdir, REVIEW)))
     assert result.exit_code == 0 and "woken" not in result.stderr
