@@ -1,7 +1,7 @@
 """The journals' Redis as a list of servers: one redis-server, or each primary of a Redis Cluster.
 
 The journals may live on a Redis Cluster (``BENCH_REDIS_URL=redis+cluster://host:port``; see
-``shelly_dist.state.connection``); the broker cannot (kombu has no cluster transport), so the bench
+``shelly_dist.redisio.connection``); the broker cannot (kombu has no cluster transport), so the bench
 then needs ``BENCH_BROKER_URL`` on a redis-server of its own. What the bench does to "its Redis"
 directly — ``INFO cpu`` for the scaling row, deleting its keys by prefix on the way out — is per
 server, so it asks :func:`journal_nodes` for a plain client of each primary. Scenarios that only
@@ -30,7 +30,7 @@ import redis
 
 from bench.procs import BenchError
 from bench.servers import free_port, start_redis_server
-from shelly_dist.state.connection import cluster_url
+from shelly_dist.redisio.connection import cluster_url
 
 NODES = 3
 

@@ -35,8 +35,8 @@ import yaml
 from bench.procs import BenchError, cpu_seconds
 from bench.report import Row
 from bench.servers import redis_cpu, start_redis_server
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal.due import SHARDS
-from shelly_dist.state.keys import Keys
 
 NAME = "idle"
 SETTLE = 40.0
@@ -48,9 +48,9 @@ WINDOW = 20.0
 CREATE = """
 import asyncio, sys
 from shelly_dist.runtime.celery.journal import Journal
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.state.connection import connect
+from shelly_dist.redisio.connection import connect
 
 async def main(url, prefix, n):
     client = connect(url)

@@ -34,7 +34,7 @@ from bench.idle import _commands, _env, _wait_quiet
 from bench.procs import BenchError, cpu_seconds
 from bench.report import Row
 from bench.servers import redis_cpu, start_redis_server
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.keys import Keys
 
 NAME = "waiting"
 SETTLE = 40.0

@@ -8,7 +8,7 @@ on cancellation to stop (a ticker, a renewer, a poll) then runs for ever, and wh
 end hangs: ``Scheduler.aclose`` did, once in a few dozen stops in a test (issue 27).
 
 Every such loop pauses with :func:`pause`, which ends the task first when a cancellation is
-pending; reads that block go through ``state.blocking.cancellable``. Nothing here imports redis:
+pending; reads that block go through ``redisio.blocking.cancellable``. Nothing here imports redis:
 the lowest layers use it.
 """
 

@@ -10,7 +10,7 @@ import shelly_dist
 LAYERS = {
     "observability": 0, "chats": 1, "models": 2, "providers": 3, "tools": 4, "skills": 5, "extensions": 5,
     "agent": 6,
-    "state": 7, "tasks": 7, "workspace": 7, "runtime": 8, "engine": 9, "cli": 10, "console": 10,
+    "redisio": 7, "state": 7, "tasks": 7, "workspace": 7, "runtime": 8, "engine": 9, "cli": 10, "console": 10,
 }
 
 

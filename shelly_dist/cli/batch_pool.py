@@ -29,7 +29,7 @@ from shelly_dist.cancellation import raise_if_cancelled
 from shelly_dist.chats import Message
 from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.errors import RunError, RunNotFound
-from shelly_dist.state.blocking import read_through
+from shelly_dist.redisio.blocking import read_through
 
 if TYPE_CHECKING:  # the pool's modules import Celery: only when a batch runs on it
     from shelly_dist.runtime.celery.journal import RunRecord

@@ -13,8 +13,8 @@ from shelly_dist.errors import UsageError
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
 
+    from shelly_dist.redisio.keys import Keys
     from shelly_dist.runtime.celery import RuntimeSettings
-    from shelly_dist.state.keys import Keys
 
 
 def load_settings(config_path: str | None, shelly_dir: str) -> RuntimeSettings:
@@ -31,8 +31,8 @@ async def redis_for(
     """The configured Redis and its key prefix, for commands that read or write run journals and
     events from outside the run (``runs``, ``cancel``, ``events``): they need Redis, not a broker;
     none configured is a ``UsageError`` (exit 2) naming what to set."""
-    from shelly_dist.state.connection import connect
-    from shelly_dist.state.keys import Keys
+    from shelly_dist.redisio.connection import connect
+    from shelly_dist.redisio.keys import Keys
 
     distributed = load_config(find_config(config_path, shelly_dir)).distributed
     redis_url = distributed.effective_redis_url()

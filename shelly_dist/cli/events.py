@@ -49,7 +49,7 @@ def _line(event: Event) -> str:
 
 async def _known(client: Any, keys: Any, session_id: str) -> bool:
     """Whether Redis holds anything of the session: its event stream, its runs or its saved record."""
-    from shelly_dist.state.connection import redis_errors
+    from shelly_dist.redisio.connection import redis_errors
 
     with redis_errors("events"):
         return bool(await client.exists(keys.events(session_id), keys.session_runs(session_id),

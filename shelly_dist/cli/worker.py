@@ -55,9 +55,9 @@ def freeze_startup_objects(**_: object) -> None:
 def check_reachable(app: object) -> None:
     """Fail fast when the broker or Redis cannot be reached at start, instead of Celery retrying for
     many minutes: the error becomes one line naming the setting to fix (``cli.explain``)."""
+    from shelly_dist.redisio.connection import sync_client
+    from shelly_dist.redisio.sharded import check_sharded_pubsub_sync
     from shelly_dist.runtime.celery.broker import ensure_broker
-    from shelly_dist.state.connection import sync_client
-    from shelly_dist.state.sharded import check_sharded_pubsub_sync
 
     ensure_broker(app)  # type: ignore[arg-type]  # a supervisor (compose, Kubernetes) restarts the worker
     client = sync_client(app.shelly_settings.redis_url, socket_connect_timeout=10)  # type: ignore[attr-defined]

@@ -36,8 +36,8 @@ from shelly_dist.engine.session import user_messages
 from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.errors import UsageError
 from shelly_dist.events import Event
+from shelly_dist.redisio.connection import redis_errors
 from shelly_dist.runtime.spending import Spent, spent_by_run
-from shelly_dist.state.connection import redis_errors
 
 if TYPE_CHECKING:
     from shelly_dist.engine.config_models import Config

@@ -27,9 +27,9 @@ from typing import Any
 from shelly_dist.cancellation import pause
 from shelly_dist.errors import UsageError
 from shelly_dist.events import Event
-from shelly_dist.state.blocking import read_through
-from shelly_dist.state.connection import is_cluster, redis_errors
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.blocking import read_through
+from shelly_dist.redisio.connection import is_cluster, redis_errors
+from shelly_dist.redisio.keys import Keys
 
 FOLLOWED = 200
 """Sessions the feed of every session follows: the most recently started."""

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 
 def runtime_settings(config: Config) -> RuntimeSettings:
     """The distributed runtime's settings from the ``distributed:`` section (env overrides applied)."""
+    from shelly_dist.redisio.connection import cluster_url
     from shelly_dist.runtime.celery import RuntimeSettings
-    from shelly_dist.state.connection import cluster_url
 
     d = config.distributed
     if not d.broker_url:

@@ -135,7 +135,7 @@ async def window_checks(config: Config, seconds: float) -> list[Check]:
 
 async def redis_checks(url: str, seconds: float) -> list[Check]:
     """Reachable and authenticated (fail otherwise), then eviction policy and persistence (warn)."""
-    from shelly_dist.state.server import AUTH, UNREACHABLE, probe_redis
+    from shelly_dist.redisio.server import AUTH, UNREACHABLE, probe_redis
 
     probe = await probe_redis(url, seconds=seconds)
     if probe.problem == UNREACHABLE:
@@ -181,7 +181,7 @@ def _persistence(aof: bool, rdb: bool | None, config_error: str) -> Check:
 
 async def broker_check(url: str, seconds: float) -> Check:
     """The broker answers and accepts the credentials (Redis or AMQP)."""
-    from shelly_dist.state.server import AUTH, probe_redis, redact
+    from shelly_dist.redisio.server import AUTH, probe_redis, redact
 
     if url.startswith(("redis://", "rediss://", "unix://")):
         probe = await probe_redis(url, seconds=seconds)

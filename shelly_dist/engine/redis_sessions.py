@@ -20,9 +20,8 @@ from pydantic import ValidationError
 from shelly_dist.chats import Message
 from shelly_dist.engine.sessions import SessionInfo, check_session_id, now_info
 from shelly_dist.errors import StoreError
-from shelly_dist.state import Keys
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import DEFAULT_RETENTION
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import DEFAULT_RETENTION, Keys
 
 
 class RedisSessionStore:

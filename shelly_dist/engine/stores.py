@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from shelly_dist.engine.session_cache import SessionCache
 from shelly_dist.events import Event, EventSink
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.keys import Keys
 
 if TYPE_CHECKING:
     from shelly_dist.agent.effects.offload import OffloadStore
@@ -70,7 +70,7 @@ class SessionStores:
 
     def _redis(self) -> Any:
         if self._client is None:
-            from shelly_dist.state.connection import connect
+            from shelly_dist.redisio.connection import connect
 
             self._client = connect(self.redis_url, client_name="shelly-engine")
         return self._client

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from shelly_dist.engine.stores import SessionStores
 from shelly_dist.events import Event, EventSink
+from shelly_dist.redisio.keys import DEFAULT_RETENTION
 from shelly_dist.runtime.local.wakes import LocalWakes
 from shelly_dist.runtime.wake import Wakes
-from shelly_dist.state.keys import DEFAULT_RETENTION
 
 if TYPE_CHECKING:
     from shelly_dist.engine.engine import Engine

@@ -63,8 +63,8 @@ class EngineContext:
     """What the runtime needs of an open engine on a worker."""
 
     def __init__(self, engine: Engine, fingerprint: str, settings: RuntimeSettings) -> None:
+        from shelly_dist.redisio.connection import connect
         from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
-        from shelly_dist.state.connection import connect
         from shelly_dist.state.governor import RedisGovernorStore
         from shelly_dist.state.spend import RedisSpendLedger
 
@@ -80,8 +80,8 @@ class EngineContext:
         engine.providers.spend = RedisSpendLedger(self._client, prefix=settings.key_prefix)
         # A model call for a provider batch suspends its run (no slot held); this process works the
         # desks of every provider with a batch API (runtime/celery/children/batch_layer.py, worker/batch_runner.py).
+        from shelly_dist.redisio.keys import Keys
         from shelly_dist.runtime.celery.children.batch_layer import PoolBatching
-        from shelly_dist.state.keys import Keys
 
         self.batching = PoolBatching(self._client, Keys(settings.key_prefix), settings.retention)
         engine.providers.pool_batching = self.batching

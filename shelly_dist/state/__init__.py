@@ -1,5 +1,5 @@
 """Layer 7 — the blackboard: a shared key/value store per session, in memory or in Redis, and
-its ``shared_state_*`` tools."""
+its ``shared_state_*`` tools (the Redis plumbing under it is :mod:`shelly_dist.redisio`)."""
 
 from typing import TYPE_CHECKING
 
@@ -8,7 +8,6 @@ from shelly_dist._lazy import lazy_exports
 if TYPE_CHECKING:
     from shelly_dist.state.base import Entry, Store, StoreBase
     from shelly_dist.state.changes import Changes, Signal
-    from shelly_dist.state.keys import DEFAULT_PREFIX, DEFAULT_RETENTION, Keys
     from shelly_dist.state.memory import MemoryStore
     from shelly_dist.state.prompt import blackboard_prompt, blackboard_section
     from shelly_dist.state.tools import state_tools
@@ -18,11 +17,8 @@ if TYPE_CHECKING:
 # embedded path never imports redis.
 
 __all__ = [
-    "DEFAULT_PREFIX",
-    "DEFAULT_RETENTION",
     "Changes",
     "Entry",
-    "Keys",
     "MemoryStore",
     "Signal",
     "Store",

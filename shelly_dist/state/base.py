@@ -8,7 +8,7 @@ got back never changes the store (Shelly behaviour 62).
 
 :class:`StoreBase` holds the parts both implementations share: ``watch`` (subscribe, read, wait,
 re-read — see :mod:`shelly_dist.state.changes`; a Redis outage under a watch is waited out, up to
-its timeout, by :mod:`shelly_dist.state.blocking`) and ``snapshot``.
+its timeout, by :mod:`shelly_dist.redisio.blocking`) and ``snapshot``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from shelly_dist.errors import StoreError
-from shelly_dist.state.blocking import read_through
+from shelly_dist.redisio.blocking import read_through
 from shelly_dist.state.changes import Changes, deadline_after, seconds_left
 
 

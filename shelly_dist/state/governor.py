@@ -25,8 +25,8 @@ import redis.asyncio as aioredis
 
 from shelly_dist.models.governor.base import BOUND, GRACE, WINDOW, Ask, Decision, KeyLimits, Learned, Settle
 from shelly_dist.models.governor.memory import EPSILON, HEAD, HERE, SPIN, STEP, TOLERANCE, WALK
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 
 RETENTION = 24 * 3600
 """Seconds a unit's account outlives its last call (its learned limits with it)."""

@@ -17,8 +17,8 @@ import redis.asyncio as aioredis
 
 from shelly_dist.agent.limits import BudgetScope, Charge, Refusal
 from shelly_dist.agent.limits.base import LIMIT_NAMES
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import DEFAULT_RETENTION, Keys
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import DEFAULT_RETENTION, Keys
 
 _NAMES = "local names = {'model_requests', 'total_tokens', 'cost_usd'}\n"
 

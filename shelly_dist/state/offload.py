@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import DEFAULT_RETENTION, Keys
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import DEFAULT_RETENTION, Keys
 
 
 class RedisOffloadStore:

@@ -1,6 +1,6 @@
 """The blackboard in Redis: one hash per session, shared by the coordinator and every worker.
 
-Layout (see :class:`~shelly_dist.state.keys.Keys`): hash ``{prefix}s:{session}:state`` maps each
+Layout (see :class:`~shelly_dist.redisio.keys.Keys`): hash ``{prefix}s:{session}:state`` maps each
 key to its entry JSON ``{"version":N,"author":…,"updated_at":…,"value":…}``; every write and
 delete PUBLISHes the key on ``…:state:changed``, which watchers use as a wake-up hint only.
 
@@ -20,11 +20,11 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from shelly_dist.identity import agent_name
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import DEFAULT_RETENTION, Keys
+from shelly_dist.redisio.subscription import DEFAULT_POLL_INTERVAL, Subscription
 from shelly_dist.state.base import Entry, StoreBase, check_key, dump_value
 from shelly_dist.state.changes import Changes
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import DEFAULT_RETENTION, Keys
-from shelly_dist.state.subscription import DEFAULT_POLL_INTERVAL, Subscription
 
 # KEYS: hash, channel. ARGV: key, value JSON, author JSON, timestamp, ttl, expected version ("" = any).
 # Returns the new version, or -1 when the expected version did not match.
@@ -50,7 +50,7 @@ return n
 
 
 class RedisStore(StoreBase):
-    """The blackboard of ``session`` in Redis; ``client`` comes from ``state.connection.connect``."""
+    """The blackboard of ``session`` in Redis; ``client`` comes from ``redisio.connection.connect``."""
 
     def __init__(
         self,

@@ -20,8 +20,8 @@ import math
 import redis.asyncio as aioredis
 
 from shelly_dist.agent.slots import Acquired
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 
 _NOW = """
 local t = redis.call('TIME')

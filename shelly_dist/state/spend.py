@@ -14,8 +14,8 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from shelly_dist.models.governor.spend import Refusal, SpendScope, periods
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 
 RESERVE = """
 local amount = tonumber(ARGV[1])

@@ -21,7 +21,7 @@ from typing import Any
 
 from shelly_dist.errors import StoreError
 from shelly_dist.identity import agent_name
-from shelly_dist.state.blocking import read_through
+from shelly_dist.redisio.blocking import read_through
 from shelly_dist.state.changes import Changes, deadline_after, seconds_left, soonest
 from shelly_dist.tasks.base import DEFAULT_UNCLAIMED_TIMEOUT, STATUSES, Task
 

@@ -1,6 +1,6 @@
 """The task board in Redis: one hash per session, shared by the coordinator and every worker.
 
-Layout (see :class:`~shelly_dist.state.keys.Keys`): hash ``{prefix}s:{session}:tasks`` maps each
+Layout (see :class:`~shelly_dist.redisio.keys.Keys`): hash ``{prefix}s:{session}:tasks`` maps each
 task id to its JSON; every mutation PUBLISHes the id on ``…:tasks:changed`` as a wake-up hint.
 
 Mutations are optimistic transactions (WATCH the hash, read it, apply the rule in Python,
@@ -18,16 +18,16 @@ from contextlib import AbstractAsyncContextManager
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import DEFAULT_RETENTION, Keys
+from shelly_dist.redisio.subscription import DEFAULT_POLL_INTERVAL, Subscription
 from shelly_dist.state.changes import Changes
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import DEFAULT_RETENTION, Keys
-from shelly_dist.state.subscription import DEFAULT_POLL_INTERVAL, Subscription
 from shelly_dist.tasks.base import DEFAULT_UNCLAIMED_TIMEOUT, Task
 from shelly_dist.tasks.board import BoardBase, Rule
 
 
 class RedisBoard(BoardBase):
-    """The task board of ``session`` in Redis; ``client`` comes from ``state.connection.connect``."""
+    """The task board of ``session`` in Redis; ``client`` comes from ``redisio.connection.connect``."""
 
     def __init__(
         self,

@@ -16,8 +16,8 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import DEFAULT_RETENTION, Keys
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import DEFAULT_RETENTION, Keys
 from shelly_dist.workspace.base import TextRule, WorkspaceBase
 from shelly_dist.workspace.models import ChannelMessage
 from shelly_dist.workspace.scripts import WorkspaceScripts
@@ -26,7 +26,7 @@ ORIGIN = "workspace"
 
 
 class RedisWorkspace(WorkspaceBase):
-    """The workspace of ``session`` in Redis; ``client`` comes from ``state.connection.connect``."""
+    """The workspace of ``session`` in Redis; ``client`` comes from ``redisio.connection.connect``."""
 
     def __init__(
         self, client: aioredis.Redis, keys: Keys | None = None, *, session: str, retention: int = DEFAULT_RETENTION

@@ -1,7 +1,7 @@
 """The workspace's Lua scripts, in one place, registered once per client (see ``WorkspaceScripts``).
 
 Every key a script touches comes from ``KEYS`` and all of them share the session's hash tag
-(``state/keys.py``), so they run on a cluster too.
+(``redisio/keys.py``), so they run on a cluster too.
 """
 
 from __future__ import annotations

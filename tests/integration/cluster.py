@@ -21,7 +21,7 @@ from typing import Any
 import redis
 import yaml
 
-from shelly_dist.state.connection import sync_client
+from shelly_dist.redisio.connection import sync_client
 from shelly_dist.testing.model_server import ModelServer
 
 BROKER_DB = 5 + int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0) % 10

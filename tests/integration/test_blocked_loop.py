@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from shelly_dist import Message, Role
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery import CeleryRuntime, RuntimeSettings
-from shelly_dist.state.keys import Keys
 
 from .cluster import Cluster, wait_until
 from .support.pyteam import build_registry, delegate_reply, worker_env

@@ -20,8 +20,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from shelly_dist.errors import StoreError
-from shelly_dist.state.connection import connect
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.connection import connect
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.state.redis import RedisStore
 from shelly_dist.tasks.redis import RedisBoard
 from tests.conftest import free_port

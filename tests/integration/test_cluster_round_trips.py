@@ -19,11 +19,11 @@ import redis.asyncio as aioredis
 
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message, Role
+from shelly_dist.redisio.connection import connect
 from shelly_dist.runtime.celery.client.events import read_events
 from shelly_dist.runtime.celery.journal import Journal, Lease
 from shelly_dist.runtime.celery.journal.due import shard_of
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.state.connection import connect
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

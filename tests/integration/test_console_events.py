@@ -13,9 +13,9 @@ import pytest
 
 from shelly_dist.console.pool_feed import every_session, stream_after, stream_position
 from shelly_dist.events import Event
+from shelly_dist.redisio.connection import connect
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal.stream import StreamSink
-from shelly_dist.state.connection import connect
-from shelly_dist.state.keys import Keys
 
 
 @pytest.fixture

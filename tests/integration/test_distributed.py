@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shelly_dist.agent.run import OUTCOME_UNKNOWN
-from shelly_dist.state import Keys
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
 
 from .cluster import NEVER_IN_TIME, Cluster, complete, delegate, scripted, slow_team, wait_until

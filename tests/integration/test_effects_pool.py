@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from shelly_dist.agent.effects.compact import COMPACTED
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 from .cluster import Cluster, delegate, scripted, wait_until

@@ -8,9 +8,9 @@ from collections.abc import Iterable
 
 import pytest
 
+from shelly_dist.redisio.connection import connect
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.client.events import read_events
-from shelly_dist.state.connection import connect
-from shelly_dist.state.keys import Keys
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +22,7 @@ async def test_a_follower_cancelled_while_its_xread_is_being_sent_ends(
     that lands while the send completes is swallowed and the read goes on. Here the follower is
     cancelled at exactly that instant, every time, as ``shelly run``'s event tail was: when the
     ``XREAD`` is handed to the socket's writer, which every send reaches (redis-py's own, inside its
-    ``wait_for`` task, and ``state/timed_send.py``'s, which has no task)."""
+    ``wait_for`` task, and ``redisio/timed_send.py``'s, which has no task)."""
     follower: asyncio.Task[None] | None = None
     cancels = 0
     real_writelines = asyncio.StreamWriter.writelines

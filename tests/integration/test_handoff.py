@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from shelly_dist.state import Keys
+from shelly_dist.redisio.keys import Keys
 
 from .cluster import Cluster, complete, scripted
 

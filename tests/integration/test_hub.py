@@ -1,4 +1,4 @@
-"""One pub/sub connection for many runs' wake-ups (``state.hub``): shared, per channel, and it
+"""One pub/sub connection for many runs' wake-ups (``redisio.hub``): shared, per channel, and it
 outlives a Redis restart (issue 16)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from shelly_dist.state.connection import connect
-from shelly_dist.state.hub import Hub
+from shelly_dist.redisio.connection import connect
+from shelly_dist.redisio.hub import Hub
 
 from .support.redis_server import RedisServer
 

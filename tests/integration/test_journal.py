@@ -11,10 +11,10 @@ import pytest
 from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import StoreError
+from shelly_dist.redisio.connection import connect
 from shelly_dist.runtime.celery.journal import Journal, Lease, LeaseLost, child_key
 from shelly_dist.runtime.celery.journal.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.state.connection import connect
 
 pytestmark = pytest.mark.integration
 

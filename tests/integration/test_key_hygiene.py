@@ -11,12 +11,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from shelly_dist.events import Event
+from shelly_dist.redisio.connection import connect
 from shelly_dist.runtime.celery.children.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.journal import runs as journal_module
 from shelly_dist.runtime.celery.journal.stream import StreamSink
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.state.connection import connect
 
 from .cluster import Cluster, complete, delegate, scripted, wait_until
 from .keys import assert_all_keys_have_ttl

@@ -14,9 +14,9 @@ import pytest
 
 from shelly_dist.chats import Message
 from shelly_dist.models import Usage
+from shelly_dist.redisio.connection import connect
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children import model_waits
-from shelly_dist.state import Keys
-from shelly_dist.state.connection import connect
 
 from .cluster import Cluster, delegate, scripted, wait_until
 

@@ -11,9 +11,9 @@ import yaml
 from click.testing import CliRunner
 
 from shelly_dist.cli.main import cli
+from shelly_dist.redisio.connection import connect
 from shelly_dist.runtime.celery import RuntimeSettings
 from shelly_dist.runtime.celery.journal import Journal
-from shelly_dist.state.connection import connect
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from shelly_dist.state import Keys
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 from .cluster import Cluster, delegate, scripted, wait_until

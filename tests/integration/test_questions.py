@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from shelly_dist.engine import Engine
-from shelly_dist.state import Keys
+from shelly_dist.redisio.keys import Keys
 
 from .cluster import Cluster, complete, delegate, scripted, wait_until
 from .keys import assert_all_keys_have_ttl

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from shelly_dist.engine.sessions import new_session_id
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery import CeleryRuntime, RuntimeSettings
-from shelly_dist.state import Keys
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 from .cluster import DEFAULT_TIMING, Cluster, delegate, scripted, wait_until

@@ -21,6 +21,8 @@ from shelly_dist.agent.slots import Acquired
 from shelly_dist.chats import Message, Role
 from shelly_dist.engine.redis_sessions import RedisSessionStore
 from shelly_dist.engine.sessions import SessionInfo
+from shelly_dist.redisio.connection import connect, is_cluster
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children.cancel import cancel_session, cancel_tree
 from shelly_dist.runtime.celery.children.handoff import hand_off
 from shelly_dist.runtime.celery.children.policy import PoolPolicy
@@ -30,8 +32,6 @@ from shelly_dist.runtime.celery.journal.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.celery.worker.reaper import Reaper
 from shelly_dist.runtime.redis_cooldown import RedisCooldownStore
-from shelly_dist.state import Keys
-from shelly_dist.state.connection import connect, is_cluster
 from shelly_dist.state.limits import RedisLedger
 from shelly_dist.state.redis import RedisStore
 from shelly_dist.tasks.redis import RedisBoard

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.keys import Keys
 
 from .cluster import DEFAULT_TIMING, Cluster, complete, delegate, scripted, wait_until
 from .support.redis_server import RedisServer

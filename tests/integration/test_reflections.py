@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply, speaker
 
 from .cluster import Cluster

@@ -13,10 +13,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from shelly_dist.errors import RunError
+from shelly_dist.redisio.connection import connect
+from shelly_dist.redisio.hub import Hub
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.client.roots import RootWaiter
-from shelly_dist.state.connection import connect
-from shelly_dist.state.hub import Hub
-from shelly_dist.state.keys import Keys
 
 pytestmark = pytest.mark.integration
 

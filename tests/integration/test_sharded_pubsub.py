@@ -1,4 +1,4 @@
-"""On a Redis Cluster the run trees' wake-up channels are sharded pub/sub (``state/sharded.py``):
+"""On a Redis Cluster the run trees' wake-up channels are sharded pub/sub (``redisio/sharded.py``):
 scripts ``SPUBLISH``, waits ``SSUBSCRIBE`` on the node owning the tree's slot, and no message
 crosses the cluster bus; on one Redis the channels stay classic."""
 
@@ -14,14 +14,14 @@ from redis.asyncio.cluster import RedisCluster
 
 from shelly_dist.agent import ChildRequest, DelegateEntry
 from shelly_dist.errors import StoreError
+from shelly_dist.redisio.connection import connect
+from shelly_dist.redisio.hub import Hub, Watch
+from shelly_dist.redisio.sharded import check_sharded_pubsub, refuse_old, too_old
+from shelly_dist.redisio.subscription import Subscription
 from shelly_dist.runtime.celery.children.cancel import cancel_tree
 from shelly_dist.runtime.celery.journal import Journal, control_scripts, scripts
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.state.connection import connect
-from shelly_dist.state.hub import Hub, Watch
-from shelly_dist.state.sharded import check_sharded_pubsub, refuse_old, too_old
-from shelly_dist.state.subscription import Subscription
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -202,7 +202,7 @@ async def test_watches_coming_and_going_on_one_node_never_fail_the_sharded_hub(
     async with tree_hub(client) as hub:
         for i in range(0, len(roots), 3):  # the node's connection closes and reopens under the reads
             await asyncio.gather(*(come_and_go(r) for r in roots[i:i + 3]))
-    assert not [r for r in caplog.records if r.name == "shelly_dist.state.hub"], caplog.text
+    assert not [r for r in caplog.records if r.name == "shelly_dist.redisio.hub"], caplog.text
 
 
 async def test_the_journal_scripts_publish_sharded_on_a_cluster(journal: Journal) -> None:

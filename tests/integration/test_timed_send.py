@@ -1,4 +1,4 @@
-"""Our Redis connections send without a task per command (``state/timed_send.py``), and a send that
+"""Our Redis connections send without a task per command (``redisio/timed_send.py``), and a send that
 cannot finish still fails within ``socket_timeout`` as redis-py's does."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from shelly_dist.state.connection import connect
+from shelly_dist.redisio.connection import connect
 
 from .own_redis import start_redis_server, stop
 

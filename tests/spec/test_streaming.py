@@ -17,7 +17,7 @@ from shelly_dist.cli.live import LiveView
 from shelly_dist.engine import Engine
 from shelly_dist.events import Event
 from shelly_dist.models import streaming
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.testing.model_server import ModelServer, Reply
 
 from .support import Cluster, cluster, delegate, until_every_run_ended

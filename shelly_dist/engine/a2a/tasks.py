@@ -24,8 +24,8 @@ from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task
 from google.protobuf import json_format
 
 from shelly_dist.errors import UsageError
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 
 DEFAULT_PAGE = 50
 

@@ -56,8 +56,8 @@ from kombu.utils.uuid import uuid
 from redis.exceptions import RedisError
 
 from shelly_dist.observability import metrics
+from shelly_dist.redisio.connection import connect
 from shelly_dist.runtime.celery.journal.turn_batch import TurnBatch
-from shelly_dist.state.connection import connect
 
 logger = logging.getLogger(__name__)
 

@@ -184,6 +184,6 @@ class LoadingPool(FakePool):
 
 async def test_an_item_met_by_redis_loading_its_data_is_submitted_once_redis_answers(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("shelly_dist.state.blocking.backoff", lambda attempt: 0.001)
+    monkeypatch.setattr("shelly_dist.redisio.blocking.backoff", lambda attempt: 0.001)
     pool = LoadingPool(outages=3)
     assert (await run(pool))["status"] == "completed" and pool.submitted == [FIRST]

@@ -9,7 +9,7 @@ from shelly_dist.chats import Image, Message, Role
 from shelly_dist.engine.redis_sessions import RedisSessionStore
 from shelly_dist.engine.sessions import SessionInfo
 from shelly_dist.errors import StoreError
-from shelly_dist.state import Keys
+from shelly_dist.redisio.keys import Keys
 
 PNG = "iVBORw0KGgo="
 

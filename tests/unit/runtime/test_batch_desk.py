@@ -9,9 +9,9 @@ import pytest
 
 from shelly_dist.models.batching.desk import Flush, Request
 from shelly_dist.models.batching.work import Lost
+from shelly_dist.redisio.connection import connect
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children.batch_desk import RedisDesk, drop_runs
-from shelly_dist.state.connection import connect
-from shelly_dist.state.keys import Keys
 
 
 @pytest.fixture

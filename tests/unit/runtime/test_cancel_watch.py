@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children.cancel import CancelWatch
-from shelly_dist.state.keys import Keys
 
 
 async def test_a_root_is_forgotten_once_its_last_task_here_ends() -> None:

@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import fakeredis
 import pytest
 
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal.due import SHARDS, DueIndex, shard_of
-from shelly_dist.state.keys import Keys
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from shelly_dist.agent import ChildRequest, DelegateEntry
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children.policy import PoolPolicy, sibling_run_id
 from shelly_dist.runtime.celery.journal import child_key, child_run_id
-from shelly_dist.state.keys import Keys
 
 
 def request(index: int, call: str = "call_1") -> ChildRequest:

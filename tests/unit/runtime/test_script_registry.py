@@ -12,12 +12,12 @@ from typing import Any
 import fakeredis
 import pytest
 
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children import cancel, policy
 from shelly_dist.runtime.celery.journal import registry
 from shelly_dist.runtime.celery.journal.due import DueIndex
 from shelly_dist.runtime.celery.journal.store import RunStore
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.state.keys import Keys
 
 CELERY = Path(registry.__file__).parent
 TEXTS = {"scripts.py", "control_scripts.py"}
@@ -81,7 +81,7 @@ async def test_the_scripts_are_registered_once_per_client_not_per_call(client):
 
 def test_every_channel_the_registrys_scripts_publish_on_is_a_tree_channel():
     """On a cluster the registry makes each of these ``PUBLISH``es a sharded ``SPUBLISH`` in the
-    script's slot (``state/sharded.py``): right only for a tree's own ``:changed``/``:ended``."""
+    script's slot (``redisio/sharded.py``): right only for a tree's own ``:changed``/``:ended``."""
     published = [m for name in TEXTS
                  for m in re.findall(r"redis\.call\('PUBLISH', ([^,]+),", (CELERY / name).read_text())]
     assert published and all(re.fullmatch(r"\w+ \.\. ':(changed|ended)'", p.strip()) for p in published), published

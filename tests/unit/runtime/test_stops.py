@@ -15,9 +15,9 @@ import pytest
 
 from shelly_dist.agent.children import run_id_of
 from shelly_dist.agent.stops import DELEGATION_CLOSED, SIBLING_FAILED, TASK_CANCELED
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children import cancel, round_timeout, stops
 from shelly_dist.runtime.celery.children.policy import PoolPolicy
-from shelly_dist.state.keys import Keys
 
 A, F = "1:call_1:0", "1:call_1:1"
 """The join keys of two siblings under the root ``p``: ``a`` (the subtree stopped) and ``f``."""

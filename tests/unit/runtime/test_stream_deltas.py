@@ -10,8 +10,8 @@ import json
 import fakeredis
 
 from shelly_dist.events import MESSAGE_DELTA, Event
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal.stream import DELTA_INTERVAL, StreamSink
-from shelly_dist.state.keys import Keys
 
 
 async def entries(client: fakeredis.FakeAsyncRedis) -> list[list[dict[str, object]]]:

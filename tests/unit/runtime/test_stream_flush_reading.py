@@ -6,8 +6,8 @@ from __future__ import annotations
 import fakeredis
 
 from shelly_dist.events import Event
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal.stream import StreamSink
-from shelly_dist.state.keys import Keys
 
 
 def _sink(client: fakeredis.FakeAsyncRedis) -> StreamSink:

@@ -9,8 +9,8 @@ import logging
 import fakeredis
 import pytest
 
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.client.tree_end import until_tree_ended
-from shelly_dist.state.keys import Keys
 
 KEYS = Keys("t:")
 

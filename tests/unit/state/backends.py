@@ -13,8 +13,8 @@ import fakeredis
 import pytest
 import redis.asyncio as aioredis
 
-from shelly_dist.state.connection import connect
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.connection import connect
+from shelly_dist.redisio.keys import Keys
 
 BACKENDS = ["memory", "fakeredis", "redis"]
 REDIS_BACKENDS = ["fakeredis", "redis"]

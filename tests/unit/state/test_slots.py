@@ -10,7 +10,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from shelly_dist.agent.slots import Acquired, MemorySlots, SlotLease, Slots
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.state.slots import RedisSlots
 
 

@@ -35,10 +35,10 @@ from shelly_dist.models.batching.api import PROVIDER_BATCH
 from shelly_dist.models.batching.desk import Asked, Flush, Request, StateChange
 from shelly_dist.models.batching.work import Lost
 from shelly_dist.models.completer import ToolSpec
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
 
 IDLE = 60.0
 """Seconds after which a desk with nothing pending is looked at again (a cheap safety net)."""

@@ -36,9 +36,9 @@ from shelly_dist.models.batching.api import PROVIDER_BATCH
 from shelly_dist.models.batching.desk import ProviderDesk, Request
 from shelly_dist.models.completer import Completer, ToolSpec
 from shelly_dist.models.suspend import SuspendModel, model_call
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children.batch_desk import RedisDesk, asked_json
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
 
 logger = logging.getLogger(__name__)
 

@@ -19,15 +19,15 @@ import logging
 import redis.asyncio as aioredis
 
 from shelly_dist.cancellation import pause
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import DEFAULT_RETENTION, Keys
+from shelly_dist.redisio.sharded import publish_tree
+from shelly_dist.redisio.subscription import Subscription
 from shelly_dist.runtime.celery.children.batch_desk import drop_runs
 from shelly_dist.runtime.celery.children.stops import wake
 from shelly_dist.runtime.celery.journal import TERMINAL, RunRecord
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import DEFAULT_RETENTION, Keys
-from shelly_dist.state.sharded import publish_tree
-from shelly_dist.state.subscription import Subscription
 
 logger = logging.getLogger(__name__)
 
@@ -173,7 +173,7 @@ class CancelWatch:
                 async with Subscription(self._client, self._keys.cancel_channel()) as sub:
                     if not ready.done():
                         ready.set_result(None)
-                    while True:  # outages are waited out inside message(); see state/blocking.py
+                    while True:  # outages are waited out inside message(); see redisio/blocking.py
                         root = await sub.message(None)
                         if root and root.startswith(STEER_HINT):
                             self._hint(root)

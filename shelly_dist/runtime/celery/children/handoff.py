@@ -46,6 +46,6 @@ async def hand_off(
         args,
         hint=(r.root, requeue_at),
     )
-    if int(wrote):  # on a cluster the session's stream is in another slot (state/keys.py)
+    if int(wrote):  # on a cluster the session's stream is in another slot (redisio/keys.py)
         await store.append_events(r.session, events)
     return peer_id, str(status) == RunStatus.QUEUED

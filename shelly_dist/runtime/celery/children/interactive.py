@@ -35,11 +35,11 @@ from shelly_dist.agent.interaction import REQUEST_INPUT, ChildQuestion
 from shelly_dist.agent.interactive import question_entry
 from shelly_dist.agent.records import ChildRequest, LiveDelegation
 from shelly_dist.agent.stops import DELEGATION_CLOSED
+from shelly_dist.redisio.connection import redis_errors
 from shelly_dist.runtime.celery.children import round_timeout
 from shelly_dist.runtime.celery.children.questions import answer_field, result_of
 from shelly_dist.runtime.celery.children.stops import stop_runs
 from shelly_dist.runtime.celery.journal import Lease, child_key
-from shelly_dist.state.connection import redis_errors
 
 
 def _ms(seconds: float) -> int:

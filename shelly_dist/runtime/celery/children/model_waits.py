@@ -31,13 +31,13 @@ import redis.asyncio as aioredis
 
 from shelly_dist.agent import Run
 from shelly_dist.chats import Message
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.hub import Watch
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal.due import DueIndex
 from shelly_dist.runtime.celery.journal.lease import Lease
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.hub import Watch
-from shelly_dist.state.keys import Keys
 
 __all__ = ["Delivered", "collect", "deliver", "field_of", "suspend", "wait_in_coordinator"]
 

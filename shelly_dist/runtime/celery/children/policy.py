@@ -34,9 +34,9 @@ from shelly_dist.agent.children import run_id_of
 from shelly_dist.agent.slots import DEFAULT_SLOT_LEASE, Acquired, SlotLease
 from shelly_dist.agent.stops import SIBLING_FAILED, stops_siblings
 from shelly_dist.errors import ShellyError
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children.stops import stop_runs
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
 from shelly_dist.state.slots import RedisSlots
 
 STOP_FIELD = "stop"

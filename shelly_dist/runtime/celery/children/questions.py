@@ -28,7 +28,7 @@ A verdict given ``--always`` sticks for its tool in the decision's batch, else i
 (``Keys.always``): :func:`register` reads it before registering an approval and applies it at
 once, without a suspension.
 
-Keys (all with the retention TTL, built by :class:`~shelly_dist.state.keys.Keys`): the decision
+Keys (all with the retention TTL, built by :class:`~shelly_dist.redisio.keys.Keys`): the decision
 lives in its *tree's* slot — ``tree_questions`` (open decisions, id → JSON), ``tree_questions_due``
 (their deadlines), ``run_asked`` (the run's decisions by call, so a repeated step registers nothing
 twice), answers in ``run_children`` under ``ask:<iteration>:<call id>`` — so each script touches
@@ -55,12 +55,12 @@ from shelly_dist.agent import Run
 from shelly_dist.chats import ToolResult
 from shelly_dist.errors import UsageError
 from shelly_dist.observability import metrics
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal import TERMINAL, Lease
 from shelly_dist.runtime.celery.journal.due import DueIndex
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
 from shelly_dist.tools.builtin.ask import ASK_USER, Question, timeout_error
 from shelly_dist.tools.decisions import APPROVAL, QUESTION, Approval, Verdict, timed_out
 

@@ -24,13 +24,13 @@ import redis.asyncio as aioredis
 from shelly_dist.agent.interactive import timeout_text
 from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.agent.stops import DELEGATION_CLOSED
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children.stops import stop_runs
 from shelly_dist.runtime.celery.journal import Lease, child_key
 from shelly_dist.runtime.celery.journal.due import DueIndex
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
 
 
 async def watch(lease: Lease, requests: list[ChildRequest], children: list[str], iteration: int,

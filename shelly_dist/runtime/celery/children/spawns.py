@@ -34,15 +34,15 @@ from shelly_dist.agent.records import ChildRequest, DelegateEntry
 from shelly_dist.agent.spawn import DEDUP_WINDOW, SpawnAck, Spawned, limit_error, state_of
 from shelly_dist.agent.stops import TASK_CANCELED
 from shelly_dist.errors import RunCancelled
+from shelly_dist.redisio.blocking import read_through
+from shelly_dist.redisio.connection import redis_errors
 from shelly_dist.runtime.celery.children.stops import stop_runs
 from shelly_dist.runtime.celery.journal import Journal, Lease, RunRecord, RunStatus
 from shelly_dist.runtime.celery.names import RUN_AGENT, task_kwargs
-from shelly_dist.state.blocking import read_through
-from shelly_dist.state.connection import redis_errors
 
 if TYPE_CHECKING:
     from shelly_dist.agent.run import Run
-    from shelly_dist.state.hub import Watch
+    from shelly_dist.redisio.hub import Watch
 
 ACTIVE, OUTSTANDING = "#active", "#outstanding"
 CLOCK_SLACK = 0.05

@@ -26,13 +26,13 @@ import redis.asyncio as aioredis
 from shelly_dist.agent import Run
 from shelly_dist.agent.naming import instance_name
 from shelly_dist.agent.steering import SteerMessage
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children.cancel import STEER_HINT
 from shelly_dist.runtime.celery.journal.record import LIVE
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
 from shelly_dist.runtime.local.steering import LiveRun
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
 
 __all__ = ["RedisInbox", "live_runs", "post"]
 

@@ -32,10 +32,10 @@ from collections.abc import Iterable
 import redis.asyncio as aioredis
 
 from shelly_dist.agent.children import run_id_of
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
 
 
 async def stop_runs(client: aioredis.Redis, keys: Keys, ids: list[str], reason: str, *,

@@ -27,6 +27,11 @@ from shelly_dist.chats import Message, Role
 from shelly_dist.errors import RunCancelled, RunNotFound, UsageError
 from shelly_dist.events import Event, EventSink
 from shelly_dist.identity import acting_as
+from shelly_dist.redisio.blocking import read_through
+from shelly_dist.redisio.connection import connect, redis_errors
+from shelly_dist.redisio.hub import Hub, Watch
+from shelly_dist.redisio.refusal import NOTICE, probe_writes
+from shelly_dist.redisio.sharded import check_sharded_pubsub
 from shelly_dist.runtime.base import RunOutcome, check_run_id
 from shelly_dist.runtime.celery.broker import create_app, ensure_broker, run_task_sender
 from shelly_dist.runtime.celery.children import interactive, model_waits
@@ -52,18 +57,13 @@ from shelly_dist.runtime.celery.journal.stream import StreamSink, routed_to
 from shelly_dist.runtime.celery.names import RUN_AGENT, task_kwargs
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.local.steering import LiveRun
-from shelly_dist.state.blocking import read_through
-from shelly_dist.state.connection import connect, redis_errors
-from shelly_dist.state.hub import Hub, Watch
-from shelly_dist.state.refusal import NOTICE, probe_writes
-from shelly_dist.state.sharded import check_sharded_pubsub
 
 logger = logging.getLogger(__name__)
 
 NO_WORKER_HINT = 30.0
 WRITE_PROBE_EVERY = 2.0
 """Seconds between two probes, while the coordinator waits, of whether Redis takes writes (a full
-Redis still answers every read the wait makes, so only a write tells; see ``state/refusal.py``)."""
+Redis still answers every read the wait makes, so only a write tells; see ``redisio/refusal.py``)."""
 """Seconds after which a coordinator whose children have not started says why it may be waiting."""
 
 CONNECTIONS = 8

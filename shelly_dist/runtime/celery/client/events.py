@@ -4,7 +4,7 @@ Writers (:class:`~shelly_dist.runtime.celery.journal.stream.StreamSink`) put a b
 events in one stream entry, so a delegation costs a couple of commands, not one per event.
 Readers (the coordinator's live view, ``shelly events --follow``) expand the batches back into
 single events, in order; a follower ends when cancelled and outlasts Redis outages
-(:mod:`shelly_dist.state.blocking`).
+(:mod:`shelly_dist.redisio.blocking`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from shelly_dist.events import Event
-from shelly_dist.state.blocking import cancellable, read_through
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.blocking import cancellable, read_through
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 
 
 async def read_entries(
@@ -35,7 +35,7 @@ async def read_entries(
     """Yield ``(stream id, its batch of events)`` from ``after`` on; with ``follow``, wait for new
     ones until cancelled.
 
-    A follower goes through :func:`~shelly_dist.state.blocking.read_through`: cancelling it ends it
+    A follower goes through :func:`~shelly_dist.redisio.blocking.read_through`: cancelling it ends it
     (even when redis-py swallows the cancellation), and a Redis outage of any length is waited out,
     after which it reads on from the last entry it yielded, so nothing written meanwhile is missed.
     Without ``follow`` a failed read raises ``StoreError``. ``batch_interval`` (seconds) paces a

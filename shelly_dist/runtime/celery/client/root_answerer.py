@@ -23,10 +23,10 @@ from shelly_dist.chats import ToolResult
 from shelly_dist.errors import ToolError
 from shelly_dist.events import Event
 from shelly_dist.identity import agent_name, run_id, run_path
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.subscription import Subscription
 from shelly_dist.runtime.celery.children.questions import answer_field, ask, deadline_of, result_of, time_out
 from shelly_dist.runtime.celery.journal import Lease
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.subscription import Subscription
 from shelly_dist.tools.builtin.ask import ASK_USER, Request
 from shelly_dist.tools.decisions import APPROVAL, QUESTION, Approval
 

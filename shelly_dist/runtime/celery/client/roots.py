@@ -1,7 +1,7 @@
 """A client's wait for the ends of many root runs, at a cost that follows what ends (DESIGN §3
 rule 17): ``shelly batch --concurrency 10000`` waits for 10,000 roots from one process.
 
-Each waited root's ``ended`` channel is a :class:`~shelly_dist.state.hub.Listener` on the
+Each waited root's ``ended`` channel is a :class:`~shelly_dist.redisio.hub.Listener` on the
 process's one pub/sub connection (the hub), so the subscriptions cost one connection however many
 roots wait. A root's record is read when its wait begins (after its channel is confirmed: a
 ``FINISH`` published before the read is seen by the read, one after it by the channel) and when a
@@ -27,11 +27,11 @@ import redis.asyncio as aioredis
 
 from shelly_dist.cancellation import pause
 from shelly_dist.errors import RunError, RunNotFound
+from shelly_dist.redisio.blocking import read_through
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.hub import Hub, Watch
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal import RunRecord
-from shelly_dist.state.blocking import read_through
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.hub import Hub, Watch
-from shelly_dist.state.keys import Keys
 
 BACKSTOP = 30.0
 """Seconds between two checks of every waited root's status (messages are not lost on a live

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator
 import redis.asyncio as aioredis
 
 from shelly_dist.events import Event, EventSink
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.client.events import last_id, not_before, read_entries
-from shelly_dist.state.keys import Keys
 
 logger = logging.getLogger(__name__)
 

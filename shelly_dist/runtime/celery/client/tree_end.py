@@ -17,10 +17,10 @@ from collections.abc import Awaitable, Callable
 
 import redis.asyncio as aioredis
 
+from shelly_dist.redisio.blocking import read_through
+from shelly_dist.redisio.hub import Watch
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal import TERMINAL
-from shelly_dist.state.blocking import read_through
-from shelly_dist.state.hub import Watch
-from shelly_dist.state.keys import Keys
 
 logger = logging.getLogger(__name__)
 

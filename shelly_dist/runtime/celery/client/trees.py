@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.journal import RunRecord
-from shelly_dist.state.keys import Keys
 
 
 async def load_runs(client: Any, keys: Keys, session: str) -> list[RunRecord]:

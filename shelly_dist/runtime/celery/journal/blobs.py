@@ -19,8 +19,8 @@ from typing import Any
 from shelly_dist.chats import Message
 from shelly_dist.chats.parts import Document, Image
 from shelly_dist.errors import StoreError
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 
 INLINE = 4096
 """Base64 characters a part's data may have and still be journaled inline."""

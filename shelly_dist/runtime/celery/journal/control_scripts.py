@@ -4,7 +4,7 @@ batches' desks.
 
 The sibling of :mod:`.scripts` (the journal's, claim and finish): the same rules hold — every key a
 script touches is passed in ``KEYS`` and, but for the due index's own keys and a batch desk's (which
-share the desk's tag), carries one tree's hash tag (``state/keys.py``), so each runs on a Redis
+share the desk's tag), carries one tree's hash tag (``redisio/keys.py``), so each runs on a Redis
 Cluster; fenced writes start with ``holds``. Both modules only define the text: every script is
 registered once per client by :mod:`.registry` and run through :func:`.store.run_script` (fencing
 refusal → ``LeaseLost``, a full Redis waited out, a deadline it writes hinted to the due index). The
@@ -93,7 +93,7 @@ return {redis.call('HGET', peer, 'status') or '', 1}
 """
 """End the leased child's run as handed off and create its peer's run on the same entry (fenced;
 a repeat finds the child ended and returns the peer's status, with 0: nothing written). The
-session's stream is the optional last key (not passed on a cluster: see ``state/keys.py``)."""
+session's stream is the optional last key (not passed on a cluster: see ``redisio/keys.py``)."""
 
 # -- ask_user (questions.py) -----------------------------------------------------------------------
 

@@ -33,11 +33,11 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from shelly_dist.redisio.connection import is_cluster, redis_errors
+from shelly_dist.redisio.keys import Keys, tree_tag
+from shelly_dist.redisio.refusal import write_through
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.turn_batch import turn_pipeline
-from shelly_dist.state.connection import is_cluster, redis_errors
-from shelly_dist.state.keys import Keys, tree_tag
-from shelly_dist.state.refusal import write_through
 
 SHARDS = 16
 """Shards of the due index. Fixed: a tree's shard is derived from its id, so changing this
@@ -101,7 +101,7 @@ class DueIndex:
         come (``ResponseError`` for the script's own refusals), like calling the script directly —
         except, on a cluster, once the script ran: its hint after is then tried again alone while
         Redis refuses writes
-        (:func:`~shelly_dist.state.refusal.write_through`), so a refused hint never makes a caller
+        (:func:`~shelly_dist.redisio.refusal.write_through`), so a refused hint never makes a caller
         that retries refused writes (:meth:`.RunStore.run_script`) repeat a script that wrote. On a
         single Redis a refused write refuses the script's first write (the hint's, or a lazily
         hinting script's own), so nothing is written and the whole script is safe to repeat."""

@@ -8,7 +8,7 @@ text twice or registers one per call. This is the only module of ``runtime/celer
 (stops, questions, interactive rounds, handoff, due index) — ``tests/unit/runtime/
 test_script_registry.py`` fails on a script defined or registered anywhere else. It works for the
 renewer's synchronous client too (its scripts are then synchronous). On a Redis Cluster the
-scripts publish the tree's wake-ups sharded (``SPUBLISH``, :mod:`shelly_dist.state.sharded`): one
+scripts publish the tree's wake-ups sharded (``SPUBLISH``, :mod:`shelly_dist.redisio.sharded`): one
 text per script, rewritten at registration.
 """
 
@@ -16,16 +16,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from shelly_dist.redisio.per_client import PerClient
+from shelly_dist.redisio.sharded import script_text
 from shelly_dist.runtime.celery.journal import control_scripts, scripts
-from shelly_dist.state.per_client import PerClient
-from shelly_dist.state.sharded import script_text
 
 
 def _register(client: Any, text: str) -> Any:
     """``text`` registered on ``client`` to run without the due index's hint in it (a script that
     calls ``due_hint()`` gets it as a no-op: :func:`.control_scripts.plain_text`; :meth:`Scripts.hinted`
     is the variant with it); on a cluster its ``PUBLISH``es are ``SPUBLISH``es
-    (:func:`~shelly_dist.state.sharded.script_text`): every channel these scripts publish on is a
+    (:func:`~shelly_dist.redisio.sharded.script_text`): every channel these scripts publish on is a
     run tree's, in the slot of the tree's keys the script is given."""
     return client.register_script(script_text(client, control_scripts.plain_text(text)))
 

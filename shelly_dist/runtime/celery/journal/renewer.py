@@ -50,12 +50,12 @@ from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
 from shelly_dist.observability import metrics
+from shelly_dist.redisio.connection import sync_client
+from shelly_dist.redisio.keys import Keys, tree_tag
 from shelly_dist.runtime.celery.journal.due import queue_hint, shard_of
 from shelly_dist.runtime.celery.journal.record import RunRecord
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.state.connection import sync_client
-from shelly_dist.state.keys import Keys, tree_tag
 
 logger = logging.getLogger(__name__)
 

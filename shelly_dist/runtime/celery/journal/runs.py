@@ -24,14 +24,14 @@ from shelly_dist.agent import DelegateEntry
 from shelly_dist.agent.children import child_run_id
 from shelly_dist.chats import Message
 from shelly_dist.errors import StoreError
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.refusal import write_through
 from shelly_dist.runtime.celery.journal import blobs
 from shelly_dist.runtime.celery.journal.lease import Lease
 from shelly_dist.runtime.celery.journal.record import TERMINAL, RunRecord, RunStatus, child_key
 from shelly_dist.runtime.celery.journal.store import RunStore
 from shelly_dist.runtime.celery.journal.turn_batch import TurnBatch
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.refusal import write_through
 
 logger = logging.getLogger(__name__)
 

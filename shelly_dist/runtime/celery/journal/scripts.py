@@ -2,12 +2,12 @@
 
 Each script is one round trip and one atomic step, named for what it guarantees. Every key a
 script touches is passed in ``KEYS`` (DESIGN §3 rule 14) and all of them carry one tree's hash
-tag (records, journals, leases, the tree's deadline index: see ``state/keys.py``), so every
+tag (records, journals, leases, the tree's deadline index: see ``redisio/keys.py``), so every
 script runs on a Redis Cluster. The one key of another slot, the session's event stream, is
 passed (as the last key) only on a single Redis; on a cluster the journal appends the step's
 events right after the script. ``PUBLISH`` names channels, not keys, so it may be called here;
 every channel published on is the tree's own (``…:changed``, ``…:ended``), which on a cluster the
-registry turns into a sharded ``SPUBLISH`` in the tree's slot (``state/sharded.py``).
+registry turns into a sharded ``SPUBLISH`` in the tree's slot (``redisio/sharded.py``).
 
 Fencing: every write to a run (``CHECKPOINT``, ``FINISH``, ``EXPECT``, ``RELEASE``) first checks
 that the caller holds the run — its token is the value of the run's lease key, or, for a root run

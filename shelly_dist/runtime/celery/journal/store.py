@@ -18,6 +18,9 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 
 from shelly_dist.errors import RunError
+from shelly_dist.redisio.connection import is_cluster, redis_errors
+from shelly_dist.redisio.keys import Keys
+from shelly_dist.redisio.refusal import write_through
 from shelly_dist.runtime.celery.journal import scripts
 from shelly_dist.runtime.celery.journal.due import DueIndex
 from shelly_dist.runtime.celery.journal.registry import registered
@@ -25,9 +28,6 @@ from shelly_dist.runtime.celery.journal.renewer import Renewer
 from shelly_dist.runtime.celery.journal.stream import STREAM_MAXLEN
 from shelly_dist.runtime.celery.journal.turn_batch import TurnPipeline, turn_pipeline
 from shelly_dist.runtime.celery.settings import RuntimeSettings
-from shelly_dist.state.connection import is_cluster, redis_errors
-from shelly_dist.state.keys import Keys
-from shelly_dist.state.refusal import write_through
 
 
 class LeaseLost(RunError):
@@ -43,7 +43,7 @@ class RunStore:
         self.keys = Keys(settings.key_prefix)
         self.clustered = is_cluster(client)
         """On a Redis Cluster the session's event stream (another slot than the tree) is written
-        after a script, not inside it (see ``state/keys.py``)."""
+        after a script, not inside it (see ``redisio/keys.py``)."""
         self.pipelined = turn_pipeline(client)
         """On a cluster, this process's writes outside the trees' slots of one loop turn, in one pipeline."""
         self.scripts = registered(client).journal
@@ -92,7 +92,7 @@ async def run_script(
     """Run one of the pool's scripts (registered once: :mod:`.registry`); a fencing refusal becomes
     :class:`LeaseLost`, other Redis errors ``StoreError`` naming ``origin``. While Redis refuses
     writes (full), the script is tried again with backoff
-    (:func:`~shelly_dist.state.refusal.write_through`): every script is safe to repeat. A script
+    (:func:`~shelly_dist.redisio.refusal.write_through`): every script is safe to repeat. A script
     that may write a deadline into a tree's index passes ``hint`` (the root, the earliest such
     deadline in ms) and the ``due`` index, which learns of it (:meth:`.DueIndex.run`). The one way
     every module of ``runtime/celery`` runs a script, whether it holds a :class:`RunStore` or only

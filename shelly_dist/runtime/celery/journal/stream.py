@@ -28,9 +28,9 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from shelly_dist.events import MESSAGE_DELTA, Event, add_merging
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
-from shelly_dist.state.refusal import write_through
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
+from shelly_dist.redisio.refusal import write_through
 
 DELTA_INTERVAL = 0.1
 """Seconds a streamed reply's text waits in the buffer at most before it is written."""

@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from redis.exceptions import NoScriptError
 
-from shelly_dist.state.per_client import PerClient
+from shelly_dist.redisio.per_client import PerClient
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -38,14 +38,14 @@ from shelly_dist.models.batching.desk import ProviderDesk, Request
 from shelly_dist.models.batching.work import BatchWork, Lost
 from shelly_dist.models.usage import Usage
 from shelly_dist.observability import metrics
+from shelly_dist.redisio.connection import redis_errors
+from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery.children import model_waits
 from shelly_dist.runtime.celery.children.batch_desk import IDLE, ORIGIN, RedisDesk, due_desks, next_due
 from shelly_dist.runtime.celery.children.batch_layer import PROVIDER_BATCH, PoolBatching
 from shelly_dist.runtime.celery.journal.registry import registered
 from shelly_dist.runtime.celery.journal.store import run_script
 from shelly_dist.runtime.celery.journal.stream import StreamSink
-from shelly_dist.state.connection import redis_errors
-from shelly_dist.state.keys import Keys
 
 logger = logging.getLogger(__name__)
 

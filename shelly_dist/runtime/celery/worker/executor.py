@@ -42,6 +42,7 @@ from shelly_dist.chats import Message, Role
 from shelly_dist.errors import AgentError, ConfigError, RunCancelled, StepTimeout, StoreError, UsageError
 from shelly_dist.identity import acting_as
 from shelly_dist.observability import metrics, tracing
+from shelly_dist.redisio.connection import redis_errors
 from shelly_dist.runtime.celery.children import interactive, model_waits, questions, spawns
 from shelly_dist.runtime.celery.children.cancel import CancelWatch
 from shelly_dist.runtime.celery.children.dispatch import dispatch_children
@@ -54,7 +55,6 @@ from shelly_dist.runtime.celery.journal.stream import StreamSink, routed_to
 from shelly_dist.runtime.celery.names import RUN_AGENT, Enqueue, task_kwargs
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.wake import TeamContext, is_wake_run
-from shelly_dist.state.connection import redis_errors
 
 logger = logging.getLogger(__name__)
 

@@ -84,7 +84,7 @@ class WorkerProcess:
                 cls._instance = None
 
     async def _open(self) -> Executor:
-        from shelly_dist.state.connection import connect
+        from shelly_dist.redisio.connection import connect
 
         settings = self.spec.settings
         ctx = await self.spec.open()

@@ -54,12 +54,12 @@ import uuid
 
 from shelly_dist.cancellation import pause
 from shelly_dist.observability import metrics
+from shelly_dist.redisio.connection import redis_errors
 from shelly_dist.runtime.celery.children import round_timeout
 from shelly_dist.runtime.celery.children.join import enqueue_resume
 from shelly_dist.runtime.celery.children.questions import expire_due, pending_counts
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.names import RESUME_AGENT, RUN_AGENT, Enqueue
-from shelly_dist.state.connection import redis_errors
 
 logger = logging.getLogger(__name__)
 

@@ -71,7 +71,7 @@ def redis_broker(url: str) -> bool:
 
 
 async def _sweep(settings: RuntimeSettings) -> int:
-    from shelly_dist.state.connection import connect
+    from shelly_dist.redisio.connection import connect
 
     client = connect(settings.redis_url, client_name="shelly-worker-resync")
     try:

@@ -22,6 +22,7 @@ from celery.signals import task_postrun, task_received, task_revoked, worker_shu
 
 from shelly_dist.agent.children import Ending
 from shelly_dist.errors import ConfigError, MCPError, StoreError
+from shelly_dist.redisio.refusal import refusal
 from shelly_dist.runtime.celery.broker import create_app, run_task_sender
 from shelly_dist.runtime.celery.children.join import finish_and_join
 from shelly_dist.runtime.celery.children.wakes import start_pool_wake
@@ -32,7 +33,6 @@ from shelly_dist.runtime.celery.worker import control  # noqa: F401  registers t
 from shelly_dist.runtime.celery.worker.process import WorkerProcess, WorkerSpec
 from shelly_dist.runtime.celery.worker.resync import BrokerResync
 from shelly_dist.runtime.wake import TEAM_WAKE
-from shelly_dist.state.refusal import refusal
 
 BOOTSTRAP_ENV = "SHELLY_WORKER_BOOTSTRAP"
 DEFAULT_BOOTSTRAP = "shelly_dist.engine.worker:worker_spec"
@@ -76,7 +76,7 @@ def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> No
     """This worker cannot open its engine (a prefork child whose MCP server fails, say): fail the
     run with the cause instead of leaving its parent waiting forever, and join it as usual."""
     from shelly_dist.agent import DelegateEntry
-    from shelly_dist.state.connection import connect
+    from shelly_dist.redisio.connection import connect
 
     spec: WorkerSpec = task.app.shelly_spec  # type: ignore[attr-defined]
     error = f"worker {task.request.hostname}: cannot start: {exc}"

@@ -12,8 +12,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from shelly_dist.errors import StoreError
-from shelly_dist.state import blocking
-from shelly_dist.state.blocking import is_outage, read_through
+from shelly_dist.redisio import blocking
+from shelly_dist.redisio.blocking import is_outage, read_through
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from shelly_dist.state.per_client import PerClient
+from shelly_dist.redisio.per_client import PerClient
 
 
 class Client:

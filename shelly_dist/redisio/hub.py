@@ -1,7 +1,7 @@
 """Change hints for many channels over one pub/sub connection: a coordinator process's runs.
 
 Each top-level run a coordinator drives waits for its children's joins on its own channel. With a
-:class:`~shelly_dist.state.subscription.Subscription` each, every run opened a connection of its
+:class:`~shelly_dist.redisio.subscription.Subscription` each, every run opened a connection of its
 own (a TCP connect, ``SUBSCRIBE``, its confirmation, the close); a :class:`Hub` keeps one
 connection per process and event loop and adds or drops channels on it (issue 16).
 
@@ -37,9 +37,9 @@ from redis.asyncio.client import PubSub
 
 from shelly_dist.cancellation import pause
 from shelly_dist.errors import StoreError
-from shelly_dist.state.blocking import backoff, cancellable, is_outage
-from shelly_dist.state.connection import COMMAND_TIMEOUT, open_pubsub
-from shelly_dist.state.sharded import ShardedPubSub
+from shelly_dist.redisio.blocking import backoff, cancellable, is_outage
+from shelly_dist.redisio.connection import COMMAND_TIMEOUT, open_pubsub
+from shelly_dist.redisio.sharded import ShardedPubSub
 
 logger = logging.getLogger(__name__)
 

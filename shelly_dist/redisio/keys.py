@@ -114,7 +114,7 @@ class Keys:
 
     def write_probe(self) -> str:
         """A key no code ever creates: ``LPUSHX`` on it asks whether Redis takes writes
-        (:mod:`shelly_dist.state.refusal`) and changes nothing when it does."""
+        (:mod:`shelly_dist.redisio.refusal`) and changes nothing when it does."""
         return f"{self.prefix}write-probe"
 
     def saved_sessions(self) -> str:

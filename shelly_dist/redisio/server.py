@@ -16,7 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
-from shelly_dist.state.connection import CONNECTION_ERRORS, connect
+from shelly_dist.redisio.connection import CONNECTION_ERRORS, connect
 
 UNREACHABLE = "unreachable"
 AUTH = "auth"

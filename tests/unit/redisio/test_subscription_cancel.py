@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from shelly_dist.state.subscription import Subscription
+from shelly_dist.redisio.subscription import Subscription
 
 
 class SwallowingPubSub:

@@ -7,7 +7,7 @@ message *or* after the poll interval, and the watch re-reads either way (DESIGN.
 Opening fails fast (``StoreError`` naming the channel, when Redis does not answer then); once open,
 waiting survives: a dropped connection or a Redis outage of any length never escapes a wait (it
 returns after its time, as without a message, and the next wait resubscribes, through
-:func:`~shelly_dist.state.blocking.read_through`), and a cancelled wait always ends, even when the
+:func:`~shelly_dist.redisio.blocking.read_through`), and a cancelled wait always ends, even when the
 client under it swallows the cancellation. A hint published during an outage is lost, which is
 why the caller re-reads after every wait — the caller's re-read is what waits the outage out.
 """
@@ -23,9 +23,9 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
 from shelly_dist.errors import StoreError
-from shelly_dist.state.blocking import is_outage, read_through
-from shelly_dist.state.connection import COMMAND_TIMEOUT, open_pubsub
-from shelly_dist.state.sharded import ShardedPubSub
+from shelly_dist.redisio.blocking import is_outage, read_through
+from shelly_dist.redisio.connection import COMMAND_TIMEOUT, open_pubsub
+from shelly_dist.redisio.sharded import ShardedPubSub
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ What this module holds, so that publishers and subscribers agree:
   becomes ``SPUBLISH`` (the registry's scripts publish only tree channels; Redis 7.0 runs
   ``SPUBLISH`` inside a script whose keys share the channel's slot).
 - :func:`publish_tree`: the same choice for a publish made from Python.
-- :class:`ShardedPubSub`: the calls the hub and :class:`~shelly_dist.state.subscription.Subscription`
+- :class:`ShardedPubSub`: the calls the hub and :class:`~shelly_dist.redisio.subscription.Subscription`
   make on a classic ``PubSub`` (``subscribe``, ``unsubscribe``, ``get_message``, ``aclose``,
   ``connection``), made with redis-py's ``ClusterPubSub`` sharded calls. redis-py keeps one
   connection per node owning a watched channel and moves a channel when its slot moves; its own

@@ -1,7 +1,7 @@
 """Redis refusing writes while it still answers reads: full (``maxmemory`` under ``noeviction``),
 a read-only replica, or persistence failing (``MISCONF``).
 
-Unlike an outage (:func:`shelly_dist.state.blocking.is_outage`), every read still works, so nothing
+Unlike an outage (:func:`shelly_dist.redisio.blocking.is_outage`), every read still works, so nothing
 that waits on reads notices; and a Celery task that meets it and asks to be retried cannot publish
 its retry (the broker is the same full Redis), so before this module the worker called the error
 unrecoverable and exited (issue 25). Here one classifier names the refusal; the run journal's and

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shelly_dist.errors import UsageError
-from shelly_dist.state import Keys
+from shelly_dist.redisio.keys import Keys
 
 
 def test_default_layout_matches_the_design() -> None:

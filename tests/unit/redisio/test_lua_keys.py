@@ -15,7 +15,7 @@ import shelly_dist
 
 UNKEYED = {"PUBLISH", "SPUBLISH"}
 """Commands whose first argument is not a key (a channel name may be built in the script; a
-sharded one, on a cluster, carries the hash tag of the script's keys: ``state/sharded.py``)."""
+sharded one, on a cluster, carries the hash tag of the script's keys: ``redisio/sharded.py``)."""
 
 _CALL = re.compile(r"redis\.call\(\s*'(\w+)'\s*,\s*([^,)]+)")
 _LOCAL = re.compile(r"local\s+([\w\s,]+?)\s*=\s*(.+)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import redis.utils
 
-from shelly_dist.state.connection import connect
+from shelly_dist.redisio.connection import connect
 
 
 def refuse(*args: object) -> str:

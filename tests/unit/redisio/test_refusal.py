@@ -1,4 +1,4 @@
-"""Redis refusing writes is named, waited out, and announced once (``state/refusal.py``)."""
+"""Redis refusing writes is named, waited out, and announced once (``redisio/refusal.py``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 
 from shelly_dist.errors import StoreError
-from shelly_dist.state import refusal as refusal_module
-from shelly_dist.state.refusal import RefusalNotice, refusal, write_through
+from shelly_dist.redisio import refusal as refusal_module
+from shelly_dist.redisio.refusal import RefusalNotice, refusal, write_through
 
 
 def _wrapped(exc: Exception) -> StoreError:
@@ -61,7 +61,7 @@ async def test_any_other_error_of_a_write_propagates_at_once():
 
 def test_the_notice_says_once_when_writes_are_refused_and_once_when_taken_again(caplog: pytest.LogCaptureFixture):
     notice = RefusalNotice()
-    with caplog.at_level(logging.WARNING, logger="shelly_dist.state.refusal"):
+    with caplog.at_level(logging.WARNING, logger="shelly_dist.redisio.refusal"):
         for refused in ("Redis refuses writes (maxmemory): full", "Redis refuses writes (maxmemory): full", None, None):
             notice.update(refused)
     assert [r.getMessage().split(";")[0] for r in caplog.records] == [

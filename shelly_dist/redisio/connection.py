@@ -21,7 +21,7 @@ A Redis Cluster is named by its URL scheme, ``redis+cluster://host:port`` (or
 ``rediss+cluster://``; any one node, the client discovers the rest): :func:`connect` then returns a
 ``redis.asyncio.cluster.RedisCluster`` with the same policy (per node: redis-py keeps a pool per
 node and loads each script on the node that runs it). Every script and transaction we run keeps to
-one hash slot (``state/keys.py``). The run trees' wake-up channels are sharded pub/sub there
+one hash slot (``redisio/keys.py``). The run trees' wake-up channels are sharded pub/sub there
 (``SPUBLISH``/``SSUBSCRIBE``, :mod:`.sharded`), so a cluster needs Redis 7.0+. The Celery
 broker cannot be a cluster (kombu has no cluster transport): keep it on a single Redis or RabbitMQ.
 
@@ -47,8 +47,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from shelly_dist.errors import StoreError
-from shelly_dist.state.sharded import ShardedPubSub
-from shelly_dist.state.timed_send import timed_send
+from shelly_dist.redisio.sharded import ShardedPubSub
+from shelly_dist.redisio.timed_send import timed_send
 
 COMMAND_TIMEOUT = 30.0
 MAX_CONNECTIONS = 1000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shelly_dist.state.server import redact
+from shelly_dist.redisio.server import redact
 
 
 @pytest.mark.parametrize(("url", "shown"), [
