@@ -179,12 +179,14 @@ async def test_session_respond_in_python_answers_a_question_of_a_child_on_a_work
     assert any(p.get("content") == "blue" for p in tool_results(cluster, asker_run(cluster, session.id)["id"]))
 
 
-def test_a_piped_shelly_run_says_on_stderr_how_to_answer_a_question_of_a_child_on_a_worker(cluster: Cluster):
+def answered_elsewhere(cluster: Cluster, *args: str) -> tuple[str, str]:
+    """A piped ``shelly run`` of ``lead`` whose child's question ``shelly answer`` answers from
+    another process; the session and the run's stderr once it exited 0."""
     team(cluster)
     cluster.start_worker("solo", concurrency=1)
-    first = cluster.popen("run", "colour job", "--agent", "lead", "--json")
+    first = cluster.popen("run", "colour job", "--agent", "lead", *args)
     try:
-        session = cluster.session_ids()[0]
+        session = wait_until(lambda: cluster.session_ids(), 60, "the session")[0]
         wait_until(lambda: open_questions(cluster, session), 90, "the asker's question")
         assert cluster.shelly("answer", "--session", session, "q-1", "blue").returncode == 0
         _, stderr = first.communicate(timeout=120)
@@ -193,6 +195,11 @@ def test_a_piped_shelly_run_says_on_stderr_how_to_answer_a_question_of_a_child_o
             first.kill()
             first.communicate()
     assert first.returncode == 0, stderr
+    return session, stderr
+
+
+def test_a_piped_shelly_run_says_on_stderr_how_to_answer_a_question_of_a_child_on_a_worker(cluster: Cluster):
+    session, stderr = answered_elsewhere(cluster, "--json")
     assert f"answer it with: shelly answer --session {session} q-1 TEXT" in stderr
     assert "Which colour?  [red / blue]" in stderr
 
@@ -267,18 +274,7 @@ def test_every_key_a_question_writes_has_a_ttl_while_it_waits_and_after_its_answ
 
 
 def test_the_question_hint_follows_the_asking_runs_lines_in_the_live_view(cluster: Cluster):
-    team(cluster)
-    cluster.start_worker("solo", concurrency=1)
-    first = cluster.popen("run", "colour job", "--agent", "lead")
-    try:
-        session = wait_until(lambda: cluster.session_ids(), 60, "the session")[0]
-        wait_until(lambda: open_questions(cluster, session), 90, "the asker's question")
-        assert cluster.shelly("answer", "--session", session, "q-1", "blue").returncode == 0
-        _, stderr = first.communicate(timeout=120)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.communicate()
+    _, stderr = answered_elsewhere(cluster)
     lines = stderr.splitlines()
     asked = next(i for i, line in enumerate(lines) if "→ ask_user" in line)
     started = next(i for i, line in enumerate(lines) if "▶ asker-pick-1 started" in line)
