@@ -36,9 +36,12 @@ def lines_in(path: Path) -> int:
 
 
 def rss_mb(pid: int) -> float:
+    """The process's resident memory; 0 once it has exited (a zombie, not yet reaped, has none)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
+        if line.startswith("State:") and "zombie" in line:
+            return 0.0
     raise AssertionError(f"no VmRSS for pid {pid}")
 
 

@@ -11,8 +11,9 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
-from shelly_dist.errors import RunError
+from shelly_dist.errors import RunError, StoreError
 from shelly_dist.redisio.connection import connect
 from shelly_dist.redisio.hub import Hub
 from shelly_dist.redisio.keys import Keys
@@ -128,3 +129,33 @@ async def test_a_wait_with_a_timeout_says_the_run_is_still_going(redis_url: str,
         with pytest.raises(RunError, match=r"run slow: still going after 0\.3s"):
             await roots.wait("slow", timeout=0.3)
         assert roots.waiting == 0
+
+
+class FlakyHub:
+    """The hub, whose first ``fails`` subscriptions meet Redis going away (as during a restart)."""
+
+    def __init__(self, hub: Hub, fails: int) -> None:
+        self.hub, self.fails = hub, fails
+
+    async def watch(self, channel: str, on_move: Callable[[str | None], None] | None = None) -> object:
+        if self.fails:
+            self.fails -= 1
+            cause = RedisConnectionError("Error while reading from 127.0.0.1:6379 : (104, 'Connection reset by peer')")
+            raise StoreError(f"watch: cannot subscribe to {channel}: {cause}") from cause
+        return await self.hub.watch(channel, on_move)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.hub, name)
+
+
+async def test_a_wait_whose_subscription_meets_redis_restarting_waits_it_out(
+        redis_url: str, key_prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("shelly_dist.redisio.blocking.backoff", lambda attempt: 0.01)
+    async with waiter(redis_url, key_prefix) as (client, keys, hub, _):
+        flaky = FlakyHub(hub, fails=2)
+        roots = RootWaiter(client, keys, lambda: flaky)  # type: ignore[arg-type,return-value]
+        try:
+            await record(client, keys, "r1", "done")
+            assert (await asyncio.wait_for(roots.wait("r1"), 10)).status == "done" and flaky.fails == 0
+        finally:
+            await roots.aclose()

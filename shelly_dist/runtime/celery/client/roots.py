@@ -82,9 +82,10 @@ class RootWaiter:
         self._waiters.setdefault(run_id, []).append(future)
         try:
             if run_id not in self._watches:
-                hub = self._hub()
-                self._watches[run_id] = await hub.watch(self._keys.run_ended(run_id),
-                                                        on_move=lambda hint, r=run_id: self._moved(r, hint))
+                # Subscribing is safe to repeat (a failed watch is dropped): a Redis restarting
+                # under a batch is waited out here as in the reads, not the item given up (issue 41).
+                self._watches[run_id] = await read_through("coordinator", lambda: self._hub().watch(
+                    self._keys.run_ended(run_id), on_move=lambda hint, r=run_id: self._moved(r, hint)))
             self._named.add(run_id)  # read once, now that its end cannot be missed
             self._running()
             try:
