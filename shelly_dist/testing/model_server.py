@@ -137,6 +137,9 @@ class RecordedRequest:
     body: Any
     arrived: float
     answered: float = 0.0
+    client_port: int = 0
+    """The TCP port the request came from: which client process sent it (its connections), when
+    handling may lag behind the sending (a loaded machine)."""
 
 
 def speaker(request: RecordedRequest) -> str:
@@ -384,6 +387,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers={k.lower(): v for k, v in self.headers.items()},
             body=body,
             arrived=time.monotonic(),
+            client_port=int(self.client_address[1]) if isinstance(self.client_address, tuple) else 0,
         )
         if self.path.split("?")[0] == "/tokenize" and isinstance(body, dict) and owner.tokenizer:
             count = owner.count(str(body.get("content") or ""))

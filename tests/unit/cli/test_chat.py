@@ -241,3 +241,19 @@ async def test_an_approval_rejected_in_place_never_runs_and_the_model_gets_the_r
         assert app.session is not None
         assert await app.session.engine.stores.store(app.session.id).get("env") is None
         assert "not on a Friday" in said(app).split("set said:", 1)[1]
+
+
+async def test_the_chat_opens_its_engine_for_its_agent_so_a_pool_starts_only_its_mcp_servers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from shelly_dist.cli.chat.command import engine_opener
+
+    opened: list[dict[str, Any]] = []
+
+    async def fake_open(config: Any, **kwargs: Any) -> Any:
+        opened.append(kwargs)
+        return None
+
+    monkeypatch.setattr(Engine, "open", fake_open)
+    await engine_opener(None, ".shelly", "helper")(None)  # type: ignore[arg-type]
+    await engine_opener(None, ".shelly", None)(None)  # type: ignore[arg-type]
+    assert [o["root"] for o in opened] == ["helper", True]
