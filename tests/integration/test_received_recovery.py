@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
+from shelly_dist.engine.config import fingerprint, load_config
 from shelly_dist.engine.sessions import new_session_id
 from shelly_dist.redisio.keys import Keys
 from shelly_dist.runtime.celery import CeleryRuntime, RuntimeSettings
@@ -218,3 +220,46 @@ def test_a_child_held_for_its_max_concurrency_back_off_by_a_killed_worker_goes_o
     broker_cluster: Cluster,
 ) -> None:
     _kill_while_one_is_received_and_one_is_running(broker_cluster)
+
+
+@pytest.mark.timeout(180)
+async def test_a_root_whose_message_a_killed_worker_took_but_never_received_runs_within_seconds(
+    tmp_path: Path, redis_url: str,
+):
+    """Kombu's Redis transport records a popped message as unacknowledged a round trip before
+    Celery receives it (and the run is marked received); a ``kill -9`` between the two (where a busy
+    consumer spends most of its time) left such a run for the visibility timeout: a 2,000-item batch
+    stuck at 1,999 lines. Here the message is moved by hand from the queue to the unacknowledged
+    index as that worker left it; a worker started on default settings runs it within seconds."""
+    (tmp_path / "broker").mkdir()
+    with own_redis(tmp_path / "broker") as port:
+        cluster = Cluster(tmp_path, redis_url=redis_url, broker_url=f"redis://127.0.0.1:{port}/0")
+        broker = redis.Redis(port=port, decode_responses=True)
+        try:
+            with ModelServer(format="openai", default=Reply(text="the answer")) as server:
+                path = cluster.write_config(
+                    [{"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+                      "rate_limit": {"max_retries": 0}}],
+                    [{"name": "solver", "provider": "mock"}], distributed=dict(DEFAULT_TIMING))
+                settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url,
+                                           queue=cluster.queue, key_prefix=cluster.prefix)
+                runtime = CeleryRuntime(settings, fingerprint(load_config(path)))
+                try:
+                    run_id = await runtime.submit("solver", "solve it", session=new_session_id())
+                    raw = await until(lambda: broker.rpop(cluster.queue), 30, "the run's message in the queue")
+                    message = json.loads(raw)
+                    tag = message["properties"]["delivery_tag"]  # as kombu's QoS.append leaves it
+                    broker.hset("unacked", tag, json.dumps([message, "", cluster.queue]))
+                    broker.zadd("unacked_index", {tag: time.time() - 30})
+                    start = time.monotonic()
+                    cluster.start_worker("w1")
+                    ended = await runtime.wait(run_id, timeout=RECOVERY_LIMIT + 30)
+                    took = time.monotonic() - start
+                finally:
+                    await runtime.aclose()
+            assert ended.status == "done", f"{ended}\n{cluster.worker_log()}"
+            assert took < RECOVERY_LIMIT, f"the run ended {took:.0f}s after a worker started\n{cluster.worker_log()}"
+            assert not broker.hexists("unacked", tag), "taken out of the index: kombu does not restore it too"
+        finally:
+            broker.close()
+            cluster.stop()

@@ -28,6 +28,7 @@ from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 from shelly_dist.runtime.celery.worker.batch_runner import DeskRunner
 from shelly_dist.runtime.celery.worker.executor import Executor, WorkerContext
+from shelly_dist.runtime.celery.worker.orphans import sweeper_for
 from shelly_dist.runtime.celery.worker.reaper import Reaper
 
 logger = logging.getLogger(__name__)
@@ -109,6 +110,9 @@ class WorkerProcess:
 
         self._reaper = Reaper(journal, enqueue, self.spec.fingerprint)
         self._reaper.start()
+        self._orphans = sweeper_for(journal)  # a Redis broker's messages a dead worker took unreceived
+        if self._orphans is not None:
+            self._orphans.start()
         self._desks: DeskRunner | None = None
         batching = getattr(ctx, "batching", None)  # the engine's PoolBatching: provider batches
         if batching is not None:
@@ -135,6 +139,8 @@ class WorkerProcess:
         async def _close() -> None:
             self._lag.cancel()
             await self._reaper.aclose()
+            if self._orphans is not None:
+                await self._orphans.aclose()
             if self._desks is not None:
                 await self._desks.aclose()
             await self._cancel.aclose()
