@@ -210,6 +210,11 @@ class Keys:
         """Set of every run id in the tree under a root run (for cancel and ``shelly runs``)."""
         return f"{self.run(root_id)}:tree"
 
+    def death_pull(self) -> str:
+        """Which reaper pulls every tree's backstops in after a worker died holding a run (SET NX
+        PX, a lease): one of the pool, at most once a lease (``worker/reaper.py``)."""
+        return f"{self.prefix}pull-after-death"
+
     def tree_deadlines(self, root_id: str) -> str:
         """Sorted set of the tree's runs that someone must advance, scored by the time (ms) by
         which that must show: a lease's expiry, a queued run's or a completed join's re-send time.

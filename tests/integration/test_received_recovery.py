@@ -263,3 +263,52 @@ async def test_a_root_whose_message_a_killed_worker_took_but_never_received_runs
         finally:
             broker.close()
             cluster.stop()
+
+
+@pytest.mark.timeout(240)
+async def test_a_root_whose_message_a_killed_worker_popped_and_lost_runs_once_the_death_is_seen(
+    tmp_path: Path, redis_url: str,
+):
+    """Kombu pops a message (``BRPOP``) a round trip before it records it unacknowledged: a
+    ``kill -9`` in between leaves it nowhere, and its run waited for the 11-minute backstop. Here
+    one run's message is popped and dropped by hand, a worker is killed holding another run (its
+    lease lapses: a death), and the lost run runs within about ``lease + requeue_after``."""
+    (tmp_path / "broker").mkdir()
+    release = threading.Event()
+
+    def respond(req: RecordedRequest) -> Reply:
+        return Reply(text="held", delay=120) if not release.is_set() and "hold" in json.dumps(req.body) \
+            else Reply(text="the answer")
+
+    with own_redis(tmp_path / "broker") as port:
+        cluster = Cluster(tmp_path, redis_url=redis_url, broker_url=f"redis://127.0.0.1:{port}/0")
+        broker = redis.Redis(port=port, decode_responses=True)
+        try:
+            with ModelServer(format="openai", responder=respond) as server:
+                path = cluster.write_config(
+                    [{"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+                      "rate_limit": {"max_retries": 0}}],
+                    [{"name": "solver", "provider": "mock"}], distributed=dict(DEFAULT_TIMING))
+                settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url,
+                                           queue=cluster.queue, key_prefix=cluster.prefix)
+                runtime = CeleryRuntime(settings, fingerprint(load_config(path)))
+                try:
+                    lost = await runtime.submit("solver", "solve it", session=new_session_id())
+                    await until(lambda: broker.rpop(cluster.queue), 30, "the lost run's message, popped")
+                    victim = cluster.start_worker("victim")
+                    held = await runtime.submit("solver", "hold it", session=new_session_id())
+                    await until(lambda: server.requests, 60, "the held run's model call")
+                    cluster.kill_worker(victim)
+                    killed = time.monotonic()
+                    release.set()
+                    cluster.start_worker("survivor")
+                    ended = [await runtime.wait(r, timeout=RECOVERY_LIMIT + 60) for r in (held, lost)]
+                    took = time.monotonic() - killed
+                finally:
+                    await runtime.aclose()
+            assert [r.status for r in ended] == ["done", "done"], f"{ended}\n{cluster.worker_log()}"
+            # the lease (10 s) and a reap to see the death, requeue_after (30 s) and a reap to re-send
+            assert took < RECOVERY_LIMIT + 15, f"the lost run ended {took:.0f}s after the kill\n{cluster.worker_log()}"
+        finally:
+            broker.close()
+            cluster.stop()

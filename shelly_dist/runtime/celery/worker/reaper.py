@@ -60,6 +60,7 @@ from shelly_dist.runtime.celery.children.join import enqueue_resume
 from shelly_dist.runtime.celery.children.questions import expire_due, pending_counts
 from shelly_dist.runtime.celery.journal import Journal
 from shelly_dist.runtime.celery.names import RESUME_AGENT, RUN_AGENT, Enqueue
+from shelly_dist.runtime.celery.worker.resync import pull_backstops, redis_broker
 
 logger = logging.getLogger(__name__)
 
@@ -98,15 +99,17 @@ class Reaper:
         self._registered = 0.0
         self._sitting_out = 0
         self._task: asyncio.Task[None] | None = None
+        self._pulls: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="shelly-reaper")
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in [self._task, *self._pulls]:
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def _loop(self) -> None:
         interval = self.journal.settings.reap_interval
@@ -209,4 +212,33 @@ class Reaper:
         if await self.enqueue(name, [run_id, root_id], kwargs) is False:
             raise BrokerRefused(run_id)
         metrics.RUNS_REAPED.inc()
+        if status == "running":  # its lease lapsed: its worker died (or stalled past a lease)
+            await self._after_a_death()
         return 1
+
+    async def _after_a_death(self) -> None:
+        """A worker died holding a run. On a Redis broker it may have taken a message with it:
+        kombu pops a message (``BRPOP``) a round trip before it records it unacknowledged, and a
+        ``kill -9`` in between (where a busy consumer spends much of its time) leaves it nowhere —
+        not in the queue, not in the unacknowledged index, not received — and its run would wait
+        for ``SENT``'s backstop (eleven minutes; issue 41). So, once per death (one reaper of the
+        pool, at most once a lease), every live tree's backstops are pulled in to
+        ``now + requeue_after``, as after a broker reconnect (:func:`.resync.pull_backstops`): a
+        run whose message is gone is re-sent then; one only late behind a backlog gets a
+        duplicate its claim drops."""
+        settings = self.journal.settings
+        if not redis_broker(settings.broker_url):
+            return  # an AMQP broker returns a dead connection's messages at once
+        with contextlib.suppress(Exception):
+            if await self.journal.client.set(self.journal.keys.death_pull(), self.name, nx=True,
+                                             px=int(settings.lease * 1000)):
+                task = asyncio.create_task(self._pull_after_death(), name="shelly-pull-after-death")
+                self._pulls.add(task)
+                task.add_done_callback(self._pulls.discard)
+
+    async def _pull_after_death(self) -> None:
+        try:
+            pulled = await pull_backstops(self.journal)
+            logger.info("reaper: a worker died; %d deadlines pulled in (a message it took may be lost)", pulled)
+        except Exception as exc:
+            logger.warning("reaper: pulling deadlines in after a worker died: %s", exc)
