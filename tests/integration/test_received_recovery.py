@@ -6,7 +6,11 @@ where the dead connection's unacknowledged messages return at once and the reape
 duplicate its claim drops.
 
 Two ways a message is held received and unclaimed: behind an event loop a blocking tool holds
-(root runs), and a ``max_concurrency`` back-off's countdown (children of one tree)."""
+(root runs), and a ``max_concurrency`` back-off's countdown (children of one tree). And two ways a
+killed worker takes a message with it before Celery receives it, both from kombu's Redis
+transport: popped and recorded unacknowledged (the orphan sweep, ``worker/orphans.py``), or
+popped and not yet recorded (the reapers pull every backstop in after a death). A 2,000-item batch
+with a worker killed after 500 met one of them in each of three tries on a loaded machine."""
 
 from __future__ import annotations
 
@@ -119,8 +123,8 @@ async def test_root_runs_a_killed_worker_had_received_and_not_claimed_run_within
     assert_all_keys_have_ttl(cluster.redis, cluster.prefix)
 
 
-ITEMS = 300
-KILL_AT = 100
+ITEMS = 2_000
+KILL_AT = 500
 
 
 @pytest.mark.timeout(300)
@@ -272,7 +276,7 @@ async def test_a_root_whose_message_a_killed_worker_popped_and_lost_runs_once_th
     """Kombu pops a message (``BRPOP``) a round trip before it records it unacknowledged: a
     ``kill -9`` in between leaves it nowhere, and its run waited for the 11-minute backstop. Here
     one run's message is popped and dropped by hand, a worker is killed holding another run (its
-    lease lapses: a death), and the lost run runs within about ``lease + requeue_after``."""
+    lease lapses: a death), and the lost run runs within about two leases."""
     (tmp_path / "broker").mkdir()
     release = threading.Event()
 
@@ -307,8 +311,8 @@ async def test_a_root_whose_message_a_killed_worker_popped_and_lost_runs_once_th
                 finally:
                     await runtime.aclose()
             assert [r.status for r in ended] == ["done", "done"], f"{ended}\n{cluster.worker_log()}"
-            # the lease (10 s) and a reap to see the death, requeue_after (30 s) and a reap to re-send
-            assert took < RECOVERY_LIMIT + 15, f"the lost run ended {took:.0f}s after the kill\n{cluster.worker_log()}"
+            # the lease (10 s) and a reap to see the death, another lease and a reap to re-send
+            assert took < RECOVERY_LIMIT, f"the lost run ended {took:.0f}s after the kill\n{cluster.worker_log()}"
         finally:
             broker.close()
             cluster.stop()

@@ -44,12 +44,13 @@ ATTEMPTS = 5
 """Sweeps tried (2 s, 4 s, … apart) while Redis still fails after the reconnect."""
 
 
-async def pull_backstops(journal: Journal, *, now: float | None = None) -> int:
-    """Pull every deadline later than ``now + requeue_after`` of every tree in the due index in to
-    that time; returns how many runs were pulled. Every tree with a deadline is in the due index
-    (its hint is at or before its earliest deadline), so a ``ZSCAN`` of the shards finds them all;
-    each tree is hinted at the cut, so a scanner checks it then."""
-    cut = int(((time.time() if now is None else now) + journal.settings.requeue_after) * 1000)
+async def pull_backstops(journal: Journal, *, now: float | None = None, within: float | None = None) -> int:
+    """Pull every deadline later than ``now + within`` (default ``requeue_after``) of every tree in
+    the due index in to that time; returns how many runs were pulled. Every tree with a deadline is
+    in the due index (its hint is at or before its earliest deadline), so a ``ZSCAN`` of the shards
+    finds them all; each tree is hinted at the cut, so a scanner checks it then."""
+    wait = journal.settings.requeue_after if within is None else within
+    cut = int(((time.time() if now is None else now) + wait) * 1000)
     script = journal.store.scripts.pull
     pulled = 0
 
