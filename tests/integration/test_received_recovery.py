@@ -226,6 +226,17 @@ def test_a_child_held_for_its_max_concurrency_back_off_by_a_killed_worker_goes_o
     _kill_while_one_is_received_and_one_is_running(broker_cluster)
 
 
+def solver_pool(cluster: Cluster, server: ModelServer) -> CeleryRuntime:
+    """A ``solver`` agent on the loopback model, default timing; the runtime to submit to it."""
+    path = cluster.write_config(
+        [{"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
+          "rate_limit": {"max_retries": 0}}],
+        [{"name": "solver", "provider": "mock"}], distributed=dict(DEFAULT_TIMING))
+    settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url, queue=cluster.queue,
+                               key_prefix=cluster.prefix)
+    return CeleryRuntime(settings, fingerprint(load_config(path)))
+
+
 @pytest.mark.timeout(180)
 async def test_a_root_whose_message_a_killed_worker_took_but_never_received_runs_within_seconds(
     tmp_path: Path, redis_url: str,
@@ -241,13 +252,7 @@ async def test_a_root_whose_message_a_killed_worker_took_but_never_received_runs
         broker = redis.Redis(port=port, decode_responses=True)
         try:
             with ModelServer(format="openai", default=Reply(text="the answer")) as server:
-                path = cluster.write_config(
-                    [{"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
-                      "rate_limit": {"max_retries": 0}}],
-                    [{"name": "solver", "provider": "mock"}], distributed=dict(DEFAULT_TIMING))
-                settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url,
-                                           queue=cluster.queue, key_prefix=cluster.prefix)
-                runtime = CeleryRuntime(settings, fingerprint(load_config(path)))
+                runtime = solver_pool(cluster, server)
                 try:
                     run_id = await runtime.submit("solver", "solve it", session=new_session_id())
                     raw = await until(lambda: broker.rpop(cluster.queue), 30, "the run's message in the queue")
@@ -289,13 +294,7 @@ async def test_a_root_whose_message_a_killed_worker_popped_and_lost_runs_once_th
         broker = redis.Redis(port=port, decode_responses=True)
         try:
             with ModelServer(format="openai", responder=respond) as server:
-                path = cluster.write_config(
-                    [{"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
-                      "rate_limit": {"max_retries": 0}}],
-                    [{"name": "solver", "provider": "mock"}], distributed=dict(DEFAULT_TIMING))
-                settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url,
-                                           queue=cluster.queue, key_prefix=cluster.prefix)
-                runtime = CeleryRuntime(settings, fingerprint(load_config(path)))
+                runtime = solver_pool(cluster, server)
                 try:
                     lost = await runtime.submit("solver", "solve it", session=new_session_id())
                     await until(lambda: broker.rpop(cluster.queue), 30, "the lost run's message, popped")
