@@ -210,6 +210,11 @@ class Keys:
         """Set of every run id in the tree under a root run (for cancel and ``shelly runs``)."""
         return f"{self.run(root_id)}:tree"
 
+    def orphan_sweep(self) -> str:
+        """Which worker sweeps the Redis broker's unacknowledged index this round (SET NX PX, the
+        sweep interval; ``worker/orphans.py``)."""
+        return f"{self.prefix}orphan-sweep"
+
     def death_pull(self) -> str:
         """Which reaper pulls every tree's backstops in after a worker died holding a run (SET NX
         PX, a lease): one of the pool, at most once a lease (``worker/reaper.py``)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,11 +18,12 @@ from .keys import assert_all_keys_have_ttl
 pytestmark = pytest.mark.integration
 
 
-def model_team(cluster: Cluster, server: ModelServer) -> None:
-    cluster.write_config(
+def model_team(cluster: Cluster, server: ModelServer, distributed: dict[str, Any] | None = None) -> Path:
+    """One ``solver`` agent on the loopback model; ``distributed`` overrides the cluster's timing."""
+    return cluster.write_config(
         [{"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
           "rate_limit": {"max_retries": 0}}],
-        [{"name": "solver", "provider": "mock"}],
+        [{"name": "solver", "provider": "mock"}], distributed=distributed,
     )
 
 

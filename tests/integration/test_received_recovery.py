@@ -133,7 +133,7 @@ def test_a_batch_with_a_worker_killed_mid_way_finishes_every_item_once_within_se
 ):
     cluster = broker_cluster
     with ModelServer(format="openai", default=Reply(text="the answer", delay=0.05)) as server:
-        model_team(cluster, server)
+        model_team(cluster, server, dict(DEFAULT_TIMING))  # the shipped timing: kombu restores nothing for 900 s
         write_items(cluster, ITEMS)
         first, _ = cluster.start_workers("w1", "w2", concurrency=16)
         output = cluster.root / "out.jsonl"
@@ -228,10 +228,7 @@ def test_a_child_held_for_its_max_concurrency_back_off_by_a_killed_worker_goes_o
 
 def solver_pool(cluster: Cluster, server: ModelServer) -> CeleryRuntime:
     """A ``solver`` agent on the loopback model, default timing; the runtime to submit to it."""
-    path = cluster.write_config(
-        [{"name": "mock", "kind": "openai", "model": "gpt-test", "base_url": server.url, "api_key": "k",
-          "rate_limit": {"max_retries": 0}}],
-        [{"name": "solver", "provider": "mock"}], distributed=dict(DEFAULT_TIMING))
+    path = model_team(cluster, server, dict(DEFAULT_TIMING))
     settings = RuntimeSettings(broker_url=cluster.broker_url, redis_url=cluster.redis_url, queue=cluster.queue,
                                key_prefix=cluster.prefix)
     return CeleryRuntime(settings, fingerprint(load_config(path)))

@@ -179,9 +179,10 @@ class CeleryRuntime:
 
         async def before_model(r: Run) -> None:
             canceled, flag[0] = flag[0], None
-            if canceled is None:
+            if canceled is None:  # a read, safe to repeat: a Redis restarting under the run is waited out
                 with redis_errors("coordinator"):
-                    raw_canceled, raw_steer = await self.client.hmget(record_key, ["canceled", "steer"])
+                    raw_canceled, raw_steer = await read_through(
+                        "coordinator", lambda: self.client.hmget(record_key, ["canceled", "steer"]))
                 canceled, steer[0] = raw_canceled == "1", int(raw_steer or 0)
             if canceled:
                 raise RunCancelled(f"run {run_id}: canceled", run_id=run_id)

@@ -9,7 +9,7 @@ minutes on defaults. Under a busy queue the consumer spends most of its time in 
 window, so a kill mid-batch left such a message three times in three tries (a 2,000-item batch
 stuck at 1,999 lines; issue 41).
 
-So every worker on a Redis broker sweeps, every :data:`SWEEP_EVERY` seconds, the unacknowledged
+So the workers on a Redis broker sweep — one of them per round, every :data:`SWEEP_EVERY` seconds — the unacknowledged
 entries older than a lease — long past the milliseconds a live worker takes from the index to the
 receipt. An entry of one of this queue's run tasks whose run is still ``queued`` or ``waiting``
 with neither a lease nor a receipt is an orphan: it is taken out of the index (atomically: one
@@ -103,8 +103,12 @@ class OrphanSweeper:
                 logger.info("orphans: %s", exc)
 
     async def sweep(self, *, now: float | None = None) -> int:
-        """One pass; returns how many orphaned run messages were taken and their runs pulled in."""
-        cut = (time.time() if now is None else now) - self.journal.settings.lease
+        """One pass (by one worker of the pool at a time); returns how many orphaned run messages
+        were taken and their runs pulled in."""
+        journal = self.journal
+        if not await journal.client.set(journal.keys.orphan_sweep(), "1", nx=True, px=int(SWEEP_EVERY * 1000)):
+            return 0  # another worker sweeps this round: one sweep per pool, not one per worker
+        cut = (time.time() if now is None else now) - journal.settings.lease
         tags = await self.broker.zrangebyscore(self.index, "-inf", cut, start=0, num=PAGE)
         if not tags:
             return 0
@@ -112,8 +116,9 @@ class OrphanSweeper:
         found = [(tag, run) for tag, payload in zip(tags, payloads, strict=True)
                  if payload and (run := run_of(payload, self.queue)) is not None]
         taken = 0
-        for tag, (run_id, root) in found:
-            if not await self._orphaned(run_id) or not await self._take(keys=[self.index, self.hash], args=[tag, cut]):
+        for (tag, (run_id, root)), orphaned in zip(found, await self._orphaned([r for _, (r, _) in found]),
+                                                   strict=True):
+            if not orphaned or not await self._take(keys=[self.index, self.hash], args=[tag, cut]):
                 continue
             await self._pull(root)
             taken += 1
@@ -121,15 +126,21 @@ class OrphanSweeper:
                            "receive it; sending it again", run_id)
         return taken
 
-    async def _orphaned(self, run_id: str) -> bool:
+    async def _orphaned(self, runs: list[str]) -> list[bool]:
+        """Per run: still ``queued`` or ``waiting``, with neither a lease nor a receipt (one
+        pipelined read for all)."""
+        if not runs:
+            return []
         keys = self.journal.keys
         async with self.journal.client.pipeline(transaction=False) as pipe:
-            pipe.hget(keys.run(run_id), "status")
-            pipe.exists(keys.run_lease(run_id))
-            pipe.exists(keys.run_received(run_id))
-            status, leased, received = await pipe.execute()
-        live = status is not None and RunStatus.read(status) in (RunStatus.QUEUED, RunStatus.WAITING)
-        return live and not leased and not received
+            for run_id in runs:
+                pipe.hget(keys.run(run_id), "status")
+                pipe.exists(keys.run_lease(run_id))
+                pipe.exists(keys.run_received(run_id))
+            out = await pipe.execute()
+        return [status is not None and RunStatus.read(status) in (RunStatus.QUEUED, RunStatus.WAITING)
+                and not leased and not received
+                for status, leased, received in zip(out[0::3], out[1::3], out[2::3], strict=True)]
 
     async def _pull(self, root: str) -> None:
         journal = self.journal
