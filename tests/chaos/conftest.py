@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,10 @@ class Faults:
 
     def __init__(self) -> None:
         self.stopped = threading.Event()
+        self.outage = threading.Event()
+        """Set while Redis or the broker connection is down (a schedule sets and clears it)."""
+        self.next_outage = float("inf")
+        """When (``time.monotonic()``) the schedule's next outage begins."""
         self.log: list[str] = []
         self.error: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -94,6 +99,12 @@ class Faults:
 
         self._thread = threading.Thread(target=body, name="chaos-faults", daemon=True)
         self._thread.start()
+
+    def quiet(self, margin: float) -> bool:
+        """Whether no outage is under way or due within ``margin`` seconds: a ``shelly run`` that
+        starts while Redis cannot be reached fails at once by design (nothing written; it says
+        to run it again), so a soak starts its runs outside outages and lets them meet one mid-way."""
+        return not self.outage.is_set() and self.next_outage - time.monotonic() > margin
 
     def pause(self, seconds: float) -> bool:
         """Wait ``seconds`` between faults; False once the workload has ended."""

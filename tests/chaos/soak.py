@@ -53,6 +53,9 @@ BATCH_ITEMS = 60
 BATCH_DEADLINE = 900.0
 """Seconds one batch may take: recovery costs seconds per fault; this only bounds a hang."""
 RUN_EVERY = 20.0
+RUN_START_MARGIN = 8.0
+"""Seconds before an outage within which no interactive run starts (a process's start-up takes a
+few): a run started while Redis cannot be reached fails at once by design; runs meet outages mid-way."""
 LOG_TIME = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}): \w+/\w+\] reaper: (.*)$")
 
 
@@ -159,6 +162,7 @@ def soak(root: Path, minutes: float, *, kill_every: float = 30.0, redis_every: f
             while True:
                 now = time.monotonic() - started
                 due = min(next_kill, next_redis, next_cut)
+                f.next_outage = started + min(next_redis, next_cut)
                 if not f.pause(max(0.0, due - now)):
                     return
                 if due == next_kill:
@@ -166,16 +170,20 @@ def soak(root: Path, minutes: float, *, kill_every: float = 30.0, redis_every: f
                     f.log.append(f"{due:.0f}s kill {pool.kill_one()}")
                     next_kill += kill_every
                 elif due == next_redis:
+                    f.outage.set()
                     redis.kill()
                     f.stopped.wait(3.0)
-                    redis.start()
+                    redis.start()  # returns once it answers: its AOF loaded
+                    f.outage.clear()
                     report.redis_restarts += 1
                     f.log.append(f"{due:.0f}s redis restarted from its AOF")
                     next_redis += redis_every
                 else:
+                    f.outage.set()
                     proxy.cut()
                     f.stopped.wait(3.0)
                     proxy.heal()
+                    f.outage.clear()
                     report.cuts += 1
                     f.log.append(f"{due:.0f}s broker cut 3s")
                     next_cut += cut_every
@@ -196,7 +204,7 @@ def soak(root: Path, minutes: float, *, kill_every: float = 30.0, redis_every: f
                     proc.kill()
                     raise AssertionError(f"batch {batch_no} still running after {BATCH_DEADLINE:g}s "
                                          f"(seed {workload.seed}, faults {faults.log})\n{cluster.worker_log()}")
-                if time.monotonic() >= next_run:
+                if time.monotonic() >= next_run and faults.quiet(RUN_START_MARGIN):
                     interactive.append((len(interactive), cluster.popen("run", f"job r{len(interactive)}")))
                     next_run += RUN_EVERY
                 for name, pid in [("batch", proc.pid), ("redis", redis.proc.pid if redis.proc else 0)]:
