@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from shelly_dist.agent.children import Ending, finished, report, started
 from shelly_dist.agent.delegation import entry_from_outcome
+from shelly_dist.chats import Role
 from shelly_dist.errors import RunCancelled
 
 if TYPE_CHECKING:
@@ -27,8 +28,6 @@ __all__ = ["root_finished", "root_started", "task_of"]
 
 def task_of(messages: list[Message]) -> str:
     """The task a top-level run reports: its last user message's text."""
-    from shelly_dist.chats import Role
-
     return next((m.text_content() for m in reversed(messages) if m.role == Role.USER), "")
 
 

@@ -21,7 +21,7 @@ from shelly_dist import identity
 from shelly_dist.agent import Agent, ChildRequest, DelegateEntry, Run
 from shelly_dist.agent.children import Ending
 from shelly_dist.agent.records import LiveDelegation
-from shelly_dist.agent.root_life import root_finished, root_started
+from shelly_dist.agent.root_life import root_finished, root_started, task_of
 from shelly_dist.agent.steering import SteerMessage
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import RunCancelled, RunNotFound, UsageError
@@ -149,7 +149,7 @@ class CeleryRuntime:
     ) -> RunOutcome:
         await self._check_broker()
         run_id = run_id or uuid.uuid4().hex[:12]
-        task = next((m.text_content() for m in reversed(messages) if m.role == Role.USER), "")
+        task = task_of(messages)
         lease = await self.journal.open_root(run_id, agent=agent.config_name, session=session, task=task,
                                              fingerprint=self.fingerprint)
         stream = StreamSink(self.client, self.journal.keys, session, retention=self.settings.retention)
