@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -133,7 +134,6 @@ def _start_a_run(tmp_path: Path) -> subprocess.Popen[str]:
 def _interrupt_a_running_agent(tmp_path: Path, sig: signal.Signals) -> tuple[int, str, float]:
     """Start a run whose model never answers in time, send ``sig`` once the agent runs; the exit
     code, stderr and the seconds from the signal to the exit."""
-    import time
 
     scripted(tmp_path, {"*": [{"text": "too slow", "delay": 300}]})
     proc = _start_a_run(tmp_path)
@@ -177,14 +177,32 @@ def test_sigterm_stops_the_run_and_exits_143_promptly(tmp_path: Path) -> None:
     assert seconds < 10
 
 
+def _replace_with_a_file(folder: Path) -> None:
+    """Put a file where ``folder`` is, so every save into it fails (as root, a chmod would not).
+
+    The running process keeps appending its events under ``folder`` (``<session>/events.jsonl``)
+    and re-creates what it appends to, so one ``rmtree`` can race it: the directory is moved
+    aside in one step and the file renamed into its place, again until no append came between."""
+    stand_in = folder.with_name("stand-in")
+    stand_in.write_text("not a directory: every save fails")
+    deadline = time.monotonic() + 30
+    while True:
+        with contextlib.suppress(FileNotFoundError):
+            folder.rename(folder.with_name(f"moved-{time.monotonic_ns()}"))
+        try:
+            stand_in.rename(folder)
+            return
+        except (IsADirectoryError, OSError):
+            if time.monotonic() > deadline:
+                raise
+
+
 def test_an_answer_whose_session_cannot_be_saved_is_printed_and_the_failure_named(tmp_path: Path) -> None:
     answer_now = tmp_path / "answer-now"
     scripted(tmp_path, {"*": [{"text": "the answer", "until": str(answer_now)}]})
     proc = _start_a_run(tmp_path)
     try:
-        sessions = tmp_path / ".shelly" / "local" / "sessions"
-        shutil.rmtree(sessions)
-        sessions.write_text("not a directory: every save fails (as root, a chmod would not)")
+        _replace_with_a_file(tmp_path / ".shelly" / "local" / "sessions")
         answer_now.touch()
         out, err = proc.communicate(timeout=30)
     finally:
