@@ -5,13 +5,14 @@ asks whether a run ended through one fragment."""
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 
 import shelly_dist
 from shelly_dist.agent.records import ChildRequest
 from shelly_dist.runtime.celery.journal import control_scripts, scripts
-from shelly_dist.runtime.celery.journal.record import RunRecord, RunStatus
+from shelly_dist.runtime.celery.journal.record import RunEnd, RunRecord, RunStatus
 
 CREATION_FIELDS = {"id", "agent", "depth", "parent", "parent_key", "root", "session", "mode", "status", "task",
                    "fingerprint", "created", "updated", "pending", "attempts", "msg_count"}
@@ -88,3 +89,17 @@ def test_every_script_asks_whether_a_run_ended_through_the_one_fragment():
     assert {name: hits for name, hits in own.items() if hits and name not in allowed} == {}
     users = [name for name, text in script_texts().items() if "ended(" in text.replace(scripts._ENDED, "")]
     assert all(scripts._ENDED in script_texts()[name] for name in users)
+
+
+def test_no_script_reads_a_variable_argv_tail_by_position():
+    """A script's variable part (children, extra fields, state changes) is one ``cjson`` table, not
+    ``ARGV[i]``… decoded by position; what may trail ``ARGV`` is a homogeneous payload (messages,
+    ``chunked('RPUSH', …)``) and the due index's hint suffix (``control_scripts.HINT``)."""
+    loop = re.compile(r"for \w+ = [^,]+, #ARGV")
+    assert [name for name, text in script_texts().items() if loop.search(text)] == []
+
+
+def test_a_run_end_writes_only_the_fields_it_has():
+    assert json.loads(RunEnd(usage='{"input_tokens": 1}', error="boom").to_json()) == {
+        "usage": '{"input_tokens": 1}', "error": "boom"}
+    assert RunEnd().to_json() == "{}"

@@ -128,13 +128,12 @@ class RedisDesk:
 
     async def save(self, fid: str, flush: Flush | None, due: float | None = None,
                    states: list[StateChange] | None = None) -> None:
-        flat = [x for triple in states or [] for x in triple]
         out = await run_script(
             self.scripts.batch_save,
             [self.key(p) for p in ("lock", "flushes", "polls", "states", "replies", "payloads", "requests",
                                    "canceled")],
             [self.token, self.retention, fid, flush.to_json() if flush is not None else "",
-             "" if due is None else ms(due), *flat], origin=ORIGIN)
+             "" if due is None else ms(due), json.dumps(states or [])], origin=ORIGIN)
         if not out:
             raise Lost(f"provider batches: desk {self.id}: its lock was taken over")
 

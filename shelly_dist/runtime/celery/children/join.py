@@ -14,7 +14,7 @@ import asyncio
 
 from shelly_dist.agent import DelegateEntry
 from shelly_dist.agent.children import Ending
-from shelly_dist.runtime.celery.journal import Journal, Lease
+from shelly_dist.runtime.celery.journal import Journal, Lease, RunEnd
 from shelly_dist.runtime.celery.names import RESUME_AGENT, Enqueue
 
 
@@ -26,13 +26,13 @@ async def finish_and_join(
     entry: DelegateEntry,
     *,
     events: str = "",
-    **fields: str,
+    end: RunEnd | None = None,
 ) -> None:
     """End the run and join its entry into its parent; the call that completes the parent's join
     enqueues the parent's resume (coordinators are woken by the join's publish instead). If this
     process dies between the two, the reaper sends the resume (the finish put the parent in the
     tree's deadline index)."""
-    left, mode = await lease.finish(ending, entry.journal_json(), events=events, **fields)
+    left, mode = await lease.finish(ending, entry.journal_json(), events=events, end=end)
     if left == 0 and mode == "worker":
         await enqueue_resume(journal, enqueue, lease.record.parent)
 

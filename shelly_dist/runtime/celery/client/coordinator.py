@@ -51,7 +51,7 @@ from shelly_dist.runtime.celery.client.root_answerer import RootAnswerer
 from shelly_dist.runtime.celery.client.roots import RootWaiter
 from shelly_dist.runtime.celery.client.tail import Tail
 from shelly_dist.runtime.celery.client.tree_end import until_tree_ended
-from shelly_dist.runtime.celery.journal import Journal, Lease, RunRecord, RunStatus, child_key
+from shelly_dist.runtime.celery.journal import Journal, Lease, RunEnd, RunRecord, RunStatus, child_key
 from shelly_dist.runtime.celery.journal.record import LIVE
 from shelly_dist.runtime.celery.journal.stream import StreamSink, routed_to
 from shelly_dist.runtime.celery.names import RUN_AGENT, task_kwargs
@@ -225,8 +225,7 @@ class CeleryRuntime:
     async def _close_root(self, lease: Lease, status: Ending, error: str, run: Run, stream: StreamSink) -> None:
         await stream.flush()
         entry = DelegateEntry(agent=lease.record.agent, error=error or None)
-        await lease.finish(status, entry.to_json(), usage=run.state.usage.model_dump_json(),
-                           **({"error": error} if error else {}))
+        await lease.finish(status, entry.to_json(), end=RunEnd(usage=run.state.usage.model_dump_json(), error=error))
 
     # -- root runs on the pool (batch) ---------------------------------------------------------
 

@@ -12,7 +12,7 @@ journal is the floor the broker, the children, the worker and the client stand o
 """
 
 from shelly_dist.runtime.celery.journal.lease import Held, Lease, LeaseLost
-from shelly_dist.runtime.celery.journal.record import TERMINAL, RunRecord, RunStatus, child_key
+from shelly_dist.runtime.celery.journal.record import TERMINAL, RunEnd, RunRecord, RunStatus, child_key
 from shelly_dist.runtime.celery.journal.runs import Claim, Journal, child_run_id
 from shelly_dist.runtime.celery.journal.store import RunStore, run_script
 
@@ -23,6 +23,7 @@ __all__ = [
     "Journal",
     "Lease",
     "LeaseLost",
+    "RunEnd",
     "RunRecord",
     "RunStatus",
     "RunStore",

@@ -76,15 +76,16 @@ return stopped
 HANDOFF = _ENDED + _FENCE + _EVENTS + _NEW_RUN + """
 local record, lease, peer, tree, deadlines, stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local token, fields, now, retention, run_id = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local peer_id, requeue_at, events, result = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local peer_id, requeue_at, events, result, also = ARGV[6], ARGV[7], ARGV[8], ARGV[9], cjson.decode(ARGV[10])
 local was = redis.call('HGET', record, 'status')
 if ended(was) then
   return {redis.call('HGET', peer, 'status') or '', 0}
 end
 if not holds(record, lease, token) then return lost(record) end
 add_events(stream, events, retention)
-redis.call('HSET', record, 'status', 'done', 'result', result, 'updated', now, 'ended', now, 'handoff', peer_id)
-for i = 10, #ARGV, 2 do redis.call('HSET', record, ARGV[i], ARGV[i + 1]) end
+local writes = {'status', 'done', 'result', result, 'updated', now, 'ended', now, 'handoff', peer_id}
+for field, value in pairs(also) do table.insert(writes, field); table.insert(writes, value) end
+redis.call('HSET', record, unpack(writes))
 redis.call('EXPIRE', record, retention)
 redis.call('DEL', lease)
 redis.call('ZREM', deadlines, run_id)
@@ -205,7 +206,7 @@ at once: the requests of one vendor batch, recorded before anything is sent for 
 BATCH_SAVE = _DESK + """
 local lock, flushes, polls, states, replies, payloads = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local requests, canceled = KEYS[7], KEYS[8]
-local token, retention, fid, record, due = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local token, retention, fid, record, due, changes = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], cjson.decode(ARGV[6])
 if not desk_holds(lock, token) then return 0 end
 if record == '' then
   redis.call('HDEL', flushes, fid)
@@ -215,8 +216,8 @@ else
   redis.call('HSET', flushes, fid, record)
   if due ~= '' then redis.call('ZADD', polls, due, fid) end
 end
-for i = 6, #ARGV, 3 do
-  local cid, state, reply = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+for _, change in ipairs(changes) do
+  local cid, state, reply = change[1], change[2], change[3]
   if state == 'forget' then
     redis.call('HDEL', requests, cid)
     redis.call('HDEL', payloads, cid)

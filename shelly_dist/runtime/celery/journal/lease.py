@@ -28,7 +28,7 @@ from shelly_dist.agent import ChildRequest, RunState
 from shelly_dist.agent.children import Ending, child_run_id
 from shelly_dist.chats import Message
 from shelly_dist.runtime.celery.journal import blobs
-from shelly_dist.runtime.celery.journal.record import RunRecord, RunStatus, child_key
+from shelly_dist.runtime.celery.journal.record import RunEnd, RunRecord, RunStatus, child_key
 from shelly_dist.runtime.celery.journal.renewer import renew_request
 from shelly_dist.runtime.celery.journal.store import LeaseLost, RunStore
 
@@ -125,8 +125,8 @@ class Lease:
         """Register the children before enqueueing; returns (all child ids, ids not started yet)."""
         st, parent = self.store, self.record
         now = time.time()
-        argv: list[Any] = [self.token, st.settings.retention, len(requests), _ms(now + st.settings.requeue_after)]
         ids: list[str] = []
+        children: list[dict[str, Any]] = []
         for r in requests:
             cid = child_run_id(parent.id, r, iteration)
             ids.append(cid)
@@ -135,7 +135,9 @@ class Lease:
                 root=parent.root, session=parent.session, request=r, fingerprint=fingerprint, task=r.task,
                 now=now,
             ).fields()
-            argv += [child_key(r, iteration), cid, json.dumps(fields)]
+            children.append({"key": child_key(r, iteration), "id": cid, "fields": fields})
+        argv: list[Any] = [self.token, st.settings.retention, json.dumps(children),
+                           _ms(now + st.settings.requeue_after)]
         keys = [st.keys.run(parent.id), st.keys.run_lease(parent.id), st.keys.run_expected(parent.id),
                 st.keys.tree_runs(parent.root), st.keys.tree_deadlines(parent.root)]
         keys += [st.keys.run(cid) for cid in ids]
@@ -149,12 +151,13 @@ class Lease:
         return int(await st.run_script(st.scripts.release, keys, [self.token, r.id]))
 
     async def finish(
-        self, ending: Ending, result: dict[str, Any], *, events: str = "", **fields: str
+        self, ending: Ending, result: dict[str, Any], *, events: str = "", end: RunEnd | None = None
     ) -> tuple[int, str]:
         """End the run as ``ending`` (writing its last ``events``) and join its result into its parent; returns
         (children left, parent mode). ``left == 0``: this call completed the join and the caller
         enqueues the parent's resume. Finishing a run already terminal is a no-op (``-1``). A
-        checkpoint :meth:`hold` kept is written first, in the same atomic step."""
+        checkpoint :meth:`hold` kept is written first, in the same atomic step; ``end``: what else the
+        end writes (usage, instance, reply, error)."""
         st, r = self.store, self.record
         parent = r.parent or r.id
         keys = [st.keys.run(r.id), st.keys.run_lease(r.id), st.keys.run(parent), st.keys.run_children(parent),
@@ -164,13 +167,12 @@ class Lease:
         args: list[Any] = [self.token, str(RunStatus.ended(ending)), json.dumps(result), str(now),
                            st.settings.retention, r.parent_key if r.parent else "", events, r.id, r.parent,
                            _ms(now + st.settings.requeue_after)]
+        also = (end or RunEnd()).to_json()
         if held is None:
-            args += ["", "", 0]
+            args += ["", "", 0, also]
         else:
-            args += [held.offset, held.state, len(held.messages), *held.messages]
+            args += [held.offset, held.state, len(held.messages), also, *held.messages]
             await blobs.put(st.client, st.keys, held.blobs, st.settings.retention)
-        for k, v in fields.items():
-            args += [k, v]
         # A child's finish may complete its parent's join, making the parent's resume due at
         # requeue_after from now. The tree's hint is already no later than this run's own deadline
         # (its lease's: ≤ now + lease, written by this process), which the finish removes: so the

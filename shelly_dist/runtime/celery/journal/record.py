@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -51,6 +51,22 @@ LIVE = frozenset({RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING})
 
 TERMINAL = frozenset(RunStatus.ended(e) for e in Ending)
 """The statuses a run never leaves (equal to their strings, so ``"done" in TERMINAL``)."""
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """What a run's end writes besides its status and result (``scripts.FINISH``,
+    ``control_scripts.HANDOFF``): its own usage, the instance name it ran as, the reply it gave and
+    the error it ended with — the one place the names of these fields are chosen. Passed to the
+    scripts as one JSON object (a field left empty is not written)."""
+
+    usage: str = ""
+    instance: str = ""
+    reply: str = ""
+    error: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps({k: v for k, v in asdict(self).items() if v})
 
 
 def child_key(request: ChildRequest, iteration: int) -> str:

@@ -144,12 +144,12 @@ tree's writes of all its children: ``create_run`` alone per child), a spawned on
 
 EXPECT = _FENCE + _NEW_RUN + """
 local parent, lease, expected, tree, deadlines = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local token, retention, n, requeue_at = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local token, retention, children, requeue_at = ARGV[1], tonumber(ARGV[2]), cjson.decode(ARGV[3]), ARGV[4]
 if not holds(parent, lease, token) then return lost(parent) end
 local to_start, members, due, added = {}, {}, {}, 0
-for i = 0, n - 1 do
-  local key, child_id, fields = ARGV[5 + i * 3], ARGV[6 + i * 3], cjson.decode(ARGV[7 + i * 3])
-  local ck = KEYS[6 + i]
+for i, child in ipairs(children) do
+  local key, child_id, fields = child['key'], child['id'], child['fields']
+  local ck = KEYS[5 + i]
   added = added + redis.call('SADD', expected, key)
   if create_run(ck, fields, retention) then
     due[#due + 1] = requeue_at
@@ -298,7 +298,7 @@ local record, lease, parent, children, deadlines, msgs = KEYS[1], KEYS[2], KEYS[
 local stream = KEYS[7]
 local token, status, result, now, retention, key, events, run_id, parent_id, resume_at =
   ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
-local offset, state, m = ARGV[11], ARGV[12], tonumber(ARGV[13])
+local offset, state, m, also = ARGV[11], ARGV[12], tonumber(ARGV[13]), cjson.decode(ARGV[14])
 local was = redis.call('HGET', record, 'status')
 if ended(was) then return {-1, 'terminal'} end
 if not holds(record, lease, token) then return lost(record) end
@@ -308,13 +308,13 @@ if offset ~= '' then  -- the run's last checkpoint, held back to ride with its f
   if len ~= tonumber(offset) then
     return redis.error_reply('journal: expected ' .. offset .. ' messages, found ' .. len)
   end
-  chunked('RPUSH', msgs, ARGV, 14, 13 + m)
+  chunked('RPUSH', msgs, ARGV, 15, 14 + m)
   table.insert(writes, 'state'); table.insert(writes, state)
   table.insert(writes, 'msg_count'); table.insert(writes, len + m)
   if len + m > 0 then redis.call('EXPIRE', msgs, retention) end
 end
 add_events(stream, events, retention)
-for i = 14 + m, #ARGV do table.insert(writes, ARGV[i]) end
+for field, value in pairs(also) do table.insert(writes, field); table.insert(writes, value) end
 chunked('HSET', record, writes)
 redis.call('EXPIRE', record, retention)
 redis.call('DEL', lease)

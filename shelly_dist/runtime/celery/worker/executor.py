@@ -50,7 +50,7 @@ from shelly_dist.runtime.celery.children.handoff import hand_off
 from shelly_dist.runtime.celery.children.join import enqueue_resume, finish_and_join, resume_each
 from shelly_dist.runtime.celery.children.policy import PoolPolicy
 from shelly_dist.runtime.celery.children.steering import RedisInbox
-from shelly_dist.runtime.celery.journal import Journal, Lease, LeaseLost, RunRecord, RunStatus, child_key
+from shelly_dist.runtime.celery.journal import Journal, Lease, LeaseLost, RunEnd, RunRecord, RunStatus, child_key
 from shelly_dist.runtime.celery.journal.stream import StreamSink, routed_to
 from shelly_dist.runtime.celery.names import RUN_AGENT, Enqueue, task_kwargs
 from shelly_dist.runtime.celery.settings import RuntimeSettings
@@ -387,7 +387,7 @@ class Executor:
         for event in end.events:
             sink(event)
         peer_id, queued = await hand_off(lease, peer, children.handoff_entry(peer), events=sink.drain(),
-                                         usage=run.state.usage.model_dump_json(), instance=run.agent.name)
+                                         end=RunEnd(usage=run.state.usage.model_dump_json(), instance=run.agent.name))
         metrics.RUNS_FINISHED.labels(record.agent, "done").inc()
         if queued:
             await self.enqueue(RUN_AGENT, [peer_id, record.root],
@@ -464,14 +464,9 @@ class Executor:
         entry, status = end.entry, end.ending
         if run is not None:  # its interactive children still waiting are cancelled
             await run.close()
-        fields: dict[str, str] = {}
-        if run is not None:
-            fields["usage"] = run.state.usage.model_dump_json()
-            fields["instance"] = run.agent.name
-        if reply:
-            fields["reply"] = reply
-        if entry.error:
-            fields["error"] = entry.error
+        ended = RunEnd(usage=run.state.usage.model_dump_json() if run is not None else "",
+                       instance=run.agent.name if run is not None else "", reply=reply or "",
+                       error=entry.error or "")
         for event in end.events:
             sink(event)
         if is_wake_run(record.id, record.depth) and isinstance(self.ctx, TeamContext):  # a team's wake
@@ -484,7 +479,7 @@ class Executor:
         if spawns.is_spawned(record):  # announced before the finish: a crash between repeats neither
             resume = await spawns.announce(self.journal, record, status, entry, run.state.iteration if run else 0)
         await sink.settle()
-        await finish_and_join(self.journal, self.enqueue, lease, status, entry, events=sink.drain(), **fields)
+        await finish_and_join(self.journal, self.enqueue, lease, status, entry, events=sink.drain(), end=ended)
         if resume:
             await enqueue_resume(self.journal, self.enqueue, record.parent)
         metrics.RUNS_FINISHED.labels(record.agent, status).inc()

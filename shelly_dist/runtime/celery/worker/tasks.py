@@ -27,7 +27,7 @@ from shelly_dist.runtime.celery.broker import create_app, run_task_sender
 from shelly_dist.runtime.celery.children.join import finish_and_join
 from shelly_dist.runtime.celery.children.wakes import start_pool_wake
 from shelly_dist.runtime.celery.fast_send import shadow_name
-from shelly_dist.runtime.celery.journal import Journal
+from shelly_dist.runtime.celery.journal import Journal, RunEnd
 from shelly_dist.runtime.celery.names import RESUME_AGENT, RUN_AGENT
 from shelly_dist.runtime.celery.worker import control  # noqa: F401  registers the shelly_info inspect command
 from shelly_dist.runtime.celery.worker.process import WorkerProcess, WorkerSpec
@@ -92,7 +92,7 @@ def _fail_unopened(task: Task, run_id: str, root: str, exc: BaseException) -> No
             claim = await journal.claim(run_id, root, token, task.request.hostname or "worker")
             if claim.lease is not None:
                 entry = DelegateEntry(agent=claim.lease.record.agent, error=error)
-                await finish_and_join(journal, enqueue, claim.lease, Ending.FAILED, entry, error=error)
+                await finish_and_join(journal, enqueue, claim.lease, Ending.FAILED, entry, end=RunEnd(error=error))
         finally:
             await client.aclose()
 
