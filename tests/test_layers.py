@@ -193,3 +193,10 @@ def test_the_engine_does_not_import_the_worker_side():
     engine opening a pool runtime no longer imports ``engine/worker.py``, which imports the engine
     to build it on a worker (the engine ↔ session ↔ team ↔ worker circle)."""
     assert [c for c in circles(import_graph("shelly_dist.engine")) if "shelly_dist.engine.worker" in c] == []
+
+
+def test_no_package_has_an_import_circle():
+    """Not even one of types only: the engine's decisions, session and team name what they use of
+    it as protocols (``DecisionsHost``, ``SessionHost``, ``TeamHost``), and the stand-in model
+    server and its batch APIs share the wire formats (``testing/wire.py``) instead of each other."""
+    assert circles(import_graph("shelly_dist")) == []

@@ -21,18 +21,17 @@ from __future__ import annotations
 import asyncio
 import getpass
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from shelly_dist.agent.steering import SteerMessage
+from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.errors import UsageError
-from shelly_dist.runtime.local.steering import LiveRun, pick
+from shelly_dist.runtime import Runtime
+from shelly_dist.runtime.local.steering import LiveRun, MemoryInbox, pick
 from shelly_dist.tools.builtin.answers import WaitingAnswerer
 from shelly_dist.tools.decisions import APPROVAL, Verdict, check_arguments, skipped
 
-if TYPE_CHECKING:
-    from shelly_dist.engine.engine import Engine
-
-__all__ = ["Decisions", "who"]
+__all__ = ["Decisions", "DecisionsHost", "who"]
 
 BULK_AT_ONCE = 32
 """Decisions answered concurrently by one bulk call (each is a few Redis round trips)."""
@@ -47,11 +46,20 @@ def who(channel: str) -> str:
     return f"{channel}:{user}@{socket.gethostname()}"
 
 
+class DecisionsHost(Protocol):
+    """What :class:`Decisions` reads of the engine that owns it (the ``Engine`` is one): named
+    here, so the engine imports this module and not the other way round."""
+
+    runtime: Runtime
+    toolboxes: Toolboxes
+    inbox: MemoryInbox
+
+
 class Decisions:
     """The decisions of one engine's runtime (``Engine.decisions``); ``Session`` has the same
     calls for its own session."""
 
-    def __init__(self, engine: Engine | None = None, *, pool: Any = None) -> None:
+    def __init__(self, engine: DecisionsHost | None = None, *, pool: Any = None) -> None:
         """Over ``engine``'s runtime, or straight over a pool runtime (``pool``: what the CLI opens,
         without building an engine)."""
         self.engine = engine

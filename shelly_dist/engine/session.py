@@ -16,23 +16,35 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from shelly_dist import events
 from shelly_dist.agent import Agent
 from shelly_dist.agent.effects.compact import summarize
 from shelly_dist.chats import Message, Role, Text
 from shelly_dist.chats.parts import Part
+from shelly_dist.engine.decisions import Decisions
+from shelly_dist.engine.eventbus import EventBus
 from shelly_dist.engine.sessions import SessionInfo
+from shelly_dist.engine.toolboxes import Toolboxes
 from shelly_dist.errors import RunCancelled, SessionNotSaved, StoreError, UsageError
 from shelly_dist.events import Event
-from shelly_dist.runtime import RunOutcome
+from shelly_dist.runtime import RunOutcome, Runtime
 from shelly_dist.runtime.base import check_run_id
 
-if TYPE_CHECKING:
-    from shelly_dist.engine.engine import Engine
-
 log = logging.getLogger(__name__)
+
+
+class SessionHost(Protocol):
+    """What a :class:`Session` uses of the engine that built it (the ``Engine`` is one): named
+    here, so the engine imports this module and not the other way round."""
+
+    bus: EventBus
+    runtime: Runtime
+    sessions: Any
+    """Where sessions are saved: a ``SessionStore`` (files) or ``RedisSessions`` (``engine.session_store``)."""
+    toolboxes: Toolboxes
+    decisions: Decisions
 
 
 def user_messages(task: str, context: str = "", attachments: Sequence[Part] = ()) -> list[Message]:
@@ -54,7 +66,8 @@ hold up the exit: the session is then not listed)."""
 class Session:
     """One conversation; build it with ``Engine.session`` or ``Engine.resume_session``."""
 
-    def __init__(self, engine: Engine, *, name: str, agent: Agent, info: SessionInfo, persist: bool = True) -> None:
+    def __init__(self, engine: SessionHost, *, name: str, agent: Agent, info: SessionInfo,
+                 persist: bool = True) -> None:
         self.engine = engine
         self.name = name
         self.agent = agent

@@ -7,16 +7,27 @@ kickoff) starts a wake of each agent it lands in the inbox of (``SessionStores.o
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from shelly_dist.agent import Registry
+from shelly_dist.engine.eventbus import EventBus
 from shelly_dist.engine.stores import SessionStores
 from shelly_dist.events import Event, EventSink
 from shelly_dist.redisio.keys import DEFAULT_RETENTION
+from shelly_dist.runtime import Runtime
 from shelly_dist.runtime.local.wakes import LocalWakes
 from shelly_dist.runtime.wake import Wakes
 
-if TYPE_CHECKING:
-    from shelly_dist.engine.engine import Engine
+
+class TeamHost(Protocol):
+    """What the team's events and wakes use of an engine (the ``Engine`` is one): named here, so
+    the engine imports this module and not the other way round."""
+
+    bus: EventBus
+    runtime: Runtime
+    stores: SessionStores
+
+    def registry(self, session: str) -> Registry: ...
 
 
 class StreamEvents:
@@ -45,13 +56,13 @@ class StreamEvents:
         await asyncio.gather(*self._pending, return_exceptions=True)
 
 
-def team_events(engine: Engine) -> EventSink:
+def team_events(engine: TeamHost) -> EventSink:
     """Where ``engine``'s team events go: the session's stream when the stores are shared, else the
     engine's bus."""
     return StreamEvents(engine.stores) if engine.stores.shared else engine.bus.publish
 
 
-def team_wakes(engine: Engine) -> Wakes:
+def team_wakes(engine: TeamHost) -> Wakes:
     """The wakes of ``engine``: on its pool when its runtime is one, else on this loop."""
     settings = getattr(engine.runtime, "settings", None)
     if engine.runtime.name != "local" and settings is not None:

@@ -41,11 +41,23 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-if TYPE_CHECKING:
-    from shelly_dist.testing.model_server import ModelServer, RecordedRequest, Reply
+from shelly_dist.testing.wire import RecordedRequest, Reply, answer_body, error_body
+
+
+class BatchHost(Protocol):
+    """What the batch APIs use of the server they are part of (``ModelServer`` is one): its
+    address, its record of HTTP calls, and how it chooses a reply."""
+
+    requests: list[RecordedRequest]
+
+    @property
+    def url(self) -> str: ...
+
+    def _choose(self, record: RecordedRequest) -> Reply: ...
+
 
 OPENAI_ENDPOINTS = ("/v1/chat/completions", "/v1/responses", "/v1/embeddings", "/v1/completions")
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -109,7 +121,7 @@ def _iso(t: float) -> str:
 class BatchAPIs:
     """The batch state of one model server. Thread-safe (the server answers concurrently)."""
 
-    def __init__(self, server: ModelServer, delay: float) -> None:
+    def __init__(self, server: BatchHost, delay: float) -> None:
         self.server = server
         self.delay = delay
         self.lines: list[BatchLine] = []
@@ -466,14 +478,10 @@ class BatchAPIs:
         return file_id
 
     def _reply(self, b: _Batch, body: dict[str, Any]) -> Reply:
-        from shelly_dist.testing.model_server import RecordedRequest
-
         path = "/v1/chat/completions" if b.vendor == "openai" else "/v1/messages"
         return self.server._choose(RecordedRequest("POST", path, {BATCH_HEADER: b.id}, body, time.monotonic()))
 
     def _line(self, b: _Batch, line: BatchLine, reply: Reply | None) -> dict[str, Any]:
-        from shelly_dist.testing.model_server import answer_body, error_body
-
         model = str(line.body.get("model") or "mock")
         if b.vendor == "anthropic":
             if reply is None:
@@ -502,8 +510,6 @@ class BatchAPIs:
 
 def record(method: str, target: str, headers: dict[str, str], raw: bytes) -> RecordedRequest:
     """What the server records of a batch endpoint's call (its JSON body, when it has one)."""
-    from shelly_dist.testing.model_server import RecordedRequest
-
     try:
         body: Any = json.loads(raw) if raw and headers.get("content-type", "").startswith("application/json") else None
     except ValueError:
