@@ -12,7 +12,7 @@ from shelly_dist.agent import ChildRequest, DelegateEntry, RunState
 from shelly_dist.chats import Message, Role
 from shelly_dist.errors import StoreError
 from shelly_dist.redisio.connection import connect
-from shelly_dist.runtime.celery.journal import Journal, Lease, LeaseLost, child_key
+from shelly_dist.runtime.celery.journal import Journal, Lease, LeaseLost, RunEnd, child_key
 from shelly_dist.runtime.celery.journal.renewer import Renewer
 from shelly_dist.runtime.celery.settings import RuntimeSettings
 
@@ -210,6 +210,23 @@ async def test_a_finish_writes_the_held_last_checkpoint_in_the_same_step(journal
     record = await journal.record(ids[0])
     assert record is not None and (record.status, record.msg_count) == ("done", 2)
     assert [m.text_content() for m in await journal.messages(ids[0], 2)] == ["task", "answer"]
+
+
+async def test_a_finish_writes_its_end_fields_as_given_beside_a_held_checkpoint(journal: Journal):
+    """The end's fields travel as one JSON object the script decodes (``RunEnd``): any text, in any
+    script, comes back byte for byte, after the held messages in the same call."""
+    lease = await parent(journal)
+    ids, _ = await lease.expect([request(0)], 1, "fp")
+    child = await claimed(journal, ids[0])
+    reply = 'done 😀 — "quoted", back\\slash, nul \x00 and\nnewline'
+    state = RunState(run_id=ids[0], config_name="w", instance_name="w-7")
+    child.hold(0, state, [Message.text("w", Role.ASSISTANT, reply)])
+    end = RunEnd(usage='{"input_tokens": 3}', instance="w-7", reply=reply)
+    await child.finish("done", DelegateEntry(agent="w", result=reply).to_json(), end=end)
+    record = await journal.record(ids[0])
+    assert record is not None
+    assert (record.reply, record.instance, record.usage, record.error) == (reply, "w-7", '{"input_tokens": 3}', "")
+    assert [m.text_content() for m in await journal.messages(ids[0], 1)] == [reply]
 
 
 async def test_a_finish_refuses_a_held_checkpoint_when_the_journal_is_not_at_its_offset(journal: Journal):
