@@ -21,7 +21,7 @@ from shelly_dist.runtime.celery.journal import Lease, RunEnd, RunRecord, RunStat
 
 
 async def hand_off(
-    lease: Lease, peer: ChildRequest, result: dict[str, Any], *, events: str = "", end: RunEnd | None = None
+    lease: Lease, peer: ChildRequest, result: dict[str, Any], *, events: str = "", end: RunEnd = RunEnd()
 ) -> tuple[str, bool]:
     """End the leased run in favour of ``peer``; returns (the peer's run id, whether it is still
     queued: the caller enqueues it)."""
@@ -35,7 +35,7 @@ async def hand_off(
     ).fields()
     requeue_at = int((now + settings.requeue_after) * 1000)
     args: list[Any] = [lease.token, json.dumps(fields), str(now), settings.retention, r.id, peer_id,
-                       requeue_at, events, json.dumps(result), (end or RunEnd()).to_json()]
+                       requeue_at, events, json.dumps(result), end.to_json()]
     script = store.control.handoff  # control_scripts.HANDOFF
     status, wrote = await store.run_script(
         script,

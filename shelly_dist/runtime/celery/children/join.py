@@ -26,7 +26,7 @@ async def finish_and_join(
     entry: DelegateEntry,
     *,
     events: str = "",
-    end: RunEnd | None = None,
+    end: RunEnd = RunEnd(),
 ) -> None:
     """End the run and join its entry into its parent; the call that completes the parent's join
     enqueues the parent's resume (coordinators are woken by the join's publish instead). If this

@@ -151,7 +151,7 @@ class Lease:
         return int(await st.run_script(st.scripts.release, keys, [self.token, r.id]))
 
     async def finish(
-        self, ending: Ending, result: dict[str, Any], *, events: str = "", end: RunEnd | None = None
+        self, ending: Ending, result: dict[str, Any], *, events: str = "", end: RunEnd = RunEnd()
     ) -> tuple[int, str]:
         """End the run as ``ending`` (writing its last ``events``) and join its result into its parent; returns
         (children left, parent mode). ``left == 0``: this call completed the join and the caller
@@ -167,7 +167,7 @@ class Lease:
         args: list[Any] = [self.token, str(RunStatus.ended(ending)), json.dumps(result), str(now),
                            st.settings.retention, r.parent_key if r.parent else "", events, r.id, r.parent,
                            _ms(now + st.settings.requeue_after)]
-        also = (end or RunEnd()).to_json()
+        also = end.to_json()
         if held is None:
             args += ["", "", 0, also]
         else:

@@ -308,7 +308,8 @@ class Journal:
 
     async def due_now(self, root: str, run_id: str) -> None:
         """Make run ``run_id`` due now in its tree's deadline index, so a reaper scan (any
-        worker's, within about ``reap_interval``) sends its task: the broker refused the send. Only an
+        worker's, within about ``reap_interval``) sends its task: the broker refused the send, or a
+        worker died holding its message (``worker/orphans.py``). Only an
         indexed run's deadline is moved, and only earlier (``ZADD XX LT``): a run that finished
         meanwhile is not put back, and one claimed meanwhile is found ``alive`` by the reaper.
         Redis being away too is logged: the run then waits for its old deadline."""

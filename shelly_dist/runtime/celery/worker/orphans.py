@@ -9,12 +9,12 @@ minutes on defaults. Under a busy queue the consumer spends most of its time in 
 window, so a kill mid-batch left such a message three times in three tries (a 2,000-item batch
 stuck at 1,999 lines; issue 41).
 
-So the workers on a Redis broker sweep — one of them per round, every :data:`SWEEP_EVERY` seconds — the unacknowledged
-entries older than a lease — long past the milliseconds a live worker takes from the index to the
-receipt. An entry of one of this queue's run tasks whose run is still ``queued`` or ``waiting``
-with neither a lease nor a receipt is an orphan: it is taken out of the index (atomically: one
-sweeper handles it) and its tree's deadlines are pulled in to now (``scripts.PULL``), so the
-reapers decide with their usual rules (``scripts.REAP``) — and re-send it. Everything else is left
+So the workers on a Redis broker sweep the unacknowledged entries older than a lease (one worker
+of the pool per round, every :data:`SWEEP_EVERY` seconds): long past the milliseconds a live worker
+takes from the index to the receipt. An entry of one of this queue's run tasks whose run is still
+``queued`` or ``waiting`` with neither a lease nor a receipt is an orphan: it is taken out of the
+index (atomically: one sweeper handles it) and its run is made due now (:meth:`Journal.due_now`),
+so the reapers decide with their usual rules (``scripts.REAP``) — and re-send it. Everything else is left
 to kombu: a live worker's message (its run leased or received) and a finished run's stale entry.
 """
 
@@ -32,6 +32,7 @@ import redis.asyncio as aioredis
 from shelly_dist.cancellation import pause
 from shelly_dist.runtime.celery.journal import Journal, RunStatus
 from shelly_dist.runtime.celery.names import RESUME_AGENT, RUN_AGENT
+from shelly_dist.runtime.celery.worker.resync import redis_broker
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ class OrphanSweeper:
                                                    strict=True):
             if not orphaned or not await self._take(keys=[self.index, self.hash], args=[tag, cut]):
                 continue
-            await self._pull(root)
+            await journal.due_now(root, run_id)
             taken += 1
             logger.warning("orphans: run %s's task message was taken by a worker that died before it could "
                            "receive it; sending it again", run_id)
@@ -142,18 +143,10 @@ class OrphanSweeper:
                 and not leased and not received
                 for status, leased, received in zip(out[0::3], out[1::3], out[2::3], strict=True)]
 
-    async def _pull(self, root: str) -> None:
-        journal = self.journal
-        cut = int(time.time() * 1000)
-        await journal.store.run_script(journal.store.scripts.pull, [journal.keys.tree_deadlines(root)], [cut],
-                                       hint=(root, cut))
-
 
 def sweeper_for(journal: Journal) -> OrphanSweeper | None:
     """The sweeper of a worker whose broker is a Redis (``None`` for AMQP, where a dead
     connection's unacknowledged messages return at once, and for Sentinel URLs)."""
-    from shelly_dist.runtime.celery.worker.resync import redis_broker
-
     url = journal.settings.broker_url
     if not redis_broker(url) or url.startswith("sentinel"):
         return None

@@ -222,10 +222,10 @@ class Reaper:
         ``kill -9`` in between (where a busy consumer spends much of its time) leaves it nowhere —
         not in the queue, not in the unacknowledged index, not received — and its run would wait
         for ``SENT``'s backstop (eleven minutes; issue 41). So, once per death (one reaper of the
-        pool, at most once a lease), every live tree's backstops are pulled in to ``now + lease``,
-        as after a broker reconnect (:func:`.resync.pull_backstops`, which waits
-        ``requeue_after``): a run whose message is gone is re-sent then, about two leases after the
-        death; one only late behind a backlog gets a duplicate its claim drops."""
+        pool, at most once a lease), every live tree's backstops are pulled in to ``now + lease``
+        (:func:`.resync.pull_backstops`, which a broker reconnect calls with ``requeue_after``): a
+        run whose message is gone is re-sent then, about two leases after the death; one only late
+        behind a backlog gets a duplicate its claim drops."""
         settings = self.journal.settings
         if not redis_broker(settings.broker_url):
             return  # an AMQP broker returns a dead connection's messages at once
